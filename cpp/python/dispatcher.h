@@ -1,0 +1,59 @@
+// The per-call dispatcher of a tuned module (SPEC §9.1): bind, flatten, key, look up the
+// graph, check input dtypes, run the graph's runner. Entered once per call from the module's
+// forward router. Immutable after activation, so concurrent calls need no lock: each thread
+// uses its own scratch buffers.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "flatten.h"
+#include "signature.h"
+#include "spec/graph_table.h"
+
+namespace aitune::python {
+
+namespace py = pybind11;
+
+// One tensor input's accepted dtypes, for the check before execution (SPEC §9.2).
+struct DtypeRule {
+  size_t leaf;
+  std::vector<int> scalar_types;  // c10::ScalarType values
+  std::string path_repr;          // e.g. 'x', for the message
+};
+
+struct GraphEntry {
+  std::string name;
+  py::object runner;                                    // callable(*args, **kwargs)
+  std::vector<std::pair<size_t, py::object>> eq_checks;  // constants confirmed with ==
+  std::vector<DtypeRule> dtype_rules;
+};
+
+class Dispatcher {
+ public:
+  // `on_miss(args, kwargs)` is called for a call whose graph is unknown: it raises
+  // GraphNotFoundError or runs the eager fallback (policy is Python's).
+  Dispatcher(Signature signature, bool strict, int llm_param, std::string module_name, py::object on_miss);
+
+  void add_graph(const GraphKey& key, GraphEntry entry);
+  py::object call(const py::tuple& args, const py::dict& kwargs) const;
+
+  // Key of a call without running it (tests and diagnostics).
+  GraphKey key_of(const py::tuple& args, const py::dict& kwargs) const;
+  size_t num_graphs() const { return entries_.size(); }
+
+ private:
+  const GraphEntry* select(const FlatCall& flat) const;
+  void check_dtypes(const GraphEntry& entry, const FlatCall& flat) const;
+
+  Signature signature_;
+  FlattenOptions options_;
+  std::string module_name_;
+  py::object on_miss_;
+  GraphTable table_;
+  std::vector<GraphEntry> entries_;  // indexed like table_
+};
+
+}  // namespace aitune::python

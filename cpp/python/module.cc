@@ -1,0 +1,233 @@
+// aitune._C: the pybind11 bindings (ARCHITECTURE §1). Registration only: the logic lives in
+// cpp/core, cpp/torch and the flattener/dispatcher beside this file.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <torch/headeronly/version.h>
+
+#include "dispatcher.h"
+#include "env/environment.h"
+#include "errors.h"
+#include "flatten.h"
+#include "signature.h"
+#include "spec/dynamic_dims.h"
+#include "spec/graph_key.h"
+#include "spec/tensor_spec.h"
+
+namespace py = pybind11;
+using namespace aitune;
+using namespace aitune::python;
+
+namespace {
+
+std::optional<int64_t> batch_size_arg(py::handle bs) {
+  if (bs.is_none()) return std::nullopt;
+  return bs.cast<int64_t>();
+}
+
+// Python shape form: ints for static axes, "batch0" / "dim2" strings for symbolic ones.
+py::list symbolic_list(const TensorSpec& spec) {
+  py::list out;
+  for (int64_t axis = 0; axis < spec.rank(); ++axis) {
+    if (spec.axis_kind(axis) == AxisKind::kStatic) {
+      out.append(spec.min_shape()[static_cast<size_t>(axis)]);
+    } else {
+      out.append(spec.axis_label(axis));
+    }
+  }
+  return out;
+}
+
+AxisDef axis_def_from_python(py::handle axis) {
+  if (py::isinstance<py::int_>(axis)) return axis.cast<int64_t>();
+  auto t = axis.cast<py::tuple>();  // (name, is_batch, min, max, opt)
+  DimDef dim{t[0].cast<std::string>(), t[1].cast<bool>(), t[2].cast<int64_t>(), t[3].cast<int64_t>(),
+             t[4].is_none() ? std::nullopt : std::optional<int64_t>(t[4].cast<int64_t>())};
+  return dim;
+}
+
+std::vector<InputShapeDef> shape_defs_from_python(const py::list& defs) {
+  std::vector<InputShapeDef> out;
+  for (auto item : defs) {
+    auto t = item.cast<py::tuple>();
+    InputShapeDef def;
+    def.path_repr = t[0].cast<std::string>();
+    for (auto axis : t[1]) def.axes.push_back(axis_def_from_python(axis));
+    out.push_back(std::move(def));
+  }
+  return out;
+}
+
+py::object flat_to_python(const FlatCall& flat) {
+  py::list leaves;
+  for (size_t i = 0; i < flat.leaves.size(); ++i) {
+    const Leaf& leaf = flat.leaves[i];
+    py::object path = flat.paths.empty() ? py::none() : py::object(path_to_python(flat.paths[i]));
+    leaves.append(py::make_tuple(path, leaf.value, leaf.is_tensor, leaf.needs_eq));
+  }
+  return py::make_tuple(flat.key, leaves);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "aitune native core";
+  m.attr("torch_version") = TORCH_VERSION;
+
+  py::class_<GraphKey>(m, "GraphKey")
+      .def("__hash__", [](const GraphKey& k) { return static_cast<int64_t>(k.hash() >> 1); })
+      .def("__eq__", [](const GraphKey& a, const GraphKey& b) { return a == b; })
+      .def("__len__", &GraphKey::size)
+      .def_property_readonly("hash", &GraphKey::hash)
+      .def_property_readonly("tokens", [](const GraphKey& k) { return k.tokens(); })
+      .def("__repr__", [](const GraphKey& k) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "GraphKey(%016llx, %zu tokens)", static_cast<unsigned long long>(k.hash()),
+                      k.size());
+        return std::string(buf);
+      });
+
+  py::class_<Signature>(m, "Signature")
+      .def(py::init<const py::list&>(), py::arg("params"))
+      .def("to_list", &Signature::to_list)
+      .def("bind", [](const Signature& sig, const py::tuple& args, const py::dict& kwargs) {
+        std::vector<BoundArg> bound;
+        sig.bind(args, kwargs, bound);
+        py::dict out;
+        for (const auto& b : bound) out[sig.params()[b.param].name_obj] = b.value;
+        return out;
+      });
+
+  m.def(
+      "flatten_call",
+      [](const Signature& sig, const py::tuple& args, const py::dict& kwargs, bool strict, int llm_param) {
+        std::vector<BoundArg> bound;
+        sig.bind(args, kwargs, bound);
+        FlatCall flat;
+        flatten_arguments(sig, bound, FlattenOptions{strict, true, llm_param}, flat);
+        return flat_to_python(flat);
+      },
+      py::arg("signature"), py::arg("args"), py::arg("kwargs"), py::arg("strict"), py::arg("llm_param") = -1,
+      "Binds and flattens a call: (GraphKey, [(path, value, is_tensor, needs_eq), ...]).");
+  m.def(
+      "flatten_value",
+      [](py::handle value) {
+        FlatCall flat;
+        flatten_value(value, FlattenOptions{false, true, -1}, flat);
+        return flat_to_python(flat);
+      },
+      py::arg("value"), "Flattens a forward's output: (GraphKey, [(path, value, is_tensor, needs_eq), ...]).");
+  m.def("set_type_rules", &set_type_rules, py::arg("classify"), py::arg("attributes"));
+  m.def("invalidate_type_rules", &invalidate_type_rules);
+
+  py::class_<TensorSpec>(m, "TensorSpec")
+      .def_static(
+          "from_sample",
+          [](std::vector<int64_t> shape, std::string dtype, py::object bs) {
+            return TensorSpec::from_sample(std::move(shape), std::move(dtype), batch_size_arg(bs));
+          },
+          py::arg("shape"), py::arg("dtype"), py::arg("batch_size"))
+      .def_static(
+          "from_parts",
+          [](std::vector<std::string> kinds, Shape min_shape, Shape max_shape, std::vector<double> multipliers,
+             std::string dtype) {
+            std::vector<AxisKind> k;
+            for (const auto& s : kinds) {
+              if (s == "static") k.push_back(AxisKind::kStatic);
+              else if (s == "batch") k.push_back(AxisKind::kBatch);
+              else if (s == "dim") k.push_back(AxisKind::kDynamic);
+              else throw py::value_error("axis kind must be static, batch or dim; got '" + s + "'");
+            }
+            return value_or_throw(TensorSpec::from_parts(std::move(k), std::move(min_shape), std::move(max_shape),
+                                                         std::move(multipliers), std::move(dtype)));
+          })
+      .def("update",
+           [](TensorSpec& s, const Shape& shape, py::object bs) { ok_or_throw(s.update(shape, batch_size_arg(bs))); })
+      .def("extend_max", [](TensorSpec& s, const Shape& shape) { ok_or_throw(s.extend_max(shape)); })
+      .def("copy", [](const TensorSpec& s) { return TensorSpec(s); })
+      .def_property_readonly("rank", &TensorSpec::rank)
+      .def_property_readonly("min_shape", &TensorSpec::min_shape)
+      .def_property_readonly("max_shape", &TensorSpec::max_shape)
+      .def_property_readonly("dtype", &TensorSpec::dtype)
+      .def_property_readonly("shape", &symbolic_list)
+      .def_property_readonly("axis_kinds",
+                             [](const TensorSpec& s) {
+                               std::vector<std::string> out;
+                               for (auto k : s.axis_kinds()) {
+                                 out.push_back(k == AxisKind::kStatic ? "static" : k == AxisKind::kBatch ? "batch" : "dim");
+                               }
+                               return out;
+                             })
+      .def_property_readonly("multipliers", &TensorSpec::multipliers)
+      .def_property_readonly("batch_multipliers",
+                             [](const TensorSpec& s) {
+                               py::dict out;
+                               for (auto [axis, mult] : s.batch_multipliers()) out[py::int_(axis)] = mult;
+                               return out;
+                             })
+      .def("has_batch_axis", &TensorSpec::has_batch_axis)
+      .def("has_dynamic_axis", &TensorSpec::has_dynamic_axis)
+      .def("max_batch_size", &TensorSpec::max_batch_size)
+      .def("min_batch_size", &TensorSpec::min_batch_size)
+      .def("batched_shape", &TensorSpec::batched_shape)
+      .def("matches", &TensorSpec::matches)
+      .def("symbolic_shape", &TensorSpec::symbolic_shape)
+      .def("__repr__", [](const TensorSpec& s) {
+        return "TensorSpec(shape=" + s.symbolic_shape() + ", min=" + format_shape(s.min_shape()) +
+               ", max=" + format_shape(s.max_shape()) + ", dtype=" + s.dtype() + ")";
+      });
+
+  m.def("validate_dim_def", [](const py::tuple& dim) {
+    ok_or_throw(validate_dim_def(std::get<DimDef>(axis_def_from_python(dim))));
+  });
+  m.def("validate_shape_defs", [](const py::list& defs) { ok_or_throw(validate_shape_defs(shape_defs_from_python(defs))); });
+  m.def("check_call_against_defs",
+        [](const std::string& module, const py::list& defs, const std::vector<std::pair<std::string, Shape>>& inputs) {
+          ok_or_throw(check_call_against_defs(module, shape_defs_from_python(defs), inputs));
+        });
+  m.def("check_defs_observed", [](const std::string& module, const py::list& defs, const std::vector<std::string>& paths) {
+    ok_or_throw(check_defs_observed(module, shape_defs_from_python(defs), paths));
+  });
+  m.def("effective_shape", [](const py::tuple& def) {
+    py::list one;
+    one.append(def);
+    EffectiveShape e = effective_shape(shape_defs_from_python(one)[0]);
+    return py::make_tuple(e.min, e.opt, e.max);
+  });
+
+  py::class_<Dispatcher>(m, "Dispatcher")
+      .def(py::init([](const Signature& sig, bool strict, int llm_param, std::string name, py::object on_miss) {
+             return new Dispatcher(sig, strict, llm_param, std::move(name), std::move(on_miss));
+           }),
+           py::arg("signature"), py::arg("strict"), py::arg("llm_param"), py::arg("module_name"), py::arg("on_miss"))
+      .def(
+          "add_graph",
+          [](Dispatcher& d, const GraphKey& key, std::string name, py::object runner, const py::list& eq_checks,
+             const py::list& dtype_rules) {
+            GraphEntry entry{std::move(name), std::move(runner), {}, {}};
+            for (auto item : eq_checks) {
+              auto t = item.cast<py::tuple>();
+              entry.eq_checks.emplace_back(t[0].cast<size_t>(), py::reinterpret_borrow<py::object>(t[1]));
+            }
+            for (auto item : dtype_rules) {
+              auto t = item.cast<py::tuple>();
+              entry.dtype_rules.push_back(
+                  DtypeRule{t[0].cast<size_t>(), t[1].cast<std::vector<int>>(), t[2].cast<std::string>()});
+            }
+            d.add_graph(key, std::move(entry));
+          },
+          py::arg("key"), py::arg("name"), py::arg("runner"), py::arg("eq_checks"), py::arg("dtype_rules"))
+      .def("__call__", [](const Dispatcher& d, py::args args, py::kwargs kwargs) { return d.call(args, kwargs); })
+      .def("call", &Dispatcher::call)
+      .def("key_of", &Dispatcher::key_of)
+      .def_property_readonly("num_graphs", &Dispatcher::num_graphs);
+
+  m.def("environment_json", [] { return to_json(probe_environment()); });
+  m.def("environment_text", [] { return to_text(probe_environment()); });
+
+  // Drop cached Python objects before the interpreter finalises.
+  auto atexit = py::module_::import("atexit");
+  atexit.attr("register")(py::cpp_function([] { clear_type_rules(); }));
+}

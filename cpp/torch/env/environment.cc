@@ -1,0 +1,233 @@
+#include "env/environment.h"
+
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <dlfcn.h>
+#include <torch/headeronly/version.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string_view>
+
+#ifndef AITUNE_VERSION
+#define AITUNE_VERSION "0.0.0"
+#endif
+
+namespace aitune {
+namespace {
+
+// The CUDA driver API and NVML are loaded with dlopen instead of linked, so the same binary
+// runs (and says so) on machines without a driver. Signatures from cuda.h / nvml.h.
+using CuInit = int (*)(unsigned int);
+using CuDriverGetVersion = int (*)(int*);
+using CuDeviceGetCount = int (*)(int*);
+using CuDeviceGet = int (*)(int*, int);
+using CuDeviceGetName = int (*)(char*, int, int);
+using CuDeviceGetAttribute = int (*)(int*, int, int);
+using CuDeviceTotalMem = int (*)(size_t*, int);
+using NvmlInit = int (*)();
+using NvmlSystemGetDriverVersion = int (*)(char*, unsigned int);
+using NvmlShutdown = int (*)();
+constexpr int kCuAttrComputeCapabilityMajor = 75;
+constexpr int kCuAttrComputeCapabilityMinor = 76;
+
+std::string cuda_version_text(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+template <typename F>
+F sym(void* lib, const char* name) {
+  return reinterpret_cast<F>(dlsym(lib, name));
+}
+
+void probe_driver(EnvironmentInfo& info) {
+  void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (cuda == nullptr) {
+    const char* err = dlerror();
+    info.driver_error = std::string("dlopen(libcuda.so.1) failed: ") + (err ? err : "unknown error");
+    return;
+  }
+  auto cu_init = sym<CuInit>(cuda, "cuInit");
+  auto cu_version = sym<CuDriverGetVersion>(cuda, "cuDriverGetVersion");
+  auto cu_count = sym<CuDeviceGetCount>(cuda, "cuDeviceGetCount");
+  auto cu_get = sym<CuDeviceGet>(cuda, "cuDeviceGet");
+  auto cu_name = sym<CuDeviceGetName>(cuda, "cuDeviceGetName");
+  auto cu_attr = sym<CuDeviceGetAttribute>(cuda, "cuDeviceGetAttribute");
+  auto cu_mem = sym<CuDeviceTotalMem>(cuda, "cuDeviceTotalMem_v2");
+  if (!cu_init || !cu_version || !cu_count || !cu_get || !cu_name || !cu_attr || !cu_mem) {
+    info.driver_error = "libcuda.so.1 lacks the driver API entry points aitune uses";
+    return;
+  }
+  int rc = cu_init(0);
+  if (rc != 0) {
+    info.driver_error = "cuInit failed with CUDA error " + std::to_string(rc);
+    return;
+  }
+  int version = 0;
+  if (cu_version(&version) == 0) info.driver_cuda_version = cuda_version_text(version);
+  int count = 0;
+  if (cu_count(&count) != 0) count = 0;
+  for (int i = 0; i < count; ++i) {
+    int dev = 0;
+    if (cu_get(&dev, i) != 0) continue;
+    GpuInfo gpu;
+    gpu.index = i;
+    char name[256] = {0};
+    if (cu_name(name, sizeof(name) - 1, dev) == 0) gpu.name = name;
+    cu_attr(&gpu.sm_major, kCuAttrComputeCapabilityMajor, dev);
+    cu_attr(&gpu.sm_minor, kCuAttrComputeCapabilityMinor, dev);
+    size_t mem = 0;
+    if (cu_mem(&mem, dev) == 0) gpu.memory_bytes = static_cast<int64_t>(mem);
+    info.gpus.push_back(gpu);
+  }
+  // The kernel driver's own version comes from NVML.
+  if (void* nvml = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    auto init = sym<NvmlInit>(nvml, "nvmlInit_v2");
+    auto get = sym<NvmlSystemGetDriverVersion>(nvml, "nvmlSystemGetDriverVersion");
+    auto shutdown = sym<NvmlShutdown>(nvml, "nvmlShutdown");
+    if (init && get && init() == 0) {
+      char text[96] = {0};
+      if (get(text, sizeof(text)) == 0) info.driver_version = text;
+      if (shutdown) shutdown();
+    }
+  }
+}
+
+// Tries the given sonames in order; `version_fn(lib)` reads the version once loaded.
+template <typename VersionFn>
+LibraryProbe probe_library(const char* name, std::initializer_list<const char*> sonames, VersionFn version_fn) {
+  LibraryProbe probe;
+  probe.name = name;
+  std::string errors;
+  for (const char* soname : sonames) {
+    void* lib = dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
+    if (lib != nullptr) {
+      probe.found = true;
+      probe.version = version_fn(lib);
+      probe.how = std::string("dlopen(") + soname + ") succeeded";
+      return probe;
+    }
+    if (!errors.empty()) errors += "; ";
+    errors += std::string("dlopen(") + soname + ") failed";
+  }
+  probe.how = errors + " (the Python wheels keep their libraries off the loader path: `python -m aitune doctor` "
+                       "also checks the Python packages)";
+  return probe;
+}
+
+std::string tensorrt_version(void* lib) {
+  using GetVersion = int (*)();
+  auto get = sym<GetVersion>(lib, "getInferLibVersion");
+  if (!get) return "";
+  int v = get();  // e.g. 101303 for 10.13.3
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+}
+
+std::string onnxruntime_version(void* lib) {
+  struct OrtApiBase {
+    const void* (*GetApi)(uint32_t);
+    const char* (*GetVersionString)();
+  };
+  using GetApiBase = const OrtApiBase* (*)();
+  auto get = sym<GetApiBase>(lib, "OrtGetApiBase");
+  if (!get) return "";
+  const OrtApiBase* base = get();
+  return base && base->GetVersionString ? base->GetVersionString() : "";
+}
+
+std::string json_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string q(std::string_view s) { return "\"" + json_escape(s) + "\""; }
+
+}  // namespace
+
+EnvironmentInfo probe_environment() {
+  EnvironmentInfo info;
+  info.aitune_version = AITUNE_VERSION;
+  info.torch_version = TORCH_VERSION;
+  const auto& hooks = at::detail::getCUDAHooks();
+  info.torch_has_cuda = at::hasCUDA();
+  if (hooks.hasCUDART()) {
+    const long v = hooks.versionCUDART();
+    if (v > 0) info.torch_cuda_runtime = cuda_version_text(static_cast<int>(v));
+  }
+  probe_driver(info);
+  info.libraries.push_back(probe_library("TensorRT", {"libnvinfer.so.10", "libnvinfer.so"}, tensorrt_version));
+  info.libraries.push_back(probe_library("Torch-TensorRT", {"libtorchtrt.so", "libtorchtrt_runtime.so"},
+                                         [](void*) { return std::string(); }));
+  info.libraries.push_back(
+      probe_library("ONNX Runtime", {"libonnxruntime.so.1", "libonnxruntime.so"}, onnxruntime_version));
+  const char* kill = std::getenv("AITUNE_DISABLE_CUDA_GRAPHS");
+  std::string_view k = kill ? kill : "";
+  info.cuda_graphs_disabled = k == "1" || k == "true" || k == "True" || k == "yes" || k == "Yes" || k == "YES";
+  return info;
+}
+
+std::string to_json(const EnvironmentInfo& info) {
+  std::ostringstream o;
+  o << "{\"aitune_version\": " << q(info.aitune_version) << ", \"torch_version\": " << q(info.torch_version)
+    << ", \"torch_has_cuda\": " << (info.torch_has_cuda ? "true" : "false")
+    << ", \"torch_cuda_runtime\": " << q(info.torch_cuda_runtime) << ", \"driver_version\": " << q(info.driver_version)
+    << ", \"driver_cuda_version\": " << q(info.driver_cuda_version) << ", \"driver_error\": " << q(info.driver_error)
+    << ", \"cuda_graphs_disabled\": " << (info.cuda_graphs_disabled ? "true" : "false") << ", \"gpus\": [";
+  for (size_t i = 0; i < info.gpus.size(); ++i) {
+    const auto& g = info.gpus[i];
+    o << (i ? ", " : "") << "{\"index\": " << g.index << ", \"name\": " << q(g.name) << ", \"sm\": \"" << g.sm_major
+      << "." << g.sm_minor << "\", \"memory_bytes\": " << g.memory_bytes << "}";
+  }
+  o << "], \"libraries\": [";
+  for (size_t i = 0; i < info.libraries.size(); ++i) {
+    const auto& l = info.libraries[i];
+    o << (i ? ", " : "") << "{\"name\": " << q(l.name) << ", \"found\": " << (l.found ? "true" : "false")
+      << ", \"version\": " << q(l.version) << ", \"how\": " << q(l.how) << "}";
+  }
+  o << "]}";
+  return o.str();
+}
+
+std::string to_text(const EnvironmentInfo& info) {
+  std::ostringstream o;
+  o << "aitune " << info.aitune_version << "\n";
+  o << "libtorch: " << info.torch_version << " (CUDA "
+    << (info.torch_cuda_runtime.empty() ? "not built" : info.torch_cuda_runtime) << ")\n";
+  o << "CUDA available to torch: " << (info.torch_has_cuda ? "yes" : "no") << "\n";
+  if (info.driver_error.empty()) {
+    o << "NVIDIA driver: " << (info.driver_version.empty() ? "unknown" : info.driver_version) << " (supports CUDA "
+      << info.driver_cuda_version << ")\n";
+  } else {
+    o << "NVIDIA driver: none (" << info.driver_error << ")\n";
+  }
+  if (info.gpus.empty()) o << "GPUs: none\n";
+  for (const auto& g : info.gpus) {
+    o << "GPU " << g.index << ": " << g.name << ", SM " << g.sm_major << "." << g.sm_minor << ", "
+      << (g.memory_bytes >> 20) << " MiB\n";
+  }
+  for (const auto& l : info.libraries) {
+    o << l.name << ": " << (l.found ? "usable" : "not found") << (l.version.empty() ? "" : " " + l.version) << " ("
+      << l.how << ")\n";
+  }
+  o << "CUDA graphs: " << (info.cuda_graphs_disabled ? "disabled by AITUNE_DISABLE_CUDA_GRAPHS" : "enabled") << "\n";
+  return o.str();
+}
+
+}  // namespace aitune

@@ -1,0 +1,47 @@
+// What this machine offers aitune: torch build, CUDA driver and GPUs, and whether the optional
+// native libraries (TensorRT, Torch-TensorRT, ONNX Runtime) can be loaded. Used by
+// `aitune doctor` and, later, by the checkpoint fingerprint (SPEC §10.3).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aitune {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int sm_major = 0;
+  int sm_minor = 0;
+  int64_t memory_bytes = 0;
+};
+
+// Result of trying to load an optional library: found or not, its version when it reports
+// one, and how we know (the exact dlopen name, or the error).
+struct LibraryProbe {
+  std::string name;
+  bool found = false;
+  std::string version;
+  std::string how;
+};
+
+struct EnvironmentInfo {
+  std::string aitune_version;
+  std::string torch_version;        // libtorch this binary was built against
+  bool torch_has_cuda = false;      // libtorch built with CUDA and a CUDA device is usable
+  std::string torch_cuda_runtime;   // CUDA runtime libtorch uses, "13.0"; empty without CUDA
+  std::string driver_version;       // NVIDIA kernel driver, "570.124.06"; empty if none
+  std::string driver_cuda_version;  // newest CUDA the driver supports, "13.0"
+  std::string driver_error;         // why the driver could not be queried
+  std::vector<GpuInfo> gpus;
+  std::vector<LibraryProbe> libraries;
+  bool cuda_graphs_disabled = false;  // AITUNE_DISABLE_CUDA_GRAPHS
+};
+
+EnvironmentInfo probe_environment();
+
+std::string to_json(const EnvironmentInfo& info);
+std::string to_text(const EnvironmentInfo& info);
+
+}  // namespace aitune

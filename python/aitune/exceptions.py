@@ -1,0 +1,169 @@
+"""Exceptions raised by aitune (SPEC §14).
+
+Every exception derives from :class:`AITuneError`. Where the reference raised a
+builtin (``RuntimeError``, ``ValueError``, ``FileNotFoundError``, ``OSError``),
+the aitune class also derives from that builtin, so ``except RuntimeError:``
+clauses written against the reference keep catching it.
+
+``str(error)`` is always exactly the message, also for the ``OSError`` family,
+whose own ``__str__`` would otherwise format ``[Errno …]`` text.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence, Tuple, Union
+
+__all__ = [
+    "AITuneError",
+    "AITuneUserInputError",
+    "BackendUnavailableError",
+    "NoValidBackendError",
+    "CorrectnessError",
+    "CorrectnessValueError",
+    "CorrectnessTensorShapeError",
+    "CorrectnessDynamicShapeError",
+    "CorrectnessNumericError",
+    "GraphNotFoundError",
+    "ProfileShapeError",
+    "CheckpointNotFoundError",
+    "CorruptCheckpointError",
+    "UnsupportedCheckpointError",
+    "IncompatibleCheckpointError",
+    "DiskSpaceError",
+]
+
+PathLike = Union[str, os.PathLike]
+
+
+def _rebuild(cls: type, state: dict) -> "AITuneError":
+    """Recreate a pickled exception without calling the subclass ``__init__``.
+
+    Subclasses may have their own constructor signatures (see
+    :class:`IncompatibleCheckpointError`), so unpickling restores the state
+    directly instead of guessing the constructor arguments.
+    """
+    error = cls.__new__(cls)
+    AITuneError.__init__(error, state.get("message", ""))
+    error.__dict__.update(state)
+    return error
+
+
+class AITuneError(Exception):
+    """Base class of every aitune exception.
+
+    Args:
+        message: Human-readable description; ``str(error)`` returns it unchanged.
+        log_path: Optional log file with details (e.g. a backend's ``build.log``).
+    """
+
+    def __init__(self, message: str, log_path: Optional[PathLike] = None) -> None:
+        # One positional argument only: OSError subclasses would otherwise
+        # interpret (message, log_path) as (errno, strerror).
+        super().__init__(message)
+        self.message: str = message
+        self.log_path: Optional[Path] = Path(log_path) if log_path is not None else None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return _rebuild, (type(self), dict(self.__dict__))
+
+
+class AITuneUserInputError(AITuneError):
+    """Invalid user input: model, data, dynamic shapes or a configuration value."""
+
+
+class BackendUnavailableError(AITuneError, RuntimeError):
+    """A backend's package or device is missing, so it cannot be built here."""
+
+
+class NoValidBackendError(AITuneError, RuntimeError):
+    """No candidate backend qualified for a graph (build, correctness or gate)."""
+
+
+class CorrectnessError(AITuneError, ValueError):
+    """Base of the correctness-check failures of SPEC §7."""
+
+
+class CorrectnessValueError(CorrectnessError):
+    """An output contains NaN or infinity."""
+
+
+class CorrectnessTensorShapeError(CorrectnessError):
+    """An output's structure or shape differs from eager."""
+
+
+class CorrectnessDynamicShapeError(CorrectnessError):
+    """The min/max-shape run of a candidate failed."""
+
+
+class CorrectnessNumericError(CorrectnessError):
+    """Outputs differ numerically from eager beyond the tolerance."""
+
+
+class GraphNotFoundError(AITuneError, RuntimeError):
+    """A call at run time matches no tuned graph."""
+
+
+class ProfileShapeError(AITuneError, RuntimeError):
+    """An input lies outside the tuned profiles or has the wrong dtype."""
+
+
+class CheckpointNotFoundError(AITuneError, FileNotFoundError):
+    """The checkpoint file does not exist."""
+
+
+class CorruptCheckpointError(AITuneError):
+    """The checkpoint is damaged or unsafe (hash mismatch, path escape, ...)."""
+
+
+class UnsupportedCheckpointError(AITuneError):
+    """The checkpoint format (version, backend type, reference format) is not readable."""
+
+
+Mismatch = Tuple[str, Any, Any]
+
+
+class IncompatibleCheckpointError(AITuneError):
+    """The checkpoint was made on a hardware/software stack this one cannot run.
+
+    Args:
+        mismatches: ``(component, saved, current)`` triples, each optionally
+            followed by a fourth element: a context string naming what needs
+            the component (e.g. ``"TensorRT plan of module 'm' graph '0'"``).
+            A plain string is taken as an already formatted message (used where
+            the error comes from the C++ core as text).
+        log_path: Optional log file.
+
+    ``.mismatches`` holds the triples; the message has one line per mismatch:
+    ``gpu_sm: saved 9.0, current 8.9 (TensorRT plan of module 'm' graph '0')``.
+    """
+
+    def __init__(
+        self,
+        mismatches: Union[str, Iterable[Sequence[Any]]],
+        log_path: Optional[PathLike] = None,
+    ) -> None:
+        if isinstance(mismatches, str):
+            super().__init__(mismatches, log_path)
+            self.mismatches: list = []
+            return
+        triples = []
+        lines = []
+        for entry in mismatches:
+            if len(entry) not in (3, 4):
+                raise ValueError(f"Each mismatch must be (component, saved, current[, context]), got {entry!r}")
+            component, saved, current = entry[0], entry[1], entry[2]
+            context = entry[3] if len(entry) == 4 else None
+            triples.append((component, saved, current))
+            line = f"{component}: saved {saved}, current {current}"
+            lines.append(f"{line} ({context})" if context else line)
+        super().__init__("\n".join(lines), log_path)
+        self.mismatches = triples
+
+
+class DiskSpaceError(AITuneError, OSError):
+    """The aitune cache device is full (ENOSPC); always propagates out of tuning."""

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <torch/headeronly/version.h>
 
+#include "bridge/tensor_bridge.h"
 #include "dispatcher.h"
 #include "env/environment.h"
 #include "errors.h"
@@ -213,8 +214,11 @@ PYBIND11_MODULE(_C, m) {
             }
             for (auto item : dtype_rules) {
               auto t = item.cast<py::tuple>();
-              entry.dtype_rules.push_back(
-                  DtypeRule{t[0].cast<size_t>(), t[1].cast<std::vector<int>>(), t[2].cast<std::string>()});
+              std::vector<int> types;
+              for (const auto& name : t[1].cast<std::vector<std::string>>()) {
+                types.push_back(static_cast<int>(value_or_throw(dtype_from_name(name))));
+              }
+              entry.dtype_rules.push_back(DtypeRule{t[0].cast<size_t>(), std::move(types), t[2].cast<std::string>()});
             }
             d.add_graph(key, std::move(entry));
           },

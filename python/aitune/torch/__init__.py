@@ -1,0 +1,24 @@
+"""aitune for PyTorch: ``import aitune.torch as ait`` (SPEC §1.1)."""
+
+from aitune._native import _C  # noqa: F401 - fails early with a clear message on a torch mismatch
+from aitune.torch import backend, tune_strategy
+from aitune.torch.config import aitune_cache_dir, config
+from aitune.torch.dataloader import DataLoaderFactory
+from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
+from aitune.torch.module.wrapper import Module
+from aitune.torch.tune_strategy import OneBackendStrategy, TuneStrategy
+from aitune.torch.tuning import tune
+
+__all__ = [
+    "BatchDim",
+    "DataLoaderFactory",
+    "DynamicDim",
+    "Module",
+    "OneBackendStrategy",
+    "TuneStrategy",
+    "aitune_cache_dir",
+    "backend",
+    "config",
+    "tune",
+    "tune_strategy",
+]

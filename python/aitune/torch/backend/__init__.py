@@ -1,0 +1,14 @@
+"""Backends (SPEC §1.2). This release ships TorchEagerBackend; the others arrive with their
+issues and keep these import paths."""
+
+from aitune.torch.backend.backend import ArtifactPath, Backend, BackendConfig, BackendState
+from aitune.torch.backend.torch_eager import TorchEagerBackend, TorchEagerBackendConfig
+
+__all__ = [
+    "ArtifactPath",
+    "Backend",
+    "BackendConfig",
+    "BackendState",
+    "TorchEagerBackend",
+    "TorchEagerBackendConfig",
+]

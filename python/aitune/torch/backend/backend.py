@@ -1,0 +1,220 @@
+"""The backend interface (SPEC §1.2, §4.1): a blueprint that a strategy deep-copies and builds
+for one graph; the built copy serves the graph's calls."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import enum
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from aitune.exceptions import BackendUnavailableError
+
+logger = logging.getLogger("aitune")
+
+
+class BackendState(enum.Enum):
+    INIT = "init"
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    CHECKPOINT_LOADED = "checkpoint_loaded"
+    DEPLOYED = "deployed"
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactPath:
+    """A file a backend produced and needs at run time, relative to its build folder."""
+
+    root: Path
+    relative_path: Path
+
+    @property
+    def path(self) -> Path:
+        return Path(self.root) / self.relative_path
+
+    @classmethod
+    def from_existing(cls, path: Path, root: Path) -> ArtifactPath:
+        return cls(Path(root), Path(path).relative_to(root))
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, Path):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _json_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted(_json_value(v) for v in value)
+    return value
+
+
+@dataclasses.dataclass
+class BackendConfig:
+    """Base of every backend config: one dataclass per backend, default member values."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BackendConfig:
+        return cls(**data)
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+    def describe(self) -> str:
+        """The fields that differ from a default-constructed config, as `name=value`."""
+        try:
+            default = type(self)()
+        except TypeError:
+            default = None
+        parts = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if default is not None and getattr(default, f.name) == value:
+                continue
+            parts.append(f"{f.name}={value!r}")
+        return ", ".join(parts)
+
+    def to_json(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True))
+
+
+class Backend(abc.ABC):
+    """Lifecycle INIT -build-> ACTIVE <-> INACTIVE (SPEC §4.1)."""
+
+    _devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
+    config_class: ClassVar[type[BackendConfig]] = BackendConfig
+
+    def __init__(self, config: BackendConfig | None = None, *, tolerance: Any = None) -> None:
+        if config is None:
+            config = self.config_class()
+        if not isinstance(config, self.config_class):
+            raise TypeError(
+                f"{type(self).__name__} takes a {self.config_class.__name__}, got {type(config).__name__}"
+            )
+        self.config = config
+        self.tolerance = tolerance
+        self._state = BackendState.INIT
+        self._device: torch.device | None = None
+
+    # -- identity --------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def describe(self) -> str:
+        return f"{self.name}({self.config.describe()})"
+
+    def key(self) -> str:
+        return f"{self.name}_{self.config.key()}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"class": f"{type(self).__module__}.{type(self).__qualname__}", "config": self.config.to_dict()}
+
+    @property
+    def is_jit(self) -> bool:
+        """True when the backend needs the original module at run time."""
+        return False
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._device
+
+    @property
+    def state(self) -> BackendState:
+        return self._state
+
+    @property
+    def is_active(self) -> bool:
+        return self._state in (BackendState.ACTIVE, BackendState.DEPLOYED)
+
+    @property
+    def precision_class(self) -> str:
+        return "fp32"
+
+    def is_available(self) -> tuple[bool, str]:
+        """(available, reason): packages present and, once a device is known, supported."""
+        return True, ""
+
+    def _check_device(self, device: torch.device) -> None:
+        if device.type not in self._devices:
+            raise BackendUnavailableError(f"Device {device.type} is not supported by the backend {self.name}")
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: Any, cache_dir: Path,
+              log_file: Path | None = None) -> Backend:
+        if self._state is not BackendState.INIT:
+            raise RuntimeError(f"Backend {self.name} build should be called only once")
+        available, reason = self.is_available()
+        if not available:
+            raise BackendUnavailableError(reason)
+        device = torch.device(device)
+        self._check_device(device)
+        cache_dir = Path(cache_dir)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        self.config.to_json(cache_dir / "config.json")
+        self._device = device
+        self._build(module, graph_spec, data, device, cache_dir)
+        self._state = BackendState.ACTIVE
+        return self
+
+    def activate(self) -> None:
+        if self._state in (BackendState.ACTIVE, BackendState.DEPLOYED):
+            return
+        if self._state is BackendState.INIT:
+            raise RuntimeError(f"Cannot activate backend {self.name}: it was never built")
+        self._activate()
+        self._state = BackendState.ACTIVE
+
+    def deactivate(self) -> None:
+        if self._state is not BackendState.ACTIVE:
+            return
+        self._deactivate()
+        self._state = BackendState.INACTIVE
+
+    def deploy(self, device: Any) -> None:
+        if self._state is not BackendState.CHECKPOINT_LOADED:
+            raise RuntimeError(f"Cannot deploy backend {self.name}, backend should be loaded from a checkpoint")
+        self._device = torch.device(device)
+        self._deploy(self._device)
+        self._state = BackendState.DEPLOYED
+
+    def infer(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.is_active:
+            raise RuntimeError(f"Cannot run inference, backend {self.name} should be activated first")
+        return self._infer(*args, **kwargs)
+
+    def runner(self) -> Any:
+        """The callable the dispatcher calls for this backend's graph. Bypasses the state check
+        of infer(): the dispatcher only holds active backends."""
+        return self._infer
+
+    @abc.abstractmethod
+    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
+               cache_dir: Path) -> None: ...
+
+    @abc.abstractmethod
+    def _infer(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def _activate(self) -> None:
+        pass
+
+    def _deactivate(self) -> None:
+        pass
+
+    def _deploy(self, device: torch.device) -> None:
+        raise RuntimeError(f"Backend {self.name} cannot be deployed from a checkpoint yet")

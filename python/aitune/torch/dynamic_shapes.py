@@ -1,0 +1,88 @@
+"""User-declared dynamic dimensions (SPEC §2.6). Validation lives in the C++ core so the
+messages are the same wherever a definition is checked."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Union
+
+from aitune._native import _C
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamicDim:
+    """An axis whose size varies between `min` and `max` (inclusive); `opt` is the size to
+    optimise for and defaults to `max`. Axes sharing a name must have one size per call."""
+
+    name: str
+    min: int
+    max: int
+    opt: int | None = None
+
+    def __post_init__(self) -> None:
+        _C.validate_dim_def(_dim_tuple(self))
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchDim(DynamicDim):
+    """The batch axis, declared explicitly."""
+
+
+ShapeDefinition = tuple[Union[int, DynamicDim], ...]
+
+
+def _dim_tuple(dim: DynamicDim) -> tuple:
+    def _int(value: Any, field: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _user_error(f"Dynamic dimension {dim.name!r} field {field} must be an int, got {value!r}.")
+        return value
+
+    if not isinstance(dim.name, str):
+        raise _user_error(f"Dynamic dimension name must be a non-empty string, got {dim.name!r}.")
+    opt = None if dim.opt is None else _int(dim.opt, "opt")
+    return (dim.name, isinstance(dim, BatchDim), _int(dim.min, "min"), _int(dim.max, "max"), opt)
+
+
+def _user_error(message: str) -> Exception:
+    from aitune.exceptions import AITuneUserInputError
+
+    return AITuneUserInputError(message)
+
+
+def to_native(dynamic_shapes: Mapping[Any, ShapeDefinition]) -> list[tuple[str, list]]:
+    """[(path_repr, axes)] in the form aitune._C expects; validates the whole set."""
+    defs = []
+    for path, shape in dynamic_shapes.items():
+        if not isinstance(shape, (tuple, list)):
+            raise _user_error(
+                f"Dynamic shape for input {path!r} must be a tuple of ints and DynamicDim/BatchDim, got {shape!r}."
+            )
+        axes: list = []
+        for axis in shape:
+            if isinstance(axis, DynamicDim):
+                axes.append(_dim_tuple(axis))
+            elif isinstance(axis, int) and not isinstance(axis, bool):
+                axes.append(axis)
+            else:
+                raise _user_error(
+                    f"Dynamic shape for input {path!r} has an axis {axis!r}; expected an int or a DynamicDim/BatchDim."
+                )
+        defs.append((repr(path), axes))
+    _C.validate_shape_defs(defs)
+    return defs
+
+
+def to_json(dynamic_shapes: Mapping[Any, ShapeDefinition] | None) -> Any:
+    """JSON form for logs and checkpoints."""
+    if dynamic_shapes is None:
+        return None
+    out = []
+    for path, shape in dynamic_shapes.items():
+        axes = [
+            {"kind": "batch" if isinstance(a, BatchDim) else "dim", **dataclasses.asdict(a)}
+            if isinstance(a, DynamicDim)
+            else a
+            for a in shape
+        ]
+        out.append({"path": list(path) if isinstance(path, tuple) else path, "shape": axes})
+    return out

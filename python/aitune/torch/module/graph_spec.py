@@ -1,0 +1,194 @@
+"""Graph specs: the recorded description of one graph of a module (SPEC glossary, §2)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+from tabulate import tabulate
+
+from aitune._native import _C
+from aitune.torch.module.locator import SemanticPath, access_path, semantic_path, tensor_name
+
+
+@dataclasses.dataclass
+class TensorLeaf:
+    """A tensor input or output: its paths and the shape lattice."""
+
+    semantic_path: SemanticPath
+    access_path: str
+    spec: Any  # aitune._C.TensorSpec
+    dtypes: list[torch.dtype]  # every dtype seen, first is the spec's dtype
+
+    @property
+    def name(self) -> str:
+        return tensor_name(self.semantic_path, "output" if self.access_path.startswith("output") else "input")
+
+
+@dataclasses.dataclass
+class ConstantLeaf:
+    semantic_path: SemanticPath
+    access_path: str
+    value: Any
+    needs_eq: bool = False  # the graph key summarises it by type only; the dispatcher compares it
+
+
+def _dtype_from_name(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+class TensorsSpec:
+    """The leaves of one side (inputs or outputs) of a graph, in flattening order."""
+
+    def __init__(self, is_output: bool) -> None:
+        self.is_output = is_output
+        self.leaves: list[TensorLeaf | ConstantLeaf] = []
+
+    @property
+    def tensors(self) -> list[TensorLeaf]:
+        return [leaf for leaf in self.leaves if isinstance(leaf, TensorLeaf)]
+
+    @property
+    def constants(self) -> list[ConstantLeaf]:
+        return [leaf for leaf in self.leaves if isinstance(leaf, ConstantLeaf)]
+
+    @classmethod
+    def from_flat(cls, flat_leaves: list, batch_size: int | None, is_output: bool) -> TensorsSpec:
+        spec = cls(is_output)
+        root = "output" if is_output else None
+        for steps, value, is_tensor, needs_eq in flat_leaves:
+            path = semantic_path(steps) if steps else ()
+            display = access_path(steps, root)
+            if is_tensor:
+                spec.leaves.append(
+                    TensorLeaf(
+                        path,
+                        display,
+                        _C.TensorSpec.from_sample(list(value.shape), str(value.dtype).removeprefix("torch."), batch_size),
+                        [value.dtype],
+                    )
+                )
+            else:
+                spec.leaves.append(ConstantLeaf(path, display, value, needs_eq))
+        return spec
+
+    def update(self, flat_leaves: list, batch_size: int | None) -> list[str]:
+        """Widens every tensor's lattice with a new sample of the same graph. Returns warnings
+        (e.g. a dtype that differs from the first sample's)."""
+        warnings = []
+        for leaf, (_, value, is_tensor, _) in zip(self.leaves, flat_leaves):
+            if not is_tensor or not isinstance(leaf, TensorLeaf):
+                continue
+            leaf.spec.update(list(value.shape), batch_size)
+            if value.dtype not in leaf.dtypes:
+                leaf.dtypes.append(value.dtype)
+                warnings.append(
+                    f"{leaf.access_path} was recorded as {leaf.dtypes[0]} and now as {value.dtype}; "
+                    "both dtypes will be accepted"
+                )
+        return warnings
+
+    def has_batch_axis(self) -> bool:
+        tensors = self.tensors
+        return bool(tensors) and all(t.spec.has_batch_axis() for t in tensors)
+
+    def has_dynamic_axis(self) -> bool:
+        return any(t.spec.has_dynamic_axis() for t in self.tensors)
+
+    def max_batch_size(self) -> int:
+        sizes = [t.spec.max_batch_size() for t in self.tensors if t.spec.has_batch_axis()]
+        return max(sizes) if sizes else 1
+
+    def table(self) -> str:
+        """The spec table of SPEC §2.2 (Tensors, then Other when there are constants)."""
+        rows = [
+            [t.access_path, str(t.semantic_path), str(t.spec.shape), str(t.spec.min_shape), str(t.spec.max_shape),
+             str(t.dtypes[0]) if len(t.dtypes) == 1 else ", ".join(map(str, t.dtypes))]
+            for t in self.tensors
+        ]
+        text = " Tensors:\n" + tabulate(
+            rows,
+            headers=["Access Path", "Semantic Path", "Shape", "Min Shape", "Max Shape", "Dtype"],
+            tablefmt="fancy_grid",
+        )
+        if self.constants:
+            other = [[c.access_path, str(c.semantic_path), repr(c.value)] for c in self.constants]
+            text += "\n Other:\n" + tabulate(other, headers=["Access Path", "Semantic Path", "Value"], tablefmt="fancy_grid")
+        return text
+
+    def describe_structure(self) -> str:
+        """One line per leaf, for error messages."""
+        parts = []
+        for leaf in self.leaves:
+            if isinstance(leaf, TensorLeaf):
+                parts.append(f"{leaf.access_path}: Tensor{list(leaf.spec.shape)} {leaf.dtypes[0]}")
+            else:
+                parts.append(f"{leaf.access_path} = {leaf.value!r}")
+        return ", ".join(parts) if parts else "(no inputs)"
+
+
+@dataclasses.dataclass
+class Sample:
+    """One recorded call: canonical (args, kwargs), already deep-copied, and its batch size."""
+
+    args: tuple
+    kwargs: dict
+    batch_size: int | None
+
+
+class GraphSpec:
+    """One graph of a module: name, structure key, input and output specs, samples."""
+
+    def __init__(self, name: str, key: Any, inputs: TensorsSpec, outputs: TensorsSpec, forward_params: list,
+                 dynamic_shapes: Any = None, llm_phase: str | None = None) -> None:
+        self.name = name
+        self.key = key
+        self.input_spec = inputs
+        self.output_spec = outputs
+        self.forward_params = forward_params
+        self.dynamic_shapes = dynamic_shapes
+        self.llm_phase = llm_phase
+        self.samples: list[Sample] = []
+        self.num_calls = 0
+
+    @property
+    def display_name(self) -> str:
+        return self.name if self.llm_phase is None else f"{self.name} (LLM phase {self.llm_phase})"
+
+    def has_batch_axis(self) -> bool:
+        return self.input_spec.has_batch_axis()
+
+    def max_batch_size(self) -> int:
+        return self.input_spec.max_batch_size()
+
+    def describe(self) -> str:
+        return (
+            "graph_spec:\n  input_spec:\n" + self.input_spec.table() + "\n  output_spec:\n" + self.output_spec.table()
+        )
+
+    def __repr__(self) -> str:
+        return f"GraphSpec(name={self.name!r}, inputs=[{self.input_spec.describe_structure()}])"
+
+
+def resize_to(tensor: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    """Resizes every axis to `shape` by slicing when longer and repeating the first row when
+    shorter (SPEC §2.4 make_batch; §7.1 min/max runs)."""
+    out = tensor
+    for axis, size in enumerate(shape):
+        current = out.shape[axis]
+        if current == size:
+            continue
+        if current > size:
+            out = out.narrow(axis, 0, size)
+        else:
+            first = out.narrow(axis, 0, 1)
+            reps = [1] * out.dim()
+            reps[axis] = size
+            out = first.repeat(*reps)
+    return out.contiguous()
+
+
+def is_nan(value: float) -> bool:
+    return isinstance(value, float) and math.isnan(value)

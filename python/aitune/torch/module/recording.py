@@ -1,0 +1,120 @@
+"""Recording of a module's calls into graph specs and samples (SPEC §2.2-§2.6)."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any, Callable
+
+from aitune._native import _C
+from aitune.torch import dynamic_shapes as dyn
+from aitune.torch.config import config
+from aitune.torch.global_context import current_batch_size
+from aitune.torch.module.graph_spec import GraphSpec, Sample, TensorsSpec
+from aitune.torch.module.signature import forward_params
+
+logger = logging.getLogger("aitune")
+
+
+def copy_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Deep copy before the forward runs: forwards may mutate inputs (KV caches)."""
+    try:
+        return copy.deepcopy((args, kwargs))
+    except RuntimeError as e:
+        raise RuntimeError(
+            "Cannot copy model inputs. Model is not in no_grad mode. Tip: run tuning and recorded calls under "
+            "`with torch.no_grad(): ...`. Original error: " + str(e)
+        ) from e
+
+
+class Recorder:
+    """Per-module recording state: the signature, the graphs in discovery order, and samples."""
+
+    def __init__(self, module_name: str, forward: Callable, dynamic_shapes: Any = None) -> None:
+        self.module_name = module_name
+        self.params = forward_params(forward)
+        self.signature = _C.Signature(self.params)
+        self.dynamic_shapes = dynamic_shapes
+        self._native_defs = dyn.to_native(dynamic_shapes) if dynamic_shapes else None
+        self.graphs: list[GraphSpec] = []
+        self._by_key: dict[Any, list[GraphSpec]] = {}
+
+    @property
+    def llm_param(self) -> int:
+        if not config.enable_transformers_integration:
+            return -1
+        for index, (name, _, _) in enumerate(self.params):
+            if name == "cache_position":
+                return index
+        return -1
+
+    def flatten(self, args: tuple, kwargs: dict) -> tuple[Any, list]:
+        return _C.flatten_call(self.signature, args, kwargs, config.strict_mode, self.llm_param)
+
+    def find_graph(self, key: Any, leaves: list) -> GraphSpec | None:
+        for graph in self._by_key.get(key, ()):
+            if all(
+                leaf[1] == const.value
+                for leaf, const in zip(leaves, graph.input_spec.leaves)
+                if leaf[3] and not leaf[2]
+            ):
+                return graph
+        return None
+
+    def record(self, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
+        """Records one call: checks declared dynamic shapes, copies the inputs, runs the
+        forward through `run`, then files the sample under its graph."""
+        key, leaves = self.flatten(args, kwargs)
+        batch_size = current_batch_size()
+        if self._native_defs is not None:
+            tensors = [(repr(_path(steps)), list(value.shape)) for steps, value, is_tensor, _ in leaves if is_tensor]
+            _C.check_call_against_defs(self.module_name, self._native_defs, tensors)
+        graph = self.find_graph(key, leaves)
+        sample_needed = graph is None or len(graph.samples) < config.max_num_samples_stored
+        copied = copy_inputs(args, kwargs) if sample_needed else None
+        output = run()
+        _, out_leaves = _C.flatten_value(output)
+        if graph is None:
+            graph = self._new_graph(key, leaves, out_leaves, batch_size)
+        else:
+            for warning in graph.input_spec.update(leaves, batch_size):
+                logger.warning("Module '%s', graph '%s': %s", self.module_name, graph.name, warning)
+            if len(out_leaves) == len(graph.output_spec.leaves):
+                graph.output_spec.update(out_leaves, batch_size)
+        graph.num_calls += 1
+        if copied is not None and len(graph.samples) < config.max_num_samples_stored:
+            graph.samples.append(Sample(copied[0], copied[1], batch_size))
+        return output
+
+    def _new_graph(self, key: Any, leaves: list, out_leaves: list, batch_size: int | None) -> GraphSpec:
+        llm_phase = None
+        if self.llm_param >= 0:
+            name = self.params[self.llm_param][0]
+            position = next((v for steps, v, is_tensor, _ in leaves if is_tensor and steps[0][1] == name), None)
+            if position is not None:
+                llm_phase = "prefill" if position.numel() == 0 or int(position.reshape(-1)[0]) == 0 else "decode"
+        graph = GraphSpec(
+            name=str(len(self.graphs)),
+            key=key,
+            inputs=TensorsSpec.from_flat(leaves, batch_size, is_output=False),
+            outputs=TensorsSpec.from_flat(out_leaves, batch_size, is_output=True),
+            forward_params=self.params,
+            dynamic_shapes=self.dynamic_shapes,
+            llm_phase=llm_phase,
+        )
+        self.graphs.append(graph)
+        self._by_key.setdefault(key, []).append(graph)
+        return graph
+
+    def check_dynamic_paths_observed(self) -> None:
+        if self._native_defs is None:
+            return
+        recorded = {repr(t.semantic_path) for g in self.graphs for t in g.input_spec.tensors}
+        _C.check_defs_observed(self.module_name, self._native_defs, sorted(recorded))
+
+
+def _path(steps: tuple) -> Any:
+    from aitune.torch.module.locator import semantic_path
+
+    return semantic_path(steps)
+

@@ -1,0 +1,73 @@
+"""Serving a tuned module: the native dispatcher and what happens on an unknown graph
+(SPEC §9.1, §9.2)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+from aitune._native import _C
+from aitune.exceptions import GraphNotFoundError
+from aitune.torch.backend.backend import Backend
+from aitune.torch.module.graph_spec import ConstantLeaf, GraphSpec, TensorLeaf, TensorsSpec
+from aitune.torch.module.recording import Recorder
+
+logger = logging.getLogger("aitune")
+
+
+class TunedModule:
+    """Graph -> backend for one module, served through one native Dispatcher."""
+
+    def __init__(self, module_name: str, recorder: Recorder, backends: list[tuple[GraphSpec, Backend]],
+                 original_forward: Callable, fallback_policy: str, strict: bool) -> None:
+        self.module_name = module_name
+        self.recorder = recorder
+        self.backends = backends
+        self.original_forward = original_forward
+        self.fallback_policy = fallback_policy
+        self._warned: set[Any] = set()
+        self._warn_lock = threading.Lock()
+        self.dispatcher = _C.Dispatcher(recorder.signature, strict, recorder.llm_param, module_name, self._on_miss)
+        for graph, backend in backends:
+            self.dispatcher.add_graph(graph.key, graph.name, backend.runner(), _eq_checks(graph.input_spec),
+                                      _dtype_rules(graph.input_spec))
+
+    def _on_miss(self, *args: Any, **kwargs: Any) -> Any:
+        key, leaves = self.recorder.flatten(args, kwargs)
+        call = TensorsSpec.from_flat(leaves, None, is_output=False)
+        known = "\n".join(f"  graph {g.display_name}: {g.input_spec.describe_structure()}" for g, _ in self.backends)
+        message = (
+            f"No backend found for a graph with metadata: {call.describe_structure()} "
+            f"(module '{self.module_name}'). Known graphs:\n{known}\n"
+            "Each distinct structure of inputs (paths, ranks and, in strict mode, non-tensor values) is tuned as "
+            "its own graph: record calls of this structure before tuning, or set fallback_policy='eager'."
+        )
+        if self.fallback_policy != "eager":
+            raise GraphNotFoundError(message)
+        with self._warn_lock:
+            first = key not in self._warned
+            self._warned.add(key)
+        if first:
+            logger.warning("⚠️ %s; falling back to eager for module '%s'", message, self.module_name)
+        return self.original_forward(*args, **kwargs)
+
+    def activate(self) -> None:
+        for _, backend in self.backends:
+            backend.activate()
+
+    def deactivate(self) -> None:
+        for _, backend in self.backends:
+            backend.deactivate()
+
+
+def _eq_checks(spec: TensorsSpec) -> list[tuple[int, Any]]:
+    return [(i, leaf.value) for i, leaf in enumerate(spec.leaves) if isinstance(leaf, ConstantLeaf) and leaf.needs_eq]
+
+
+def _dtype_rules(spec: TensorsSpec) -> list[tuple[int, list[str], str]]:
+    return [
+        (i, [str(d).removeprefix("torch.") for d in leaf.dtypes], repr(leaf.semantic_path))
+        for i, leaf in enumerate(spec.leaves)
+        if isinstance(leaf, TensorLeaf)
+    ]

@@ -1,0 +1,245 @@
+"""ait.Module: a transparent proxy around an nn.Module that records, then serves through the
+tuned backends (SPEC §1.1, §2.1)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import wrapt
+
+from aitune.exceptions import AITuneUserInputError
+from aitune.torch import module_registry
+from aitune.torch.config import config, normalize_device
+from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.module.recording import Recorder
+from aitune.torch.module.state import ModuleState
+from aitune.torch.module.tuned import TunedModule
+
+logger = logging.getLogger("aitune")
+
+
+def _default_name(module: torch.nn.Module) -> str:
+    cls = type(module)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _to_device(obj: Any, device: torch.device) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, tuple):
+        items = [_to_device(v, device) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    if isinstance(obj, list):
+        return type(obj)(_to_device(v, device) for v in obj)
+    if isinstance(obj, dict):
+        out = obj.copy()
+        for k, v in obj.items():
+            out[k] = _to_device(v, device)
+        return out
+    return obj
+
+
+class Module(wrapt.CallableObjectProxy):
+    """Wraps `module` in place: its instance `forward` becomes a router that keeps the original
+    signature, so calls through any reference to the module are intercepted."""
+
+    def __init__(self, module: torch.nn.Module, name: str | None = None, strategy: Any = None,
+                 strategies: Any = None, dynamic_shapes: Any = None, *, fallback_policy: str | None = None) -> None:
+        if isinstance(module, Module):
+            module = module.__wrapped__
+        if not isinstance(module, torch.nn.Module):
+            raise AITuneUserInputError(
+                f"Only torch modules are supported. ait.Module got a {type(module).__module__}.{type(module).__qualname__}."
+            )
+        if strategy is not None and strategies is not None:
+            raise ValueError("Only one of strategy or strategies should be provided")
+        if fallback_policy is not None and fallback_policy not in ("raise", "eager"):
+            raise AITuneUserInputError(f"fallback_policy must be 'raise' or 'eager', got {fallback_policy!r}")
+        super().__init__(module)
+        self._self_name = (name or _default_name(module)).replace("/", "_")
+        self._self_strategy = strategy
+        self._self_strategies = strategies
+        self._self_fallback_policy = fallback_policy
+        self._self_state = ModuleState.INIT
+        self._self_tuned: TunedModule | None = None
+        self._self_device = next((p.device for p in module.parameters()), torch.device("cpu"))
+        original = module.__dict__.get("_aitune_original_forward") or module.forward
+        self._self_original_forward = original
+        self._self_recorder = Recorder(self._self_name, original, dynamic_shapes)
+        self._self_dispatch: Callable | None = None
+        self._install_router(module, original)
+        module_registry.register(self._self_name, self)
+
+    # -- routing ---------------------------------------------------------------------------
+    def _install_router(self, module: torch.nn.Module, original: Callable) -> None:
+        proxy = self
+
+        @functools.wraps(original)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            dispatch = proxy._self_dispatch
+            if dispatch is not None:  # TUNED: straight into the native dispatcher
+                return dispatch(*args, **kwargs)
+            return proxy._route(args, kwargs)
+
+        # Instance attributes bypass nn.Module.__setattr__'s parameter/module bookkeeping.
+        object.__setattr__(module, "_aitune_original_forward", original)
+        object.__setattr__(module, "forward", forward)
+
+    def _route(self, args: tuple, kwargs: dict) -> Any:
+        state = self._self_state
+        if state is ModuleState.INIT:
+            self._self_state = state = ModuleState.RECORDING
+        if state is ModuleState.RECORDING:
+            return self._self_recorder.record(args, kwargs, lambda: self._self_original_forward(*args, **kwargs))
+        if state is ModuleState.PASSTHROUGH:
+            args, kwargs = _to_device((args, kwargs), self._self_device)
+            return self._self_original_forward(*args, **kwargs)
+        raise RuntimeError(f"Module '{self._self_name}' is in state {state} without a dispatcher")  # pragma: no cover
+
+    # -- public surface --------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._self_name
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self.__wrapped__
+
+    @property
+    def state(self) -> ModuleState:
+        return self._self_state
+
+    @property
+    def device(self) -> torch.device:
+        if self._self_tuned is not None and self._self_tuned.backends:
+            return self._self_tuned.backends[0][1].device
+        return self._self_device
+
+    @property
+    def graph_specs(self) -> list[GraphSpec]:
+        return list(self._self_recorder.graphs)
+
+    @property
+    def tuned_module(self) -> TunedModule | None:
+        return self._self_tuned
+
+    def enable_passthrough(self, force: bool = False) -> None:
+        if self._self_state is ModuleState.TUNED and not force:
+            raise RuntimeError("Module is already tuned. Use force=True to reset tuned module.")
+        self._reset_tuned()
+        self._self_state = ModuleState.PASSTHROUGH
+
+    def enable_recording(self, force: bool = False) -> None:
+        if self._self_state is ModuleState.TUNED and not force:
+            raise RuntimeError("Module is already tuned. Use force=True to reset tuned module.")
+        self._reset_tuned()
+        self._self_state = ModuleState.RECORDING
+
+    def _reset_tuned(self) -> None:
+        if self._self_tuned is not None:
+            self._self_tuned.deactivate()
+        self._self_tuned = None
+        self._self_dispatch = None
+
+    def activate(self) -> None:
+        if self._self_state is ModuleState.PASSTHROUGH:
+            return
+        if self._self_tuned is None:
+            raise RuntimeError("Module is not tuned. Cannot activate backends.")
+        self._self_tuned.activate()
+
+    def deactivate(self) -> None:
+        if self._self_tuned is not None:
+            self._self_tuned.deactivate()
+
+    def to_dict(self) -> dict[str, Any]:
+        if self._self_state in (ModuleState.INIT, ModuleState.RECORDING):
+            raise RuntimeError("Module is not tuned. Cannot save state_dict.")
+        if self._self_state is ModuleState.PASSTHROUGH:
+            return self.__wrapped__.state_dict()
+        assert self._self_tuned is not None
+        return {
+            "name": self._self_name,
+            "graphs": [{"name": g.name, "backend": b.to_dict()} for g, b in self._self_tuned.backends],
+        }
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if args or kwargs:  # torch's own signature (destination=..., prefix=...) when nested
+            return self.__wrapped__.state_dict(*args, **kwargs)
+        return self.to_dict()
+
+    # -- tuning ----------------------------------------------------------------------------
+    def _strategies_for(self, graphs: list[GraphSpec], strategy: Any, dry_run: bool) -> list[Any]:
+        if strategy is not None:
+            return [strategy] * len(graphs)
+        strategies = self._self_strategies
+        if isinstance(strategies, (list, tuple)):
+            if len(strategies) < len(graphs):
+                raise ValueError(
+                    f"Not enough strategies for multi-graph. Expected at least {len(graphs)}, got {len(strategies)}."
+                )
+            return list(strategies[: len(graphs)])
+        if isinstance(strategies, dict):
+            chosen, missing = [], []
+            for graph in graphs:
+                found = next((s for k, s in strategies.items() if k is graph or k is graph.input_spec or k == graph.name),
+                             None)
+                (chosen if found is not None else missing).append(found if found is not None else graph)
+            if missing:
+                raise ValueError(
+                    "The are following errors:\n"
+                    + "\n".join(f"- missing strategy for graph: {g.display_name} ({g.input_spec.describe_structure()})"
+                                for g in missing)
+                )
+            return chosen
+        if self._self_strategy is not None:
+            return [self._self_strategy] * len(graphs)
+        if dry_run:
+            return [None] * len(graphs)
+        raise ValueError(
+            "No strategy provided. Cannot tune module. Pass strategy=OneBackendStrategy(...) to ait.Module; "
+            "the default FirstWinsStrategy is not part of this release yet."
+        )
+
+    def tune(self, device: Any = None, strategy: Any = None, dry_run: bool = False) -> None:
+        name = self._self_name
+        graphs = self._self_recorder.graphs
+        if self._self_state is ModuleState.TUNED:
+            raise ValueError(f"Module: '{name}' has already been tuned. Reset it to do it again.")
+        if not graphs:
+            raise ValueError(f"Module: '{name}' has not recorded any samples. Cannot tune it.")
+        self._self_recorder.check_dynamic_paths_observed()
+        device = torch.device(normalize_device(device)) if device is not None else self._self_device
+        strategies = self._strategies_for(graphs, strategy, dry_run)
+        module = self.__wrapped__
+        selected = []
+        for graph, graph_strategy in zip(graphs, strategies):
+            cache_dir = Path(config.cache_dir) / name / graph.name
+            if dry_run:
+                if graph_strategy is not None:
+                    graph_strategy.tune_dry_run(module, name, graph, graph.samples, device, cache_dir)
+                else:
+                    logger.info("🚀 Tuning graph `%s` for module `%s` (DRY RUN):\n%s", graph.display_name, name,
+                                graph.describe())
+                continue
+            backend = graph_strategy.tune(module, name, graph, graph.samples, device, cache_dir)
+            selected.append((graph, backend))
+        if dry_run:
+            return
+        policy = self._self_fallback_policy or config.fallback_policy
+        self._self_tuned = TunedModule(name, self._self_recorder, selected, self._self_original_forward, policy,
+                                       config.strict_mode)
+        self._self_state = ModuleState.TUNED
+        self._self_dispatch = self._self_tuned.dispatcher
+        if not any(backend.is_jit for _, backend in selected) and policy == "raise":
+            module.to(config.device_after_tuning)  # no backend needs the weights (SPEC §3.1)
+
+    def __repr__(self) -> str:
+        return f"aitune.Module(name={self._self_name!r}, state={self._self_state.name}, module={self.__wrapped__!r})"
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        raise TypeError("ait.Module cannot be pickled; use ait.save (the .ait checkpoint format) instead")

@@ -1,0 +1,21 @@
+"""The ordered registry of wrapped modules: ait.tune tunes them in registration order."""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Any
+
+logger = logging.getLogger("aitune")
+
+MODULE_REGISTRY: OrderedDict[str, Any] = OrderedDict()
+
+
+def register(name: str, module: Any) -> None:
+    if name in MODULE_REGISTRY and MODULE_REGISTRY[name] is not module:
+        logger.warning("A module named '%s' was already registered; the new one replaces it.", name)
+    MODULE_REGISTRY[name] = module
+
+
+def clear() -> None:
+    MODULE_REGISTRY.clear()

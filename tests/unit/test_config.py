@@ -1,5 +1,6 @@
 """Behaviour of aitune.torch.config and aitune.torch.utils.env (SPEC §13, §3.1 step 2)."""
 
+import importlib
 import json
 import os
 import re
@@ -9,7 +10,6 @@ import pytest
 import torch
 
 from aitune.exceptions import AITuneUserInputError
-from aitune.torch import config as config_module
 from aitune.torch.config import (
     DEFAULT_DEVICE,
     AITuneConfig,
@@ -19,6 +19,10 @@ from aitune.torch.config import (
     normalize_device,
 )
 from aitune.torch.utils.env import env_bool, env_int, env_str
+
+# `aitune.torch.config` is the config *instance* as an attribute of aitune.torch (SPEC §1.1), so the
+# submodule is taken from the import system.
+config_module = importlib.import_module("aitune.torch.config")
 
 _ENV_VARS = [
     "AITUNE_CACHE_DIR",

@@ -67,6 +67,10 @@ def tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None = None,
                 if other is not module:
                     other.deactivate()
             logger.info(_RULE)
+            if module.state is ModuleState.TUNED:
+                # Tuned by an earlier ait.tune call: keep it (re-tuning needs an explicit reset).
+                logger.info("⏭️ Module `%s` is already tuned; skipping it.", module.name)
+                continue
             logger.info("🎯 Tuning module: `%s` (all graphs)", module.name)
             try:
                 module.tune(device=device, dry_run=dry_run)

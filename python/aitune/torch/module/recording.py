@@ -12,6 +12,7 @@ from aitune.torch.config import config
 from aitune.torch.global_context import current_batch_size
 from aitune.torch.module.graph_spec import GraphSpec, Sample, TensorsSpec
 from aitune.torch.module.signature import forward_params
+from aitune.torch.module.tree import canonical_call
 
 logger = logging.getLogger("aitune")
 
@@ -71,7 +72,9 @@ class Recorder:
             _C.check_call_against_defs(self.module_name, self._native_defs, tensors)
         graph = self.find_graph(key, leaves)
         sample_needed = graph is None or len(graph.samples) < config.max_num_samples_stored
-        copied = copy_inputs(args, kwargs) if sample_needed else None
+        copied = None
+        if sample_needed:  # stored in the canonical layout, so m(x) and m(x=x) give the same sample
+            copied = copy_inputs(*canonical_call(self.params, self.signature.bind(args, kwargs)))
         output = run()
         _, out_leaves = _C.flatten_value(output)
         if graph is None:

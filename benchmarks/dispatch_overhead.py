@@ -1,0 +1,111 @@
+"""Per-call cost of serving a tuned module (SPEC §9.1 budget: Python entry ≤ 20 µs median for
+≤ 16 tensor leaves).
+
+Measures, on one device:
+  * dispatcher_us  — the native dispatcher alone (bind, flatten, key, lookup, dtype check)
+                     around a runner that returns its input: dispatcher(x) minus runner(x);
+  * eager_us       — an untouched copy of the model called directly;
+  * tuned_us       — the same model wrapped and tuned with TorchEagerBackend;
+  * overhead_us    — tuned_us - eager_us (router + dispatcher + eager backend's no_grad).
+Prints one JSON object; `--out` also writes it to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+
+import torch
+
+import aitune.torch as ait
+from aitune._native import _C
+from aitune.torch.backend import TorchEagerBackend
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, width: int = 256) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class FourInputs(torch.nn.Module):
+    def forward(self, x, y, mask, pos):
+        return x
+
+
+def _median_us(fn, arg_sets, iterations: int, sync: bool) -> float:
+    samples = []
+    for i in range(iterations):
+        args = arg_sets[i % len(arg_sets)]
+        if sync:
+            torch.cuda.synchronize()
+        start = time.perf_counter_ns()
+        fn(*args)
+        if sync:
+            torch.cuda.synchronize()
+        samples.append(time.perf_counter_ns() - start)
+    return statistics.median(samples) / 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--iterations", type=int, default=20000)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    sync = device.type == "cuda"
+    torch.manual_seed(0)
+
+    # 1. The dispatcher alone, 4 tensor inputs, trivial runner.
+    four = FourInputs()
+    wrapped_four = ait.Module(four, "four", strategy=ait.OneBackendStrategy(TorchEagerBackend()))
+    inputs = [torch.randn(1, 8, device=device) for _ in range(4)]
+    with torch.no_grad():
+        wrapped_four(*inputs)
+    wrapped_four.tune(device=device)
+    graph = wrapped_four.graph_specs[0]
+    identity = lambda x, y, mask, pos: x  # noqa: E731 - the cheapest possible runner
+    dispatcher = _C.Dispatcher(_C.Signature(graph.forward_params), True, -1, "four", lambda *a, **k: None)
+    dispatcher.add_graph(graph.key, "0", identity, [], [(i, ["float32"], repr(n)) for i, n in enumerate("xyzw")])
+    with torch.no_grad():
+        runner_us = _median_us(identity, [inputs], args.iterations, sync=False)
+        dispatch_us = _median_us(dispatcher, [inputs], args.iterations, sync=False)
+
+    # 2. A small MLP at batch 1, eager vs tuned (eager backend), same weights.
+    model = MLP().eval().to(device)
+    reference = copy.deepcopy(model)
+    wrapped = ait.Module(model, "mlp", strategy=ait.OneBackendStrategy(TorchEagerBackend()))
+    ait.tune(wrapped, [torch.randn(256) for _ in range(4)], device=str(device))
+    xs = [(torch.randn(1, 256, device=device),) for _ in range(8)]
+    with torch.no_grad():
+        for _ in range(200):
+            reference(*xs[0])
+            wrapped(*xs[0])
+        eager_us = _median_us(reference, xs, args.iterations // 4, sync)
+        tuned_us = _median_us(wrapped, xs, args.iterations // 4, sync)
+
+    result = {
+        "device": str(device),
+        "gpu": torch.cuda.get_device_name(device) if sync else None,
+        "torch": torch.__version__,
+        "dispatcher_4_inputs_us": round(dispatch_us - runner_us, 3),
+        "trivial_runner_us": round(runner_us, 3),
+        "mlp_b1_eager_us": round(eager_us, 2),
+        "mlp_b1_tuned_eager_backend_us": round(tuned_us, 2),
+        "mlp_b1_overhead_us": round(tuned_us - eager_us, 2),
+    }
+    print(json.dumps(result))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -22,6 +22,17 @@ Scratch& scratch() {
   return s;
 }
 
+// Drops the scratch's Python references on every exit from a call, errors included. A
+// reference left in a thread_local would be released by the thread's C++ destructors, which
+// run without the GIL (at thread exit or after interpreter finalisation) and abort the process.
+struct ScratchReset {
+  Scratch& s;
+  ~ScratchReset() {
+    s.bound.clear();
+    s.flat.clear();
+  }
+};
+
 }  // namespace
 
 Dispatcher::Dispatcher(Signature signature, bool strict, int llm_param, std::string module_name, py::object on_miss)
@@ -81,19 +92,17 @@ void Dispatcher::check_dtypes(const GraphEntry& entry, const FlatCall& flat) con
 
 py::object Dispatcher::call(const py::tuple& args, const py::dict& kwargs) const {
   Scratch& s = scratch();
-  signature_.bind(args, kwargs, s.bound);
-  flatten_arguments(signature_, s.bound, options_, s.flat);
-  const GraphEntry* entry = select(s.flat);
-  if (entry == nullptr) {
-    s.bound.clear();
-    s.flat.clear();
-    return on_miss_(*args, **kwargs);
+  const GraphEntry* entry = nullptr;
+  {
+    ScratchReset reset{s};  // also when binding, flattening, == or the dtype check throws
+    signature_.bind(args, kwargs, s.bound);
+    flatten_arguments(signature_, s.bound, options_, s.flat);
+    entry = select(s.flat);
+    if (entry != nullptr) check_dtypes(*entry, s.flat);
   }
-  check_dtypes(*entry, s.flat);
-  // Release the scratch's references before running: the runner may re-enter (nested tuned
-  // modules) and reuse this thread's scratch.
-  s.bound.clear();
-  s.flat.clear();
+  // The scratch is released before running: the runner or the miss handler may re-enter
+  // (nested tuned modules) and reuse this thread's scratch.
+  if (entry == nullptr) return on_miss_(*args, **kwargs);
   PyObject* result = PyObject_Call(entry->runner.ptr(), args.ptr(), kwargs.ptr());
   if (result == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(result);

@@ -228,8 +228,11 @@ PYBIND11_MODULE(_C, m) {
       .def("key_of", &Dispatcher::key_of)
       .def_property_readonly("num_graphs", &Dispatcher::num_graphs);
 
-  m.def("environment_json", [] { return to_json(probe_environment()); });
-  m.def("environment_text", [] { return to_text(probe_environment()); });
+  // One probe for both forms: probing loads and initialises the driver libraries.
+  m.def("environment_report", [] {
+    const EnvironmentInfo info = probe_environment();
+    return py::make_tuple(to_json(info), to_text(info));
+  });
 
   // Drop cached Python objects before the interpreter finalises.
   auto atexit = py::module_::import("atexit");

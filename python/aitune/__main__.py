@@ -61,12 +61,13 @@ def _python_report() -> dict:
 def doctor(as_json: bool) -> int:
     from aitune._native import _C
 
-    native = json.loads(_C.environment_json())
+    native_json, native_text = _C.environment_report()
+    native = json.loads(native_json)
     python = _python_report()
     if as_json:
         print(json.dumps({"native": native, "python": python}, indent=2))
         return 0
-    print(_C.environment_text(), end="")
+    print(native_text, end="")
     print(f"Python {python['python']}")
     for label, version in python["packages"].items():
         print(f"  {label}: {version or 'not installed'}")

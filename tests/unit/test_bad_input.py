@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 import torch
 
@@ -218,23 +216,32 @@ def test_unseen_graph_raises_graph_not_found():
     assert "'m'" in message
 
 
+def _fallback_warnings(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.levelname == "WARNING" and "falling back to eager" in r.getMessage()]
+
+
 def test_unseen_graph_with_eager_fallback_warns_once_per_key(aitune_log):
     m, model = _tuned_linear(fallback_policy="eager")
-    x3 = torch.randn(2, 7, 5)
+    first, second = torch.randn(2, 7, 5), torch.randn(4, 1, 5)  # same key: rank 3
     with torch.no_grad():
-        expected = model.linear(x3)
-        assert torch.equal(_call(m, x3), expected)
-        assert torch.equal(_call(m, torch.randn(4, 1, 5)), model.linear(torch.ones(4, 1, 5)) * 0 + _call(m, torch.randn(4, 1, 5)) * 0 + model.linear(torch.zeros(0, 1, 5)).sum() + _call(m, torch.ones(4, 1, 5)) if False else torch.equal(_call(m, x3), expected))
-    warnings = [r.getMessage() for r in aitune_log.records if r.levelname == "WARNING" and "falling back to eager" in r.getMessage()]
+        assert torch.equal(_call(m, first), model.linear(first))
+        assert torch.equal(_call(m, second), model.linear(second))
+    warnings = _fallback_warnings(aitune_log)
     assert len(warnings) == 1
     assert warnings[0].startswith("⚠️ No backend found for a graph with metadata: ")
+    assert "[2, 7, 5]" in warnings[0]
     assert warnings[0].endswith("falling back to eager for module 'm'")
-    _call(m, torch.randn(1, 1, 1, 5))  # a second unknown key warns again
-    warnings = [r for r in aitune_log.records if r.levelname == "WARNING" and "falling back to eager" in r.getMessage()]
-    assert len(warnings) == 2
+    other = torch.randn(1, 1, 1, 5)  # another unknown key warns again
+    with torch.no_grad():
+        assert torch.equal(_call(m, other), model.linear(other))
+    assert len(_fallback_warnings(aitune_log)) == 2
+    with torch.no_grad():
+        assert torch.equal(_call(m, torch.ones(3, 5)), model.linear(torch.ones(3, 5)))  # tuned graph still served
+    assert len(_fallback_warnings(aitune_log)) == 2
 
 
-def test_eager_fallback_from_config_is_captured_at_tune_time(aitune_log):
+def test_eager_fallback_from_config_is_captured_at_tune_time():
     config.fallback_policy = "eager"
     m, model = _tuned_linear()
     config.fallback_policy = "raise"
@@ -307,5 +314,3 @@ def test_no_grad_missing_for_recording_copy_is_explained():
     assert str(info.value).startswith("Cannot copy model inputs. Model is not in no_grad mode. Tip:")
     assert "torch.no_grad()" in str(info.value)
 
-
-del logging

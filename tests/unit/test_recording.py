@@ -4,6 +4,7 @@ tables (SPEC §2.2-§2.5)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 
@@ -111,6 +112,57 @@ def test_defaulted_argument_given_explicitly_is_part_of_the_layout():
         m(torch.ones(2), torch.ones(2))
     assert len(m.graph_specs) == 2
     assert _tensor_leaves(m, 1) == [("x", "x"), ("y", "y")]
+
+
+def _passthrough_decorator(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class NoGradForward(torch.nn.Module):
+    @torch.no_grad()
+    def forward(self, x, y=None):
+        return x * 2
+
+
+class DecoratedForward(torch.nn.Module):
+    @_passthrough_decorator
+    def forward(self, x, y=None):
+        return x * 2
+
+
+class PartialForward(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.forward = functools.partial(self._forward, scale=3.0)
+
+    def _forward(self, x, scale):
+        return x * scale
+
+
+@pytest.mark.parametrize("model_cls", [NoGradForward, DecoratedForward], ids=["torch.no_grad", "functools.wraps"])
+def test_decorated_forward_is_bound_through_wrapped(model_cls):
+    """A decorated forward is bound by the signature it wraps (SPEC §2.2), without `self`."""
+    m = ait.Module(model_cls(), "m")
+    with torch.no_grad():
+        out = m(torch.ones(2))
+        m(x=torch.ones(2))
+    assert torch.equal(out, torch.full((2,), 2.0))
+    assert len(m.graph_specs) == 1 and m.graph_specs[0].num_calls == 2
+    assert _tensor_leaves(m) == [("x", "x")]
+
+
+def test_partial_forward_is_bound_through_partial(cpu_eager_strategy):
+    m = ait.Module(PartialForward(), "m", strategy=cpu_eager_strategy)
+    with torch.no_grad():
+        assert torch.equal(m(torch.ones(2)), torch.full((2,), 3.0))
+    assert [leaf.access_path for leaf in m.graph_specs[0].input_spec.leaves] == ["x"]
+    m.tune(device="cpu")
+    with torch.no_grad():
+        assert torch.equal(m(x=torch.ones(3)), torch.full((3,), 3.0))
 
 
 # -- flattening and paths -----------------------------------------------------------------

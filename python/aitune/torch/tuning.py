@@ -16,6 +16,7 @@ from aitune.torch.dataloader import samples_generator
 from aitune.torch.global_context import published_batch_size
 from aitune.torch.logging_utils import external_logging_disabled, format_duration, setup_logging
 from aitune.torch.module.state import ModuleState
+from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")
 DEFAULT_BATCH_SIZES = [1, 2]
@@ -58,6 +59,9 @@ def tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None = None,
         sizes = _resolve_batch_sizes(batch_sizes)
 
         for bs, args, kwargs in samples_generator(dataset, sizes, max_num_batches_per_batch_size):
+            # Batches follow the tuning device, so a dataset prepared on the CPU tunes a GPU model.
+            if device.type != "meta":
+                args, kwargs = to_device((args, kwargs), device)
             with published_batch_size(bs), torch.no_grad():
                 func(*args, **kwargs)
 

@@ -36,7 +36,14 @@ def _unwrap(fn: Callable) -> Callable:
 
 
 def forward_params(forward: Callable) -> Params:
-    signature = inspect.signature(_unwrap(forward))
-    return [
-        (p.name, _KIND_NUMBER[p.kind], p.default is not inspect.Parameter.empty) for p in signature.parameters.values()
-    ]
+    # A bound method's __wrapped__ (e.g. a forward decorated with @torch.no_grad() or any
+    # functools.wraps decorator) is the plain function, whose signature still has `self`:
+    # unwrap the function and drop the bound parameter, as inspect.signature does.
+    is_method = inspect.ismethod(forward)
+    parameters = list(inspect.signature(_unwrap(forward.__func__ if is_method else forward)).parameters.values())
+    if is_method and parameters and parameters[0].kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        parameters = parameters[1:]
+    return [(p.name, _KIND_NUMBER[p.kind], p.default is not inspect.Parameter.empty) for p in parameters]

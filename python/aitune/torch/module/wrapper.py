@@ -18,6 +18,7 @@ from aitune.torch.module.graph_spec import GraphSpec
 from aitune.torch.module.recording import Recorder
 from aitune.torch.module.state import ModuleState
 from aitune.torch.module.tuned import TunedModule
+from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")
 
@@ -25,22 +26,6 @@ logger = logging.getLogger("aitune")
 def _default_name(module: torch.nn.Module) -> str:
     cls = type(module)
     return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _to_device(obj: Any, device: torch.device) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, tuple):
-        items = [_to_device(v, device) for v in obj]
-        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
-    if isinstance(obj, list):
-        return type(obj)(_to_device(v, device) for v in obj)
-    if isinstance(obj, dict):
-        out = obj.copy()
-        for k, v in obj.items():
-            out[k] = _to_device(v, device)
-        return out
-    return obj
 
 
 class Module(wrapt.CallableObjectProxy):
@@ -96,7 +81,7 @@ class Module(wrapt.CallableObjectProxy):
         if state is ModuleState.RECORDING:
             return self._self_recorder.record(args, kwargs, lambda: self._self_original_forward(*args, **kwargs))
         if state is ModuleState.PASSTHROUGH:
-            args, kwargs = _to_device((args, kwargs), self._self_device)
+            args, kwargs = to_device((args, kwargs), self._self_device)
             return self._self_original_forward(*args, **kwargs)
         raise RuntimeError(f"Module '{self._self_name}' is in state {state} without a dispatcher")  # pragma: no cover
 

@@ -1,0 +1,98 @@
+"""`python -m aitune doctor` and the C++ CLI `aitune` (SPEC §11.2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import aitune
+
+_BUILD_TREE_CLI = Path("/tmp/full-build/cpp/cli/aitune")
+
+
+def _env() -> dict:
+    """The current environment, with this process's aitune importable in the child."""
+    env = os.environ.copy()
+    package_root = str(Path(aitune.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH", "")] if p)
+    return env
+
+
+def _run(cmd, timeout=120):
+    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def _cli() -> str:
+    found = shutil.which("aitune")
+    if found:
+        return found
+    if _BUILD_TREE_CLI.is_file() and os.access(_BUILD_TREE_CLI, os.X_OK):
+        return str(_BUILD_TREE_CLI)
+    pytest.skip(f"the C++ CLI `aitune` is neither on PATH nor built at {_BUILD_TREE_CLI}")
+
+
+def _release(version: str) -> str:
+    return version.split("+")[0]
+
+
+@pytest.fixture(scope="module")
+def python_doctor_json():
+    result = _run([sys.executable, "-m", "aitune", "doctor", "--json"])
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_python_doctor_json_native_part(python_doctor_json):
+    native = python_doctor_json["native"]
+    assert _release(native["torch_version"]) == _release(torch.__version__)
+    assert isinstance(native["gpus"], list)
+    if not torch.cuda.is_available():
+        assert native["gpus"] == []
+
+
+def test_python_doctor_json_python_part(python_doctor_json):
+    python = python_doctor_json["python"]
+    assert _release(python["packages"]["torch"]) == _release(torch.__version__)
+    assert python["backends"]["TorchEagerBackend"] == "available"
+    assert python["torch_cuda_available"] == torch.cuda.is_available()
+
+
+def test_python_doctor_text():
+    result = _run([sys.executable, "-m", "aitune", "doctor"])
+    assert result.returncode == 0, result.stderr
+    assert "TorchEagerBackend: available" in result.stdout
+    assert "torch:" in result.stdout
+
+
+def test_python_doctor_rejects_unknown_command():
+    result = _run([sys.executable, "-m", "aitune", "nonsense"])
+    assert result.returncode == 2
+
+
+def test_cli_doctor_json():
+    result = _run([_cli(), "doctor", "--json"], timeout=60)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["torch_version"] == _release(torch.__version__)
+    assert isinstance(report["gpus"], list)
+    assert report["aitune_version"]
+
+
+def test_cli_doctor_text():
+    result = _run([_cli(), "doctor"], timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert _release(torch.__version__) in result.stdout
+
+
+@pytest.mark.parametrize("args", [["doctor", "--bogus"], ["nonsense"], []])
+def test_cli_usage_errors_exit_2(args):
+    result = _run([_cli(), *args], timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip()  # a usage message, not silence

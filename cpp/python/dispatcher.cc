@@ -1,5 +1,6 @@
 #include "dispatcher.h"
 
+#include <pybind11/stl.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include "bridge/tensor_bridge.h"
@@ -35,8 +36,13 @@ struct ScratchReset {
 
 }  // namespace
 
-Dispatcher::Dispatcher(Signature signature, bool strict, int llm_param, std::string module_name, py::object on_miss)
-    : signature_(std::move(signature)), module_name_(std::move(module_name)), on_miss_(std::move(on_miss)) {
+Dispatcher::Dispatcher(Signature signature, bool strict, int llm_param, std::string module_name, py::object on_miss,
+                       py::object equal, py::object on_outside)
+    : signature_(std::move(signature)),
+      module_name_(std::move(module_name)),
+      on_miss_(std::move(on_miss)),
+      equal_(std::move(equal)),
+      on_outside_(std::move(on_outside)) {
   options_.strict = strict;
   options_.llm_param = llm_param;
 }
@@ -59,12 +65,7 @@ const GraphEntry* Dispatcher::select(const FlatCall& flat) const {
     const GraphEntry& entry = entries_[index];
     bool equal = true;
     for (const auto& [leaf, expected] : entry.eq_checks) {
-      int eq = PyObject_RichCompareBool(flat.leaves[leaf].value.ptr(), expected.ptr(), Py_EQ);
-      if (eq < 0) {
-        PyErr_Clear();  // an == that raises means "not equal" for identity purposes
-        eq = 0;
-      }
-      if (eq == 0) {
+      if (!equal_(flat.leaves[leaf].value, expected).cast<bool>()) {
         equal = false;
         break;
       }
@@ -74,19 +75,32 @@ const GraphEntry* Dispatcher::select(const FlatCall& flat) const {
   return nullptr;
 }
 
-void Dispatcher::check_dtypes(const GraphEntry& entry, const FlatCall& flat) const {
-  for (const DtypeRule& rule : entry.dtype_rules) {
-    const int actual = static_cast<int>(THPVariable_Unpack(flat.leaves[rule.leaf].value.ptr()).scalar_type());
-    bool ok = false;
-    for (int st : rule.scalar_types) ok = ok || st == actual;
-    if (ok) continue;
-    std::string expected;
-    for (size_t i = 0; i < rule.scalar_types.size(); ++i) {
-      expected += (i ? " or " : "") + torch_dtype_name(rule.scalar_types[i]);
+void Dispatcher::check_inputs(const GraphEntry& entry, const FlatCall& flat) const {
+  for (const InputRule& rule : entry.input_rules) {
+    const at::Tensor& tensor = THPVariable_Unpack(flat.leaves[rule.leaf].value.ptr());
+    const int actual = static_cast<int>(tensor.scalar_type());
+    bool dtype_ok = false;
+    for (int st : rule.scalar_types) dtype_ok = dtype_ok || st == actual;
+    if (!dtype_ok) {
+      std::string expected;
+      for (size_t i = 0; i < rule.scalar_types.size(); ++i) {
+        expected += (i ? " or " : "") + torch_dtype_name(rule.scalar_types[i]);
+      }
+      raise_python_error("ProfileShapeError", "Input dtype " + torch_dtype_name(actual) +
+                                                  " does not match tuned dtype " + expected + " for input " +
+                                                  rule.path_repr + " in module '" + module_name_ + "', graph '" +
+                                                  entry.name + "'");
     }
-    raise_python_error("ProfileShapeError", "Input dtype " + torch_dtype_name(actual) + " does not match tuned dtype " +
-                                                expected + " for input " + rule.path_repr + " in module '" +
-                                                module_name_ + "', graph '" + entry.name + "'");
+    if (rule.outside_reported->load(std::memory_order_relaxed)) continue;
+    const auto sizes = tensor.sizes();
+    bool inside = sizes.size() == rule.min_shape.size();
+    for (size_t axis = 0; inside && axis < sizes.size(); ++axis) {
+      inside = sizes[axis] >= rule.min_shape[axis] && sizes[axis] <= rule.max_shape[axis];
+    }
+    if (!inside && !rule.outside_reported->exchange(true)) {
+      on_outside_(entry.name, rule.path_repr, std::vector<int64_t>(sizes.begin(), sizes.end()), rule.min_shape,
+                  rule.max_shape);
+    }
   }
 }
 
@@ -98,7 +112,7 @@ py::object Dispatcher::call(const py::tuple& args, const py::dict& kwargs) const
     signature_.bind(args, kwargs, s.bound);
     flatten_arguments(signature_, s.bound, options_, s.flat);
     entry = select(s.flat);
-    if (entry != nullptr) check_dtypes(*entry, s.flat);
+    if (entry != nullptr) check_inputs(*entry, s.flat);
   }
   // The scratch is released before running: the runner or the miss handler may re-enter
   // (nested tuned modules) and reuse this thread's scratch.

@@ -6,6 +6,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,25 +19,35 @@ namespace aitune::python {
 
 namespace py = pybind11;
 
-// One tensor input's accepted dtypes, for the check before execution (SPEC §9.2).
-struct DtypeRule {
+// One tensor input's accepted dtypes and recorded shape envelope, checked before execution
+// (SPEC §9.2). Eager and JIT backends have no hard shape range: a call outside the envelope is
+// allowed and reported once, since it may recompile.
+struct InputRule {
   size_t leaf;
   std::vector<int> scalar_types;  // c10::ScalarType values
-  std::string path_repr;          // e.g. 'x', for the message
+  std::string path_repr;          // e.g. 'x', for messages
+  std::vector<int64_t> min_shape;
+  std::vector<int64_t> max_shape;
+  std::shared_ptr<std::atomic<bool>> outside_reported = std::make_shared<std::atomic<bool>>(false);
 };
 
 struct GraphEntry {
   std::string name;
   py::object runner;                                    // callable(*args, **kwargs)
   std::vector<std::pair<size_t, py::object>> eq_checks;  // constants confirmed with ==
-  std::vector<DtypeRule> dtype_rules;
+  std::vector<InputRule> input_rules;
 };
 
 class Dispatcher {
  public:
-  // `on_miss(args, kwargs)` is called for a call whose graph is unknown: it raises
-  // GraphNotFoundError or runs the eager fallback (policy is Python's).
-  Dispatcher(Signature signature, bool strict, int llm_param, std::string module_name, py::object on_miss);
+  // Python callbacks (policy stays in Python):
+  //   on_miss(*args, **kwargs)  a call whose graph is unknown: raises GraphNotFoundError or runs
+  //                             the eager fallback;
+  //   equal(a, b) -> bool       == for non-builtin constants (numpy arrays, enums, ...);
+  //   on_outside(graph, path, shape, min, max)  once per input when a call leaves the
+  //                             recorded envelope.
+  Dispatcher(Signature signature, bool strict, int llm_param, std::string module_name, py::object on_miss,
+             py::object equal, py::object on_outside);
 
   void add_graph(const GraphKey& key, GraphEntry entry);
   py::object call(const py::tuple& args, const py::dict& kwargs) const;
@@ -46,12 +58,14 @@ class Dispatcher {
 
  private:
   const GraphEntry* select(const FlatCall& flat) const;
-  void check_dtypes(const GraphEntry& entry, const FlatCall& flat) const;
+  void check_inputs(const GraphEntry& entry, const FlatCall& flat) const;
 
   Signature signature_;
   FlattenOptions options_;
   std::string module_name_;
   py::object on_miss_;
+  py::object equal_;
+  py::object on_outside_;
   GraphTable table_;
   std::vector<GraphEntry> entries_;  // indexed like table_
 };

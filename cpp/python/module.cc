@@ -199,30 +199,40 @@ PYBIND11_MODULE(_C, m) {
   });
 
   py::class_<Dispatcher>(m, "Dispatcher")
-      .def(py::init([](const Signature& sig, bool strict, int llm_param, std::string name, py::object on_miss) {
-             return new Dispatcher(sig, strict, llm_param, std::move(name), std::move(on_miss));
+      .def(py::init([](const Signature& sig, bool strict, int llm_param, std::string name, py::object on_miss,
+                       py::object equal, py::object on_outside) {
+             return new Dispatcher(sig, strict, llm_param, std::move(name), std::move(on_miss), std::move(equal),
+                                   std::move(on_outside));
            }),
-           py::arg("signature"), py::arg("strict"), py::arg("llm_param"), py::arg("module_name"), py::arg("on_miss"))
+           py::arg("signature"), py::arg("strict"), py::arg("llm_param"), py::arg("module_name"), py::arg("on_miss"),
+           py::arg("equal"), py::arg("on_outside"))
       .def(
           "add_graph",
           [](Dispatcher& d, const GraphKey& key, std::string name, py::object runner, const py::list& eq_checks,
-             const py::list& dtype_rules) {
+             const py::list& input_rules) {
             GraphEntry entry{std::move(name), std::move(runner), {}, {}};
             for (auto item : eq_checks) {
               auto t = item.cast<py::tuple>();
               entry.eq_checks.emplace_back(t[0].cast<size_t>(), py::reinterpret_borrow<py::object>(t[1]));
             }
-            for (auto item : dtype_rules) {
+            for (auto item : input_rules) {  // (leaf, dtype names, path repr, min shape, max shape)
               auto t = item.cast<py::tuple>();
-              std::vector<int> types;
-              for (const auto& name : t[1].cast<std::vector<std::string>>()) {
-                types.push_back(static_cast<int>(value_or_throw(dtype_from_name(name))));
+              InputRule rule;
+              rule.leaf = t[0].cast<size_t>();
+              for (const auto& dtype : t[1].cast<std::vector<std::string>>()) {
+                rule.scalar_types.push_back(static_cast<int>(value_or_throw(dtype_from_name(dtype))));
               }
-              entry.dtype_rules.push_back(DtypeRule{t[0].cast<size_t>(), std::move(types), t[2].cast<std::string>()});
+              rule.path_repr = t[2].cast<std::string>();
+              rule.min_shape = t[3].cast<std::vector<int64_t>>();
+              rule.max_shape = t[4].cast<std::vector<int64_t>>();
+              if (rule.min_shape.size() != rule.max_shape.size()) {
+                throw py::value_error("input rule for " + rule.path_repr + ": min and max shapes differ in rank");
+              }
+              entry.input_rules.push_back(std::move(rule));
             }
             d.add_graph(key, std::move(entry));
           },
-          py::arg("key"), py::arg("name"), py::arg("runner"), py::arg("eq_checks"), py::arg("dtype_rules"))
+          py::arg("key"), py::arg("name"), py::arg("runner"), py::arg("eq_checks"), py::arg("input_rules"))
       .def("__call__", [](const Dispatcher& d, py::args args, py::kwargs kwargs) { return d.call(args, kwargs); })
       .def("call", &Dispatcher::call)
       .def("key_of", &Dispatcher::key_of)

@@ -326,3 +326,49 @@ def test_dispatcher_errors_leave_no_references_behind(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().endswith("done")
+
+
+class _ArrayScaled(torch.nn.Module):
+    def forward(self, x, weights):
+        return x * torch.as_tensor(weights, dtype=x.dtype)
+
+
+def test_numpy_constants_identify_graphs_when_recording_and_serving(cpu_eager_strategy):
+    import numpy as np
+
+    m = ait.Module(_ArrayScaled(), "arrays", strategy=cpu_eager_strategy)
+    x = torch.ones(2, 2)
+    with torch.no_grad():
+        m(x, np.array([1.0, 2.0]))
+        m(x, np.array([1.0, 2.0]))  # equal array: same graph, no "truth value is ambiguous" error
+        m(x, np.array([3.0, 4.0]))  # different values: a second graph
+    assert [g.name for g in m.graph_specs] == ["0", "1"]
+    m.tune(device="cpu")
+    with torch.no_grad():
+        assert torch.equal(m(x, np.array([3.0, 4.0])), x * torch.tensor([3.0, 4.0]))
+        with pytest.raises(GraphNotFoundError):
+            m(x, np.array([5.0, 6.0]))
+
+
+def test_calls_outside_the_recorded_envelope_are_logged_once(cpu_eager_strategy, aitune_log):
+    m = ait.Module(torch.nn.Linear(4, 2), "envelope", strategy=cpu_eager_strategy)
+    ait.tune(m, [torch.randn(4) for _ in range(2)], device="cpu")  # batch sizes 1 and 2
+    aitune_log.clear()
+    with torch.no_grad():
+        m(torch.randn(2, 4))  # inside: nothing logged
+        assert "outside the tuned range" not in aitune_log.text
+        m(torch.randn(7, 4))
+        m(torch.randn(9, 4))
+    lines = [r.getMessage() for r in aitune_log.records if "outside the tuned range" in r.getMessage()]
+    assert len(lines) == 1
+    assert "[7, 4]" in lines[0] and "min [1, 4], max [2, 4]" in lines[0]
+
+
+def test_unknown_graph_message_lists_tensors_then_known_graphs(cpu_eager_strategy):
+    m = ait.Module(torch.nn.Linear(4, 2), "unknown", strategy=cpu_eager_strategy)
+    ait.tune(m, [torch.randn(4) for _ in range(2)], device="cpu")
+    with torch.no_grad(), pytest.raises(GraphNotFoundError) as info:
+        m(torch.randn(3, 2, 4))
+    message = str(info.value)
+    assert message.startswith("No backend found for a graph with metadata: Tensors: input: [3, 2, 4] torch.float32")
+    assert "graph 0: Tensors: input: ['batch0', 4] torch.float32" in message

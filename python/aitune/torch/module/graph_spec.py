@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import torch
@@ -119,14 +118,12 @@ class TensorsSpec:
         return text
 
     def describe_structure(self) -> str:
-        """One line per leaf, for error messages."""
-        parts = []
-        for leaf in self.leaves:
-            if isinstance(leaf, TensorLeaf):
-                parts.append(f"{leaf.access_path}: Tensor{list(leaf.spec.shape)} {leaf.dtypes[0]}")
-            else:
-                parts.append(f"{leaf.access_path} = {leaf.value!r}")
-        return ", ".join(parts) if parts else "(no inputs)"
+        """The leaves on one line, for error messages: "Tensors: x: [2, 3] torch.float32; Other: scale=2.0"."""
+        tensors = ", ".join(f"{t.access_path}: {t.spec.shape} {t.dtypes[0]}" for t in self.tensors)
+        text = f"Tensors: {tensors or '(none)'}"
+        if self.constants:
+            text += "; Other: " + ", ".join(f"{c.access_path}={c.value!r}" for c in self.constants)
+        return text
 
 
 @dataclasses.dataclass
@@ -190,5 +187,15 @@ def resize_to(tensor: torch.Tensor, shape: list[int]) -> torch.Tensor:
     return out.contiguous()
 
 
-def is_nan(value: float) -> bool:
-    return isinstance(value, float) and math.isnan(value)
+def values_equal(a: Any, b: Any) -> bool:
+    """== for graph identity (SPEC §2.3): element-wise results (numpy arrays) count as equal
+    only when all elements are; a comparison that raises means "different"."""
+    try:
+        result = a == b
+        if isinstance(result, bool):
+            return result
+        if hasattr(result, "all"):
+            return bool(result.all()) and getattr(a, "shape", None) == getattr(b, "shape", None)
+        return bool(result)
+    except Exception:  # noqa: BLE001 - an incomparable value is a different value
+        return False

@@ -10,7 +10,7 @@ from aitune._native import _C
 from aitune.torch import dynamic_shapes as dyn
 from aitune.torch.config import config
 from aitune.torch.global_context import current_batch_size
-from aitune.torch.module.graph_spec import GraphSpec, Sample, TensorsSpec
+from aitune.torch.module.graph_spec import GraphSpec, Sample, TensorsSpec, values_equal
 from aitune.torch.module.signature import forward_params
 from aitune.torch.module.tree import canonical_call
 
@@ -55,7 +55,7 @@ class Recorder:
     def find_graph(self, key: Any, leaves: list) -> GraphSpec | None:
         for graph in self._by_key.get(key, ()):
             if all(
-                leaf[1] == const.value
+                values_equal(leaf[1], const.value)
                 for leaf, const in zip(leaves, graph.input_spec.leaves)
                 if leaf[3] and not leaf[2]
             ):

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from aitune._native import _C
 from aitune.exceptions import GraphNotFoundError
 from aitune.torch.backend.backend import Backend
-from aitune.torch.module.graph_spec import ConstantLeaf, GraphSpec, TensorLeaf, TensorsSpec
+from aitune.torch.module.graph_spec import ConstantLeaf, GraphSpec, TensorLeaf, TensorsSpec, values_equal
 from aitune.torch.module.recording import Recorder
 
 logger = logging.getLogger("aitune")
@@ -28,10 +28,18 @@ class TunedModule:
         self.fallback_policy = fallback_policy
         self._warned: set[Any] = set()
         self._warn_lock = threading.Lock()
-        self.dispatcher = _C.Dispatcher(recorder.signature, strict, recorder.llm_param, module_name, self._on_miss)
+        self.dispatcher = _C.Dispatcher(recorder.signature, strict, recorder.llm_param, module_name, self._on_miss,
+                                        values_equal, self._on_outside)
         for graph, backend in backends:
             self.dispatcher.add_graph(graph.key, graph.name, backend.runner(), _eq_checks(graph.input_spec),
-                                      _dtype_rules(graph.input_spec))
+                                      _input_rules(graph.input_spec))
+
+    def _on_outside(self, graph: str, path: str, shape: list, min_shape: list, max_shape: list) -> None:
+        logger.info(
+            "Module '%s', graph '%s': input %s has shape %s, outside the tuned range min %s, max %s; the backend "
+            "accepts it but may recompile or run slower (logged once per input)",
+            self.module_name, graph, path, shape, min_shape, max_shape,
+        )
 
     def _on_miss(self, *args: Any, **kwargs: Any) -> Any:
         key, leaves = self.recorder.flatten(args, kwargs)
@@ -65,9 +73,10 @@ def _eq_checks(spec: TensorsSpec) -> list[tuple[int, Any]]:
     return [(i, leaf.value) for i, leaf in enumerate(spec.leaves) if isinstance(leaf, ConstantLeaf) and leaf.needs_eq]
 
 
-def _dtype_rules(spec: TensorsSpec) -> list[tuple[int, list[str], str]]:
+def _input_rules(spec: TensorsSpec) -> list[tuple[int, list[str], str, list[int], list[int]]]:
     return [
-        (i, [str(d).removeprefix("torch.") for d in leaf.dtypes], repr(leaf.semantic_path))
+        (i, [str(d).removeprefix("torch.") for d in leaf.dtypes], repr(leaf.semantic_path), leaf.spec.min_shape,
+         leaf.spec.max_shape)
         for i, leaf in enumerate(spec.leaves)
         if isinstance(leaf, TensorLeaf)
     ]

@@ -7,7 +7,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string_view>
 
 #ifndef AITUNE_VERSION
@@ -183,51 +182,56 @@ EnvironmentInfo probe_environment() {
   return info;
 }
 
+// Text is assembled with std::string rather than iostreams: inside a Python process another
+// libstdc++'s locale facets may already be loaded (seen on the GPU machine: ostream's integer
+// insertion crashed there while the same code ran fine in the CLI).
 std::string to_json(const EnvironmentInfo& info) {
-  std::ostringstream o;
-  o << "{\"aitune_version\": " << q(info.aitune_version) << ", \"torch_version\": " << q(info.torch_version)
-    << ", \"torch_has_cuda\": " << (info.torch_has_cuda ? "true" : "false")
-    << ", \"torch_cuda_runtime\": " << q(info.torch_cuda_runtime) << ", \"driver_version\": " << q(info.driver_version)
-    << ", \"driver_cuda_version\": " << q(info.driver_cuda_version) << ", \"driver_error\": " << q(info.driver_error)
-    << ", \"cuda_graphs_disabled\": " << (info.cuda_graphs_disabled ? "true" : "false") << ", \"gpus\": [";
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  std::string o = "{\"aitune_version\": " + q(info.aitune_version) + ", \"torch_version\": " + q(info.torch_version) +
+                  ", \"torch_has_cuda\": " + b(info.torch_has_cuda) +
+                  ", \"torch_cuda_runtime\": " + q(info.torch_cuda_runtime) +
+                  ", \"driver_version\": " + q(info.driver_version) +
+                  ", \"driver_cuda_version\": " + q(info.driver_cuda_version) +
+                  ", \"driver_error\": " + q(info.driver_error) +
+                  ", \"cuda_graphs_disabled\": " + b(info.cuda_graphs_disabled) + ", \"gpus\": [";
   for (size_t i = 0; i < info.gpus.size(); ++i) {
     const auto& g = info.gpus[i];
-    o << (i ? ", " : "") << "{\"index\": " << g.index << ", \"name\": " << q(g.name) << ", \"sm\": \"" << g.sm_major
-      << "." << g.sm_minor << "\", \"memory_bytes\": " << g.memory_bytes << "}";
+    o += std::string(i ? ", " : "") + "{\"index\": " + std::to_string(g.index) + ", \"name\": " + q(g.name) +
+         ", \"sm\": \"" + std::to_string(g.sm_major) + "." + std::to_string(g.sm_minor) +
+         "\", \"memory_bytes\": " + std::to_string(g.memory_bytes) + "}";
   }
-  o << "], \"libraries\": [";
+  o += "], \"libraries\": [";
   for (size_t i = 0; i < info.libraries.size(); ++i) {
     const auto& l = info.libraries[i];
-    o << (i ? ", " : "") << "{\"name\": " << q(l.name) << ", \"found\": " << (l.found ? "true" : "false")
-      << ", \"version\": " << q(l.version) << ", \"how\": " << q(l.how) << "}";
+    o += std::string(i ? ", " : "") + "{\"name\": " + q(l.name) + ", \"found\": " + b(l.found) +
+         ", \"version\": " + q(l.version) + ", \"how\": " + q(l.how) + "}";
   }
-  o << "]}";
-  return o.str();
+  return o + "]}";
 }
 
 std::string to_text(const EnvironmentInfo& info) {
-  std::ostringstream o;
-  o << "aitune " << info.aitune_version << "\n";
-  o << "libtorch: " << info.torch_version << " (CUDA "
-    << (info.torch_cuda_runtime.empty() ? "not built" : info.torch_cuda_runtime) << ")\n";
-  o << "CUDA available to torch: " << (info.torch_has_cuda ? "yes" : "no") << "\n";
+  std::string o = "aitune " + info.aitune_version + "\n";
+  o += "libtorch: " + info.torch_version + " (CUDA " +
+       (info.torch_cuda_runtime.empty() ? std::string("not built") : info.torch_cuda_runtime) + ")\n";
+  o += std::string("CUDA available to torch: ") + (info.torch_has_cuda ? "yes" : "no") + "\n";
   if (info.driver_error.empty()) {
-    o << "NVIDIA driver: " << (info.driver_version.empty() ? "unknown" : info.driver_version) << " (supports CUDA "
-      << info.driver_cuda_version << ")\n";
+    o += "NVIDIA driver: " + (info.driver_version.empty() ? std::string("unknown") : info.driver_version) +
+         " (supports CUDA " + info.driver_cuda_version + ")\n";
   } else {
-    o << "NVIDIA driver: none (" << info.driver_error << ")\n";
+    o += "NVIDIA driver: none (" + info.driver_error + ")\n";
   }
-  if (info.gpus.empty()) o << "GPUs: none\n";
+  if (info.gpus.empty()) o += "GPUs: none\n";
   for (const auto& g : info.gpus) {
-    o << "GPU " << g.index << ": " << g.name << ", SM " << g.sm_major << "." << g.sm_minor << ", "
-      << (g.memory_bytes >> 20) << " MiB\n";
+    o += "GPU " + std::to_string(g.index) + ": " + g.name + ", SM " + std::to_string(g.sm_major) + "." +
+         std::to_string(g.sm_minor) + ", " + std::to_string(g.memory_bytes >> 20) + " MiB\n";
   }
   for (const auto& l : info.libraries) {
-    o << l.name << ": " << (l.found ? "usable" : "not found") << (l.version.empty() ? "" : " " + l.version) << " ("
-      << l.how << ")\n";
+    o += l.name + ": " + (l.found ? "usable" : "not found") + (l.version.empty() ? "" : " " + l.version) + " (" +
+         l.how + ")\n";
   }
-  o << "CUDA graphs: " << (info.cuda_graphs_disabled ? "disabled by AITUNE_DISABLE_CUDA_GRAPHS" : "enabled") << "\n";
-  return o.str();
+  o += std::string("CUDA graphs: ") +
+       (info.cuda_graphs_disabled ? "disabled by AITUNE_DISABLE_CUDA_GRAPHS" : "enabled") + "\n";
+  return o;
 }
 
 }  // namespace aitune

@@ -15,24 +15,26 @@ from aitune.torch.backend import TorchEagerBackend
 from aitune.torch.examples.models import TinyConvNet, example_dataset
 
 
-def _median_call_us(fn, x: torch.Tensor, iterations: int) -> float:
-    times = []
+def _median_call_us(fns: list, x: torch.Tensor, iterations: int) -> list[float]:
+    """Median wall time per call of each function, in µs. Calls alternate between the
+    functions so clock changes and background load hit all of them alike."""
+    times: list[list[int]] = [[] for _ in fns]
     for _ in range(iterations):
-        if x.is_cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter_ns()
-        fn(x)
-        if x.is_cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter_ns() - start)
-    times.sort()
-    return times[len(times) // 2] / 1e3
+        for i, fn in enumerate(fns):
+            if x.is_cuda:
+                torch.cuda.synchronize()
+            start = time.perf_counter_ns()
+            fn(x)
+            if x.is_cuda:
+                torch.cuda.synchronize()
+            times[i].append(time.perf_counter_ns() - start)
+    return [sorted(t)[len(t) // 2] / 1e3 for t in times]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--iterations", type=int, default=500)
     args = parser.parse_args(argv)
 
     torch.manual_seed(0)
@@ -48,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         expected = reference(x)
         actual = wrapped(x)
         max_abs = (actual - expected).abs().max().item()
-        eager_us = _median_call_us(reference, x, args.iterations)
-        tuned_us = _median_call_us(wrapped, x, args.iterations)
+        _median_call_us([reference, wrapped], x, 20)  # warm-up
+        eager_us, tuned_us = _median_call_us([reference, wrapped], x, args.iterations)
 
     graph, backend = wrapped.tuned_module.backends[0]
     print()

@@ -104,16 +104,41 @@ void Dispatcher::check_inputs(const GraphEntry& entry, const FlatCall& flat) con
   }
 }
 
+py::object Dispatcher::run_native(const GraphEntry& entry, std::vector<at::Tensor> inputs) const {
+  StatusOr<std::vector<at::Tensor>> outputs = internal_error("native runner did not run");
+  {
+    // Native runners do not need Python; a runner that calls back into Python (a CUDA-graph
+    // capture of a Python backend) takes the GIL itself. Releasing it before the runner's
+    // mutex keeps the lock order GIL -> mutex impossible (SPEC §9.4).
+    py::gil_scoped_release release;
+    outputs = entry.native->run(inputs);
+  }
+  if (!outputs.ok()) throw_status(outputs.status());
+  py::list result;
+  for (auto& tensor : *outputs) result.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(tensor))));
+  return entry.rebuild(result);
+}
+
 py::object Dispatcher::call(const py::tuple& args, const py::dict& kwargs) const {
   Scratch& s = scratch();
   const GraphEntry* entry = nullptr;
+  std::vector<at::Tensor> native_inputs;
   {
     ScratchReset reset{s};  // also when binding, flattening, == or the dtype check throws
     signature_.bind(args, kwargs, s.bound);
     flatten_arguments(signature_, s.bound, options_, s.flat);
     entry = select(s.flat);
-    if (entry != nullptr) check_inputs(*entry, s.flat);
+    if (entry != nullptr) {
+      check_inputs(*entry, s.flat);
+      if (entry->native) {
+        native_inputs.reserve(entry->input_order.size());
+        for (size_t index : entry->input_order) {
+          native_inputs.push_back(THPVariable_Unpack(s.flat.leaves[entry->input_rules[index].leaf].value.ptr()));
+        }
+      }
+    }
   }
+  if (entry != nullptr && entry->native) return run_native(*entry, std::move(native_inputs));
   // The scratch is released before running: the runner or the miss handler may re-enter
   // (nested tuned modules) and reuse this thread's scratch.
   if (entry == nullptr) return on_miss_(*args, **kwargs);

@@ -13,6 +13,7 @@
 
 #include "flatten.h"
 #include "signature.h"
+#include "runners/runner.h"
 #include "spec/graph_table.h"
 
 namespace aitune::python {
@@ -34,6 +35,12 @@ struct InputRule {
 struct GraphEntry {
   std::string name;
   py::object runner;                                    // callable(*args, **kwargs)
+  // Native path (AOTInductor, CUDA graphs): the runner takes the graph's tensor leaves, in the
+  // order `input_order` gives (indices into the tensor leaves in flattening order), and returns
+  // output tensors that `rebuild(list)` turns into the output object. Null: Python runner.
+  std::shared_ptr<Runner> native;
+  std::vector<size_t> input_order;
+  py::object rebuild;
   std::vector<std::pair<size_t, py::object>> eq_checks;  // constants confirmed with ==
   std::vector<InputRule> input_rules;
 };
@@ -59,6 +66,7 @@ class Dispatcher {
  private:
   const GraphEntry* select(const FlatCall& flat) const;
   void check_inputs(const GraphEntry& entry, const FlatCall& flat) const;
+  py::object run_native(const GraphEntry& entry, std::vector<at::Tensor> inputs) const;
 
   Signature signature_;
   FlattenOptions options_;

@@ -8,7 +8,10 @@
 #include <torch/headeronly/version.h>
 
 #include "bridge/tensor_bridge.h"
+#include "aoti_bindings.h"
 #include "dispatcher.h"
+#include "measure_bindings.h"
+#include "torch_runtime_bindings.h"
 #include "env/environment.h"
 #include "errors.h"
 #include "flatten.h"
@@ -198,6 +201,13 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(e.min, e.opt, e.max);
   });
 
+  // Base of every native runner bound to Python (AotiRunner, CudaGraphRunner), so the
+  // dispatcher can hold any of them.
+  py::class_<Runner, std::shared_ptr<Runner>>(m, "Runner").def("describe", &Runner::describe);
+  register_measure_bindings(m);
+  register_aoti_bindings(m);
+  register_torch_runtime_bindings(m);
+
   py::class_<Dispatcher>(m, "Dispatcher")
       .def(py::init([](const Signature& sig, bool strict, int llm_param, std::string name, py::object on_miss,
                        py::object equal, py::object on_outside) {
@@ -209,8 +219,11 @@ PYBIND11_MODULE(_C, m) {
       .def(
           "add_graph",
           [](Dispatcher& d, const GraphKey& key, std::string name, py::object runner, const py::list& eq_checks,
-             const py::list& input_rules) {
-            GraphEntry entry{std::move(name), std::move(runner), {}, {}};
+             const py::list& input_rules, std::shared_ptr<Runner> native, std::vector<size_t> input_order,
+             py::object rebuild) {
+            GraphEntry entry{std::move(name), std::move(runner), std::move(native), std::move(input_order),
+                             std::move(rebuild), {}, {}};
+            if (entry.native && entry.rebuild.is_none()) throw py::value_error("a native runner needs a rebuild function");
             for (auto item : eq_checks) {
               auto t = item.cast<py::tuple>();
               entry.eq_checks.emplace_back(t[0].cast<size_t>(), py::reinterpret_borrow<py::object>(t[1]));
@@ -232,7 +245,8 @@ PYBIND11_MODULE(_C, m) {
             }
             d.add_graph(key, std::move(entry));
           },
-          py::arg("key"), py::arg("name"), py::arg("runner"), py::arg("eq_checks"), py::arg("input_rules"))
+          py::arg("key"), py::arg("name"), py::arg("runner"), py::arg("eq_checks"), py::arg("input_rules"),
+          py::arg("native") = nullptr, py::arg("input_order") = std::vector<size_t>{}, py::arg("rebuild") = py::none())
       .def("__call__", [](const Dispatcher& d, py::args args, py::kwargs kwargs) { return d.call(args, kwargs); })
       .def("call", &Dispatcher::call)
       .def("key_of", &Dispatcher::key_of)

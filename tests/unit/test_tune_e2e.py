@@ -178,7 +178,8 @@ def test_failing_backend_leaves_module_in_passthrough(aitune_log):
     x = torch.randn(3, 6)
     with torch.no_grad():
         assert torch.equal(m(x), reference(x))
-    [build_dir] = [p for p in (config.cache_dir / "failing" / "0").iterdir() if p.is_dir()]
+    [build_dir] = [p for p in (config.cache_dir / "failing" / "0").iterdir()
+                   if p.is_dir() and p.name.startswith("FailingBackend_")]
     assert build_dir.name == blueprint.key()
     log = (build_dir / "build.log").read_text()
     assert "fake backend build output" in log  # build output goes to build.log

@@ -6,13 +6,24 @@ from aitune.torch.config import aitune_cache_dir, config
 from aitune.torch.dataloader import DataLoaderFactory
 from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
 from aitune.torch.module.wrapper import Module
-from aitune.torch.tune_strategy import OneBackendStrategy, TuneStrategy
+from aitune.torch.tune_strategy import (
+    FirstWinsStrategy,
+    LatencyBudgetStrategy,
+    MaxThroughputStrategy,
+    MinLatencyStrategy,
+    OneBackendStrategy,
+    TuneStrategy,
+)
 from aitune.torch.tuning import tune
 
 __all__ = [
     "BatchDim",
     "DataLoaderFactory",
     "DynamicDim",
+    "FirstWinsStrategy",
+    "LatencyBudgetStrategy",
+    "MaxThroughputStrategy",
+    "MinLatencyStrategy",
     "Module",
     "OneBackendStrategy",
     "TuneStrategy",

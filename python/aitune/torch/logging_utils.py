@@ -65,7 +65,7 @@ def captured_output(log_file: Path) -> Iterator[None]:
             f.write(f"(AITUNE_CONSOLE_OUTPUT=1: build output went to the console at {time.ctime()})\n")
         yield
         return
-    with _capture_lock:
+    with _capture_lock, open(log_file, "a", buffering=1) as text:
         sys.stdout.flush()
         sys.stderr.flush()
         saved = os.dup(1), os.dup(2)
@@ -73,7 +73,9 @@ def captured_output(log_file: Path) -> Iterator[None]:
         try:
             os.dup2(target, 1)
             os.dup2(target, 2)
-            yield
+            # Python-level writes too: under pytest or Jupyter sys.stdout is not file descriptor 1.
+            with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+                yield
         finally:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -3,6 +3,8 @@ issues and keep these import paths."""
 
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendConfig, BackendState
 from aitune.torch.backend.torch_eager import TorchEagerBackend, TorchEagerBackendConfig
+from aitune.torch.backend.torch_inductor_aot import TorchInductorAotBackend, TorchInductorAotBackendConfig
+from aitune.torch.backend.torch_inductor_jit import TorchInductorJitBackend, TorchInductorJitBackendConfig
 
 __all__ = [
     "ArtifactPath",
@@ -11,4 +13,8 @@ __all__ = [
     "BackendState",
     "TorchEagerBackend",
     "TorchEagerBackendConfig",
+    "TorchInductorAotBackend",
+    "TorchInductorAotBackendConfig",
+    "TorchInductorJitBackend",
+    "TorchInductorJitBackendConfig",
 ]

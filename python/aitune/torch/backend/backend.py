@@ -19,6 +19,12 @@ from aitune.exceptions import BackendUnavailableError
 logger = logging.getLogger("aitune")
 
 
+def _cuda_graphs_disabled() -> bool:
+    from aitune.torch.utils.env import env_bool
+
+    return env_bool("AITUNE_DISABLE_CUDA_GRAPHS", False)
+
+
 class BackendState(enum.Enum):
     INIT = "init"
     ACTIVE = "active"
@@ -110,6 +116,8 @@ class Backend(abc.ABC):
         self.tolerance = tolerance
         self._state = BackendState.INIT
         self._device: torch.device | None = None
+        self._cuda_graph: Any = None  # CudaGraphServing when config.use_cuda_graphs is on
+        self._graph_spec: Any = None
 
     # -- identity --------------------------------------------------------------------------
     @property
@@ -166,11 +174,26 @@ class Backend(abc.ABC):
         self._check_device(device)
         cache_dir = Path(cache_dir)
         cache_dir.mkdir(parents=True, exist_ok=True)
+        use_graphs = getattr(self.config, "use_cuda_graphs", False)
+        if use_graphs and device.type != "cuda":
+            from aitune.exceptions import AITuneUserInputError
+
+            raise AITuneUserInputError(
+                f"{self.describe()} needs a CUDA device for use_cuda_graphs=True; the tuning device is {device}"
+            )
         self.config.to_json(cache_dir / "config.json")
         self._device = device
         self._build(module, graph_spec, data, device, cache_dir)
+        self._graph_spec = graph_spec
+        self._start_cuda_graphs()
         self._state = BackendState.ACTIVE
         return self
+
+    def _start_cuda_graphs(self) -> None:
+        if getattr(self.config, "use_cuda_graphs", False) and not _cuda_graphs_disabled():
+            from aitune.torch.backend.cuda_graphs import CudaGraphServing
+
+            self._cuda_graph = CudaGraphServing(self._infer, self._graph_spec)
 
     def activate(self) -> None:
         if self._state in (BackendState.ACTIVE, BackendState.DEPLOYED):
@@ -178,11 +201,14 @@ class Backend(abc.ABC):
         if self._state is BackendState.INIT:
             raise RuntimeError(f"Cannot activate backend {self.name}: it was never built")
         self._activate()
+        if self._graph_spec is not None:
+            self._start_cuda_graphs()
         self._state = BackendState.ACTIVE
 
     def deactivate(self) -> None:
         if self._state is not BackendState.ACTIVE:
             return
+        self._cuda_graph = None  # frees the captured graphs and their memory pool
         self._deactivate()
         self._state = BackendState.INACTIVE
 
@@ -196,12 +222,21 @@ class Backend(abc.ABC):
     def infer(self, *args: Any, **kwargs: Any) -> Any:
         if not self.is_active:
             raise RuntimeError(f"Cannot run inference, backend {self.name} should be activated first")
-        return self._infer(*args, **kwargs)
+        return self.runner()(*args, **kwargs)
 
     def runner(self) -> Any:
-        """The callable the dispatcher calls for this backend's graph. Bypasses the state check
-        of infer(): the dispatcher only holds active backends."""
-        return self._infer
+        """The callable that serves this backend's graph from Python — the path tuning
+        measures. Bypasses infer()'s state check: the dispatcher only holds active backends."""
+        return self._cuda_graph if self._cuda_graph is not None else self._infer
+
+    def native_runner(self) -> tuple[Any, list[int], Any] | None:
+        """(runner, input_order, rebuild) when calls can be served without Python per call:
+        a native runner over the graph's tensor leaves. None for Python-only serving."""
+        return self._cuda_graph.native() if self._cuda_graph is not None else None
+
+    @property
+    def cuda_graph_stats(self) -> dict[str, int] | None:
+        return self._cuda_graph.stats() if self._cuda_graph is not None else None
 
     @abc.abstractmethod
     def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,

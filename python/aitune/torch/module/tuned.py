@@ -28,11 +28,20 @@ class TunedModule:
         self.fallback_policy = fallback_policy
         self._warned: set[Any] = set()
         self._warn_lock = threading.Lock()
-        self.dispatcher = _C.Dispatcher(recorder.signature, strict, recorder.llm_param, module_name, self._on_miss,
-                                        values_equal, self._on_outside)
-        for graph, backend in backends:
-            self.dispatcher.add_graph(graph.key, graph.name, backend.runner(), _eq_checks(graph.input_spec),
-                                      _input_rules(graph.input_spec))
+        self.strict = strict
+        self.dispatcher = self._make_dispatcher()
+
+    def _make_dispatcher(self) -> Any:
+        """The dispatcher over the backends' current runners (rebuilt on activation, since a
+        backend's runners are released when it is deactivated)."""
+        dispatcher = _C.Dispatcher(self.recorder.signature, self.strict, self.recorder.llm_param, self.module_name,
+                                   self._on_miss, values_equal, self._on_outside)
+        for graph, backend in self.backends:
+            native = backend.native_runner()
+            extra = {} if native is None else dict(zip(("native", "input_order", "rebuild"), native))
+            dispatcher.add_graph(graph.key, graph.name, backend.runner(), _eq_checks(graph.input_spec),
+                                 _input_rules(graph.input_spec), **extra)
+        return dispatcher
 
     def _on_outside(self, graph: str, path: str, shape: list, min_shape: list, max_shape: list) -> None:
         logger.info(
@@ -63,6 +72,7 @@ class TunedModule:
     def activate(self) -> None:
         for _, backend in self.backends:
             backend.activate()
+        self.dispatcher = self._make_dispatcher()
 
     def deactivate(self) -> None:
         for _, backend in self.backends:

@@ -83,7 +83,7 @@ class Module(wrapt.CallableObjectProxy):
         if state is ModuleState.PASSTHROUGH:
             args, kwargs = to_device((args, kwargs), self._self_device)
             return self._self_original_forward(*args, **kwargs)
-        raise RuntimeError(f"Module '{self._self_name}' is in state {state} without a dispatcher")  # pragma: no cover
+        raise RuntimeError(f"Cannot run inference: module '{self._self_name}' is deactivated; call activate() first")
 
     # -- public surface --------------------------------------------------------------------
     @property
@@ -136,10 +136,12 @@ class Module(wrapt.CallableObjectProxy):
         if self._self_tuned is None:
             raise RuntimeError("Module is not tuned. Cannot activate backends.")
         self._self_tuned.activate()
+        self._self_dispatch = self._self_tuned.dispatcher
 
     def deactivate(self) -> None:
         if self._self_tuned is not None:
             self._self_tuned.deactivate()
+            self._self_dispatch = None
 
     def to_dict(self) -> dict[str, Any]:
         if self._self_state in (ModuleState.INIT, ModuleState.RECORDING):
@@ -185,10 +187,9 @@ class Module(wrapt.CallableObjectProxy):
             return [self._self_strategy] * len(graphs)
         if dry_run:
             return [None] * len(graphs)
-        raise ValueError(
-            "No strategy provided. Cannot tune module. Pass strategy=OneBackendStrategy(...) to ait.Module; "
-            "the default FirstWinsStrategy is not part of this release yet."
-        )
+        from aitune.torch.tune_strategy import FirstWinsStrategy
+
+        return [FirstWinsStrategy() for _ in graphs]
 
     def tune(self, device: Any = None, strategy: Any = None, dry_run: bool = False) -> None:
         name = self._self_name

@@ -1,6 +1,21 @@
-"""Tune strategies (SPEC §1.3). This release: the base class and OneBackendStrategy."""
+"""Tune strategies (SPEC §1.3)."""
 
+from aitune.torch.tune_strategy.first_wins_strategy import FirstWinsStrategy
 from aitune.torch.tune_strategy.one_backend_strategy import OneBackendStrategy
+from aitune.torch.tune_strategy.profiling_strategy import (
+    LatencyBudgetStrategy,
+    MaxThroughputStrategy,
+    MinLatencyStrategy,
+    ProfilingTuneStrategy,
+)
 from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 
-__all__ = ["OneBackendStrategy", "TuneStrategy"]
+__all__ = [
+    "FirstWinsStrategy",
+    "LatencyBudgetStrategy",
+    "MaxThroughputStrategy",
+    "MinLatencyStrategy",
+    "OneBackendStrategy",
+    "ProfilingTuneStrategy",
+    "TuneStrategy",
+]

@@ -1,10 +1,12 @@
-"""Strategy base (SPEC §1.3, §6): logs the graph block, builds candidates from deep copies in
-their own folders with their own build.log, checks them, and returns the one to serve."""
+"""Strategy base (SPEC §1.3, §6): the per-graph pipeline — optional max-batch search, eager
+reference outputs, baseline, candidates built from deep copies in their own folders with their
+own build.log, structural and numeric checks — and the switches every strategy has."""
 
 from __future__ import annotations
 
 import abc
 import copy
+import dataclasses
 import logging
 import time
 import traceback
@@ -13,24 +15,78 @@ from typing import Any
 
 import torch
 
+from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.logging_utils import captured_output, format_duration, indent
 from aitune.torch.module.graph_spec import GraphSpec, Sample
+from aitune.torch.task.batching import extend_max_batch
 from aitune.torch.task.correctness import check_correctness
+from aitune.torch.task.numeric import check_numeric, effective_precision_class, reference_outputs
+from aitune.torch.task.profile import best_throughput, profile
+from aitune.torch.task.profiling.config import ProfilingConfig
+from aitune.torch.validation import ToleranceSetting, resolve_tolerance
 
 logger = logging.getLogger("aitune")
 
 
+@dataclasses.dataclass
+class GraphContext:
+    """Everything one graph's tuning works with."""
+
+    module: torch.nn.Module
+    module_name: str
+    graph: GraphSpec
+    data: list[Sample]
+    device: torch.device
+    cache_dir: Path
+    refs: list[Any] | None = None
+
+    @property
+    def forward(self) -> Any:
+        return getattr(self.module, "_aitune_original_forward", self.module.forward)
+
+
+def availability(backend: Backend, device: torch.device) -> tuple[bool, str]:
+    ok, reason = backend.is_available()
+    if not ok:
+        return False, reason
+    if device.type not in backend._devices:
+        return False, f"Device {device.type} is not supported by the backend {backend.name}"
+    return True, ""
+
+
 class TuneStrategy(abc.ABC):
-    def __init__(self, sink: Any = None, profiling_config: Any = None) -> None:
+    def __init__(self, sink: Any = None, profiling_config: ProfilingConfig | None = None) -> None:
         self.sink = sink
-        self.profiling_config = profiling_config
+        self.profiling_config = profiling_config or ProfilingConfig()
         self.backend_results: list[dict[str, Any]] = []
         self._correctness_check = True
+        self._numeric_check = True
+        self._tolerance: ToleranceSetting | None = None
+        self._find_max_batch_size = True
+        self._find_max_batch_size_backend_class: type | None = None
 
     # -- switches (each returns self so they chain) ----------------------------------------
     def enable_correctness_check(self, enable: bool = True) -> TuneStrategy:
+        """All of SPEC §7: structural checks and the numeric comparison."""
         self._correctness_check = enable
+        return self
+
+    def enable_numeric_check(self, enable: bool = True) -> TuneStrategy:
+        """Only the numeric comparison with eager (SPEC §7.2), e.g. off for stochastic models."""
+        self._numeric_check = enable
+        return self
+
+    def set_tolerance(self, tolerance: ToleranceSetting) -> TuneStrategy:
+        self._tolerance = tolerance
+        return self
+
+    def enable_find_max_batch_size(self, enable: bool = True) -> TuneStrategy:
+        self._find_max_batch_size = enable
+        return self
+
+    def set_find_max_batch_size_default_backend_class(self, backend_class: type) -> TuneStrategy:
+        self._find_max_batch_size_backend_class = backend_class
         return self
 
     def clone(self) -> TuneStrategy:
@@ -49,20 +105,20 @@ class TuneStrategy(abc.ABC):
     def _log(self, message: str, *args: Any) -> None:
         (self.sink or logger).info(message, *args)
 
-    def _log_graph_block(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
-                         device: torch.device, cache_dir: Path, dry_run: bool = False) -> None:
+    def _log_graph_block(self, ctx: GraphContext, dry_run: bool = False) -> None:
+        module = ctx.module
         params = sum(p.numel() for p in module.parameters())
         layers = sum(1 for _ in module.modules())
         precisions = sorted({str(p.dtype) for p in module.parameters()}) or ["none"]
         lines = [
-            f"🚀 Tuning graph `{graph.display_name}` for module `{module_name}`{' (DRY RUN)' if dry_run else ''}:",
+            f"🚀 Tuning graph `{ctx.graph.display_name}` for module `{ctx.module_name}`{' (DRY RUN)' if dry_run else ''}:",
             f"  number of parameters: {params:,}",
             f"  number of layers: {layers}",
             f"  precisions: {', '.join(precisions)}",
-            indent(graph.describe(), 2),
-            f"  number of samples: {len(data)}",
-            f"  device: {device}",
-            f"  cache_dir: {cache_dir}",
+            indent(ctx.graph.describe(), 2),
+            f"  number of samples: {len(ctx.data)}",
+            f"  device: {ctx.device}",
+            f"  cache_dir: {ctx.cache_dir}",
             "  strategy:",
             f"    name: {type(self).__name__}",
             f"    description: {self.describe()}",
@@ -73,29 +129,77 @@ class TuneStrategy(abc.ABC):
     def tune(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
              device: torch.device, cache_dir: Path) -> Backend:
         self.backend_results = []
-        self._log_graph_block(module, module_name, graph, data, device, cache_dir)
+        ctx = GraphContext(module, module_name, graph, data, torch.device(device), Path(cache_dir))
+        self._log_graph_block(ctx)
         self._log("⏳ Executing strategy %s", type(self).__name__)
         start = time.perf_counter()
-        backend = self._tune(module, module_name, graph, data, device, cache_dir)
+        module.to(ctx.device)
+        if self._find_max_batch_size and graph.has_batch_axis() and data:
+            self._search_max_batch_size(ctx)
+        if self._correctness_check and self._numeric_check and data:
+            ctx.refs = reference_outputs(ctx.forward, data)
+        self._pre_tune(ctx)
+        backend = self._tune(ctx)
+        self._post_tune(ctx, backend)
         self._log("⏱️ Tune `%s`: completed in %s", type(self).__name__, format_duration(time.perf_counter() - start))
         return backend
 
     def tune_dry_run(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
                      device: torch.device, cache_dir: Path) -> None:
-        self._log_graph_block(module, module_name, graph, data, device, cache_dir, dry_run=True)
+        self._log_graph_block(GraphContext(module, module_name, graph, data, torch.device(device), Path(cache_dir)),
+                              dry_run=True)
+
+    def _pre_tune(self, ctx: GraphContext) -> None:
+        pass
+
+    def _post_tune(self, ctx: GraphContext, backend: Backend) -> None:
+        pass
 
     @abc.abstractmethod
-    def _tune(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
-              device: torch.device, cache_dir: Path) -> Backend: ...
+    def _tune(self, ctx: GraphContext) -> Backend: ...
 
-    def _build_and_validate(self, blueprint: Backend, module: torch.nn.Module, module_name: str, graph: GraphSpec,
-                            data: list[Sample], device: torch.device, cache_dir: Path,
-                            raise_on_failure: bool) -> Backend | None:
+    # -- shared steps ----------------------------------------------------------------------
+    def _eager_backend(self) -> Backend:
+        from aitune.torch.backend import TorchEagerBackend
+
+        cls = self._find_max_batch_size_backend_class or TorchEagerBackend
+        return cls()
+
+    def _search_max_batch_size(self, ctx: GraphContext) -> None:
+        """SPEC §6.1 step 1: sweep an eager backend over the profiling batch sizes and extend
+        the graph's max shapes to the best-throughput batch size."""
+        folder = ctx.cache_dir / "find_max_batch_size"
+        self._log("🚀 Finding max batch size for module `%s` graph `%s`", ctx.module_name, ctx.graph.display_name)
+        try:
+            backend = self._eager_backend()
+            with captured_output(folder / "build.log"):
+                backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
+            results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
+                              list(self.profiling_config.batch_sizes))
+            best = best_throughput(results)
+            if best is None:
+                raise RuntimeError("no batch size could be measured")
+            extend_max_batch(ctx.graph, ctx.data[0], best["batch_size"])
+            self._log("✅ Max batch size for module `%s` graph `%s` is %d with throughput %.2f samples/s",
+                      ctx.module_name, ctx.graph.display_name, best["batch_size"], best["throughput_per_s"])
+        except Exception as e:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "error.log").write_text("".join(traceback.format_exception(e)))
+            raise
+
+    def _build_and_validate(self, blueprint: Backend, ctx: GraphContext, raise_on_failure: bool) -> Backend | None:
         """Builds a deep copy of `blueprint` in `<cache_dir>/<key>/` and checks it. On failure
         the traceback goes to build.log, the module returns to the tuning device, and the error
-        is re-raised or None returned."""
+        is re-raised or None returned. An unavailable backend is skipped (or raises)."""
+        available, reason = availability(blueprint, ctx.device)
+        if not available:
+            if raise_on_failure:
+                raise BackendUnavailableError(reason)
+            self._log("⏭️ backend skipped: %s — %s", blueprint.describe(), reason)
+            self.backend_results.append({"backend": blueprint.describe(), "success": False, "skipped": reason})
+            return None
         backend = copy.deepcopy(blueprint)
-        build_dir = Path(cache_dir) / backend.key()
+        build_dir = ctx.cache_dir / backend.key()
         log_file = build_dir / "build.log"
         self._log("🤖 backend: %s", backend.describe())
         self._log("🔄 in progress...please wait")
@@ -104,11 +208,17 @@ class TuneStrategy(abc.ABC):
         self.backend_results.append(result)
         try:
             with captured_output(log_file):
-                backend.build(module, graph, copy.deepcopy(data), device, build_dir, log_file)
+                backend.build(ctx.module, ctx.graph, copy.deepcopy(ctx.data), ctx.device, build_dir, log_file)
+            result["build_duration_s"] = round(time.perf_counter() - start, 3)
             self._log("✅ backend built")
             if self._correctness_check:
-                description = f"{module_name}.{graph.name}.{backend.describe()}"
-                check_correctness(backend, graph, data, description)
+                description = f"{ctx.module_name}.{ctx.graph.name}.{backend.describe()}"
+                check_correctness(backend, ctx.graph, ctx.data, description)
+                if self._numeric_check and ctx.refs is not None:
+                    cls = effective_precision_class(backend, ctx.module, ctx.device)
+                    tolerance = resolve_tolerance(cls, backend.tolerance, self._tolerance)
+                    summary = check_numeric(backend.infer, ctx.graph, ctx.data, ctx.refs, tolerance, cls)
+                    result["correctness"] = {"precision_class": cls, "passed": summary.passed, **summary.worst}
                 self._log("✅ backend validated")
         except Exception as e:
             build_dir.mkdir(parents=True, exist_ok=True)
@@ -117,9 +227,9 @@ class TuneStrategy(abc.ABC):
             self._log("❌ backend failed (log file: %s)", log_file)
             result["error"] = f"{type(e).__name__}: {e}"
             backend.deactivate()
-            module.to(device)
+            ctx.module.to(ctx.device)
             if raise_on_failure:
-                if hasattr(e, "log_path") and getattr(e, "log_path") is None:
+                if getattr(e, "log_path", "absent") is None:
                     e.log_path = log_file  # type: ignore[attr-defined]
                 raise
             return None

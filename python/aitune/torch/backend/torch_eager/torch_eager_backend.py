@@ -9,7 +9,6 @@ from typing import Any, Callable
 
 import torch
 
-from aitune.exceptions import AITuneUserInputError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.backend.torch_eager.torch_eager_config import TorchEagerBackendConfig
 
@@ -68,10 +67,6 @@ class TorchEagerBackend(Backend):
 
     def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
                cache_dir: Path) -> None:
-        if self.config.use_cuda_graphs and device.type != "cuda":
-            raise AITuneUserInputError(
-                f"TorchEagerBackend(use_cuda_graphs=True) needs a CUDA device; the tuning device is {device}"
-            )
         module.to(device)
         self._module = module
         self._forward = getattr(module, "_aitune_original_forward", module.forward)

@@ -1,0 +1,52 @@
+// Numeric comparison with eager (SPEC §7.2/§7.3): precision classes, their default
+// tolerances, the per-leaf pass rule and the failure message. The metrics themselves are
+// computed on the device by the torch layer; this file only judges them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace aitune {
+
+// The lowest precision a candidate involves; ordered from strictest to loosest.
+enum class PrecisionClass { kFp32, kTf32, kFp16, kBf16, kInt8, kFp8 };
+
+// "fp32", "tf32", "fp16", "bf16", "int8", "fp8": the names used in logs, telemetry and
+// set_tolerance(...) keys.
+const char* precision_class_name(PrecisionClass precision);
+// Inverse of precision_class_name (exact, lower case); kInvalidArgument otherwise.
+StatusOr<PrecisionClass> precision_class_from_name(std::string_view name);
+
+struct NumericTolerance {
+  double atol = 0.0;
+  double rtol = 0.0;
+  double max_rel_l2 = 0.0;
+  double max_mismatch_fraction = 0.0;  // share of elements in [0, 1]
+};
+
+// DEFAULT_TOLERANCES of SPEC §7.2.
+NumericTolerance default_tolerance(PrecisionClass precision);
+
+// One output leaf of one sample, candidate vs eager reference.
+struct LeafMetrics {
+  double max_abs_error = 0.0;
+  double max_rel_error = 0.0;
+  double rel_l2_error = 0.0;
+  double mismatch_fraction = 0.0;  // share in [0, 1]
+  bool has_nan = false;            // any NaN in the candidate output
+  int64_t numel = 0;
+};
+
+// NaN never passes; otherwise rel_l2 <= max_rel_l2 and mismatch_fraction <= max_mismatch_fraction.
+bool leaf_passes(const LeafMetrics& metrics, const NumericTolerance& tolerance);
+
+// The CorrectnessNumericError text of SPEC §7.3 for a leaf that failed leaf_passes; names the
+// check that failed (NaN, rel_l2, or the mismatch share).
+std::string numeric_failure_message(std::string_view access_path, size_t sample_index, const LeafMetrics& metrics,
+                                    const NumericTolerance& tolerance, PrecisionClass precision);
+
+}  // namespace aitune

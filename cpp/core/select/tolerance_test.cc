@@ -1,0 +1,89 @@
+#include "select/tolerance.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace aitune {
+namespace {
+
+void expect_tolerance(PrecisionClass c, double atol, double rtol, double max_rel_l2, double max_mismatch) {
+  const NumericTolerance t = default_tolerance(c);
+  EXPECT_EQ(t.atol, atol) << precision_class_name(c);
+  EXPECT_EQ(t.rtol, rtol) << precision_class_name(c);
+  EXPECT_EQ(t.max_rel_l2, max_rel_l2) << precision_class_name(c);
+  EXPECT_EQ(t.max_mismatch_fraction, max_mismatch) << precision_class_name(c);
+}
+
+TEST(DefaultToleranceTest, SpecTable) {
+  expect_tolerance(PrecisionClass::kFp32, 1e-5, 1e-4, 1e-4, 0);
+  expect_tolerance(PrecisionClass::kTf32, 1e-3, 1e-2, 5e-3, 1e-3);
+  expect_tolerance(PrecisionClass::kFp16, 1e-2, 1e-2, 1e-2, 1e-3);
+  expect_tolerance(PrecisionClass::kBf16, 3e-2, 3e-2, 3e-2, 1e-3);
+  expect_tolerance(PrecisionClass::kInt8, 1e-1, 1e-1, 1e-1, 5e-2);
+  expect_tolerance(PrecisionClass::kFp8, 1e-1, 1e-1, 1e-1, 5e-2);
+}
+
+TEST(PrecisionClassTest, NamesRoundTrip) {
+  for (auto c : {PrecisionClass::kFp32, PrecisionClass::kTf32, PrecisionClass::kFp16, PrecisionClass::kBf16,
+                 PrecisionClass::kInt8, PrecisionClass::kFp8}) {
+    auto parsed = precision_class_from_name(precision_class_name(c));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, c);
+  }
+  EXPECT_STREQ(precision_class_name(PrecisionClass::kBf16), "bf16");
+  auto bad = precision_class_from_name("fp64");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "Unknown precision class 'fp64'; expected one of fp32, tf32, fp16, bf16, int8, fp8");
+}
+
+LeafMetrics metrics(double rel_l2, double mismatch, bool has_nan = false) {
+  return LeafMetrics{0.5, 0.25, rel_l2, mismatch, has_nan, 1000};
+}
+
+TEST(LeafPassesTest, Boundaries) {
+  const NumericTolerance fp16 = default_tolerance(PrecisionClass::kFp16);
+  EXPECT_TRUE(leaf_passes(metrics(0.0, 0.0), fp16));
+  EXPECT_TRUE(leaf_passes(metrics(1e-2, 1e-3), fp16));  // both limits inclusive
+  EXPECT_FALSE(leaf_passes(metrics(1.01e-2, 0.0), fp16));
+  EXPECT_FALSE(leaf_passes(metrics(0.0, 1.1e-3), fp16));
+  const NumericTolerance fp32 = default_tolerance(PrecisionClass::kFp32);
+  EXPECT_FALSE(leaf_passes(metrics(0.0, 0.001), fp32));  // fp32 allows no mismatched element
+}
+
+TEST(LeafPassesTest, NanNeverPasses) {
+  const NumericTolerance loose{1e9, 1e9, 1e9, 1.0};
+  EXPECT_FALSE(leaf_passes(metrics(0.0, 0.0, true), loose));
+  EXPECT_FALSE(leaf_passes(metrics(std::nan(""), 0.0), loose));
+  EXPECT_FALSE(leaf_passes(metrics(0.0, std::nan("")), loose));
+}
+
+TEST(NumericFailureMessageTest, RelL2) {
+  const LeafMetrics m{0.8125, 3.5, 0.0234567, 0.0125, false, 4096};
+  EXPECT_EQ(numeric_failure_message("output[0]['logits']", 2, m, default_tolerance(PrecisionClass::kFp16),
+                                    PrecisionClass::kFp16),
+            "Output output[0]['logits'] differs from eager reference on sample 2: rel_l2=0.0235 > 0.01 "
+            "(precision class fp16; max_abs=0.812, max_rel=3.5, mismatched=1.250% vs allowed 0.100%)");
+  EXPECT_EQ(numeric_failure_message("output", 0, LeafMetrics{1e-3, 2e-3, 2e-4, 0.0, false, 10},
+                                    default_tolerance(PrecisionClass::kFp32), PrecisionClass::kFp32),
+            "Output output differs from eager reference on sample 0: rel_l2=0.0002 > 0.0001 "
+            "(precision class fp32; max_abs=0.001, max_rel=0.002, mismatched=0.000% vs allowed 0.000%)");
+}
+
+TEST(NumericFailureMessageTest, MismatchOnly) {
+  const LeafMetrics m{0.25, 1.5, 0.005, 0.002, false, 4096};
+  EXPECT_EQ(numeric_failure_message("output", 1, m, default_tolerance(PrecisionClass::kFp16), PrecisionClass::kFp16),
+            "Output output differs from eager reference on sample 1: mismatched=0.200% > allowed 0.100% "
+            "(precision class fp16; max_abs=0.25, max_rel=1.5, rel_l2=0.005 <= 0.01)");
+}
+
+TEST(NumericFailureMessageTest, Nan) {
+  const LeafMetrics m{0, 0, 0, 0, true, 16};
+  EXPECT_EQ(numeric_failure_message("output['x']", 3, m, default_tolerance(PrecisionClass::kInt8),
+                                    PrecisionClass::kInt8),
+            "Output output['x'] of sample 3 contains NaN (precision class int8)");
+}
+
+}  // namespace
+}  // namespace aitune

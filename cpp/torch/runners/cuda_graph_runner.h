@@ -1,0 +1,110 @@
+// CudaGraphRunner (SPEC §9.3, §9.4): wraps any Runner and replays its work as CUDA graphs, one
+// per input signature, so every backend gets CUDA graphs from one implementation.
+//
+// Per call: the key is the shapes, dtypes, device and contiguity of every input. A cached key
+// copies the inputs into its static buffers (skipped for an input that is the buffer itself),
+// replays on the caller's current stream and clones the static outputs (unless
+// clone_outputs=false: then outputs are the static buffers, valid until the next call of that
+// key from any thread). A new key runs one ordinary warmup, captures the inner runner on a side
+// stream into a private memory pool, evicts the least recently used key beyond cache_size, and
+// replays. A key whose capture fails is remembered as non-capturable and runs through the inner
+// runner from then on. Calls whose inputs are not all on one CUDA device, and every call when
+// the runner is disabled, go straight to the inner runner.
+//
+// Thread-safe: one mutex serialises the cache, copy-in, replay, cloning and every call of the
+// (not thread-safe) inner runner. Calls from different streams are also ordered on the device:
+// each captured key keeps a "buffers free" event that a call waits on before writing the static
+// inputs and records after its last read of the static outputs. Callers holding the Python GIL
+// must release it before calling run (PyCallableRunner takes it back inside).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runners/runner.h"
+
+namespace aitune {
+
+struct CudaGraphOptions {
+  size_t cache_size = 8;      // captured keys kept; 0 turns capturing off
+  bool clone_outputs = true;  // false: outputs alias the graph's static buffers
+  // false: every call goes to the inner runner. The AITUNE_DISABLE_CUDA_GRAPHS kill switch wins
+  // over true (it turns CUDA graphs off everywhere, SPEC §9.3); it is read at construction.
+  bool enabled = true;
+};
+
+class CudaGraphRunner final : public Runner {
+ public:
+  // Counters since construction. Every call counts once: as a hit (replayed a cached graph), a
+  // miss (new key, capture attempted), or a direct call (ran through the inner runner: disabled,
+  // non-CUDA inputs, or a non-capturable key).
+  struct Stats {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    uint64_t captures = 0;          // successful captures (a miss whose capture failed is not one)
+    uint64_t evictions = 0;
+    uint64_t capture_failures = 0;  // keys marked non-capturable
+    uint64_t direct_calls = 0;
+  };
+
+  CudaGraphRunner(std::shared_ptr<Runner> inner, CudaGraphOptions options);
+  ~CudaGraphRunner() override;
+  CudaGraphRunner(const CudaGraphRunner&) = delete;
+  CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
+
+  StatusOr<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs) override;
+  std::string describe() const override;
+
+  Stats stats() const;
+  // The last capture failure, as a one-line warning for the caller to log; empty if none.
+  std::string last_warning() const;
+  size_t num_cached_graphs() const;
+  const CudaGraphOptions& options() const { return options_; }
+
+  // True when AITUNE_DISABLE_CUDA_GRAPHS is 1, true, True, yes, Yes or YES.
+  static bool cuda_graphs_disabled_by_env();
+
+ private:
+  // One input signature: a flat token list (per input: dtype, device type and index,
+  // contiguity, rank, sizes) and its hash, compared hash-first.
+  struct Key {
+    std::vector<int64_t> tokens;
+    uint64_t hash = 0;
+    int device_index = -1;
+    bool operator==(const Key& other) const { return hash == other.hash && tokens == other.tokens; }
+  };
+  struct Entry;  // a captured graph with its buffers; CUDA types stay out of this header
+
+  // nullopt unless every input is a defined CUDA tensor on one device.
+  static std::optional<Key> make_key(const std::vector<at::Tensor>& inputs);
+  static std::string describe_key(const Key& key);
+
+  StatusOr<std::vector<at::Tensor>> run_inner(const std::vector<at::Tensor>& inputs);
+  StatusOr<std::vector<at::Tensor>> run_graph(const Key& key, const std::vector<at::Tensor>& inputs);
+  StatusOr<std::vector<at::Tensor>> replay(Entry& entry, const std::vector<at::Tensor>& inputs);
+  // Captures `key`; on a capture failure returns a null entry and fills `failure`. A Status is
+  // returned only for a failure of the warmup run itself (the inner runner's own error).
+  StatusOr<std::unique_ptr<Entry>> capture(const Key& key, const std::vector<at::Tensor>& inputs,
+                                           std::string& failure);
+  void evict_least_recently_used();
+  void mark_uncapturable(const Key& key, const std::string& why);
+
+  // Immutable after construction.
+  const std::shared_ptr<Runner> inner_;
+  const CudaGraphOptions options_;
+  const bool graphs_active_;  // enabled, not killed by the environment, cache_size > 0, built with CUDA
+
+  // Everything below is guarded by mutex_.
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Entry>> entries_;  // at most cache_size; linear scan (the cache is small)
+  std::vector<Key> uncapturable_;                // bounded, oldest dropped first
+  uint64_t tick_ = 0;                            // recency clock for the LRU
+  Stats stats_;
+  std::string last_warning_;
+};
+
+}  // namespace aitune

@@ -1,0 +1,361 @@
+"""TorchInductorAotBackend: torch.export + AOTInductor package `model.pt2`, served by the native
+runner aitune._C.AotiRunner (SPEC §4.2).
+
+Export traces the module's ORIGINAL forward through a small adapter module whose `forward` has
+the original signature (the wrapped module's instance `forward` is aitune's router), with the
+dynamic shapes and export sample of :mod:`aitune.torch.backend.export_shapes`.
+
+Input order. AOTInductor takes the exported program's tensor inputs in pytree order of the
+canonical (args, kwargs) (its in_spec). aitune flattens calls its own way (SPEC §2.2: dict keys
+sorted, parameters in signature order). :meth:`native_runner` gives the dispatcher the mapping
+between the two, computed once by matching paths; non-tensor inputs are baked into the export.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+from aitune._native import _C
+from aitune.exceptions import AITuneUserInputError
+from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
+from aitune.torch.backend.export_shapes import (
+    ExportShapePlan,
+    build_dynamic_shapes,
+    prepare_export_sample,
+    var_keyword_names,
+)
+from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_config import TorchInductorAotBackendConfig
+from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.module.tree import canonical_call
+
+PACKAGE_NAME = "model.pt2"
+NUM_INPUTS_METADATA_KEY = "aitune_num_inputs"  # read by the C++ runner (AotiRunner::kNumInputsMetadataKey)
+
+
+class _ForwardAdapter(torch.nn.Module):
+    """Holds the module (so its parameters and buffers are the exported program's) and calls
+    its original forward; subclassed per build with that forward's signature."""
+
+    def __init__(self, module: torch.nn.Module, forward: Callable) -> None:
+        super().__init__()
+        self.module = module
+        object.__setattr__(self, "_aitune_forward", forward)
+
+
+def make_export_adapter(module: torch.nn.Module, forward: Callable | None = None,
+                        var_keyword_names: list[str] | None = None) -> torch.nn.Module:
+    """A module whose forward is `forward` (default: the module's original forward), with the
+    same signature, for torch.export. `var_keyword_names` replace a ``**kwargs`` parameter by
+    keyword-only parameters of those names (torch.export cannot put dynamic shapes under
+    ``**kwargs``); calls still reach `forward` with the same keywords."""
+    if forward is None:
+        forward = getattr(module, "_aitune_original_forward", None) or module.forward
+
+    def adapter_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._aitune_forward(*args, **kwargs)
+
+    signature = inspect.signature(forward)
+    params = []
+    for param in signature.parameters.values():
+        if param.kind is inspect.Parameter.VAR_KEYWORD and var_keyword_names is not None:
+            params.extend(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in var_keyword_names)
+        else:
+            params.append(param)
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    adapter_forward.__signature__ = signature.replace(parameters=[self_param, *params])  # type: ignore[attr-defined]
+    cls = type(f"AITuneExport_{type(module).__name__}", (_ForwardAdapter,), {"forward": adapter_forward})
+    return cls(module, forward)
+
+
+# -- pytree paths ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    index: int
+
+
+def _spec_paths(in_spec: Any) -> list[tuple]:
+    """For each leaf of `in_spec` (over (args, kwargs)), its path as raw keys:
+    (0, i, ...) for positional args, (1, name, ...) for kwargs; tuples and lists (namedtuples
+    included) by index, dicts by key, like aitune's flattener."""
+    tree = pytree.tree_unflatten([_Slot(i) for i in range(in_spec.num_leaves)], in_spec)
+    paths: list[tuple | None] = [None] * in_spec.num_leaves
+
+    def walk(obj: Any, path: tuple) -> None:
+        if isinstance(obj, _Slot):
+            paths[obj.index] = path
+        elif isinstance(obj, (tuple, list)):
+            for i, item in enumerate(obj):
+                walk(item, path + (i,))
+        elif isinstance(obj, dict):
+            for key, item in obj.items():
+                walk(item, path + (key,))
+        else:
+            for i, item in enumerate(pytree.tree_leaves(obj)):
+                walk(item, path + (i,))  # other pytree nodes (not produced by export_shapes' graphs)
+
+    walk(tree, ())
+    return [p if p is not None else () for p in paths]
+
+
+def _semantic_path(call_path: tuple, params: list) -> tuple:
+    """(0, i, ...) / (1, name, ...) of the canonical call -> the semantic path as a tuple
+    (SPEC §2.2: parameter name first; *args and **kwargs contents under their own name)."""
+    if len(call_path) < 2:
+        return call_path
+    top, key, rest = call_path[0], call_path[1], call_path[2:]
+    if top == 0:
+        positional = [name for name, kind, _ in params if kind in (0, 1)]
+        if key < len(positional):
+            return (positional[key], *rest)
+        varargs = next((name for name, kind, _ in params if kind == 2), "args")
+        return (varargs, key - len(positional), *rest)
+    named = {name for name, kind, _ in params if kind in (1, 3)}
+    if key in named:
+        return (key, *rest)
+    varkw = next((name for name, kind, _ in params if kind == 4), "kwargs")
+    return (varkw, key, *rest)
+
+
+def _keypath_key(entry: Any) -> Any:
+    for attr in ("idx", "key", "name"):
+        if hasattr(entry, attr):
+            return getattr(entry, attr)
+    return entry
+
+
+def _semantic_tuple(path: Any) -> tuple:
+    return path if isinstance(path, tuple) else (path,)
+
+
+class TorchInductorAotBackend(Backend):
+    config_class = TorchInductorAotBackendConfig
+
+    def __init__(self, config: TorchInductorAotBackendConfig | None = None, *, tolerance: Any = None) -> None:
+        super().__init__(config, tolerance=tolerance)
+        self._runner: Any = None  # aitune._C.AotiRunner
+        self._package: ArtifactPath | None = None
+        self._in_spec: Any = None
+        self._out_spec: Any = None
+        self._in_paths: list[tuple] = []  # per in_spec leaf, raw call path
+        self._params: list | None = None  # forward signature, when built from a graph
+        self._signature: Any = None
+        self._input_order: list[int] | None = None
+        self._profile_slots: list[Any] | None = None
+        self._run_device: torch.device | None = None
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def is_jit(self) -> bool:
+        return False
+
+    @property
+    def precision_class(self) -> str:
+        return "fp32"
+
+    def is_available(self) -> tuple[bool, str]:
+        if not hasattr(torch._inductor, "aoti_compile_and_package") or not hasattr(_C, "AotiRunner"):
+            return False, "AOTInductor packaging needs torch >= 2.6 and aitune built with its AOTInductor runner."
+        return True, ""
+
+    @property
+    def package_path(self) -> Path | None:
+        return self._package.path if self._package is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if self._package is not None:
+            data["package"] = self._package
+        return data
+
+    # -- build -------------------------------------------------------------------------------
+    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
+               cache_dir: Path) -> None:
+        if not data:
+            raise ValueError(f"TorchInductorAotBackend needs a recorded sample of graph {graph_spec.name} to export it")
+        graph: GraphSpec = graph_spec
+        module.to(device)
+        plan = ExportShapePlan(graph)
+        dynamic_shapes = build_dynamic_shapes(graph, data[0], plan)
+        args, kwargs = prepare_export_sample(graph, data[0], plan)
+        adapter = make_export_adapter(module, var_keyword_names=var_keyword_names(graph, data[0]))
+        with torch.no_grad():
+            exported = torch.export.export(adapter, args, kwargs, dynamic_shapes=dynamic_shapes)
+        num_inputs = sum(1 for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor))
+        inductor_configs = dict(self.config.inductor_configs or {})
+        metadata = dict(inductor_configs.get("aot_inductor.metadata") or {})
+        metadata[NUM_INPUTS_METADATA_KEY] = str(num_inputs)
+        inductor_configs["aot_inductor.metadata"] = metadata
+        package_path = Path(cache_dir) / PACKAGE_NAME
+        written = torch._inductor.aoti_compile_and_package(
+            exported, package_path=str(package_path), inductor_configs=inductor_configs
+        )
+        self._package = ArtifactPath.from_existing(Path(written), Path(cache_dir))
+        self._profile_slots = _slot_profiles(exported)
+        del exported
+        self._params = graph.forward_params
+        self._signature = _C.Signature(graph.forward_params)
+        self._load(self._package.path, device)
+        self._input_order = self.compute_input_order(graph)
+        if len(self._input_order) != num_inputs:
+            raise RuntimeError(
+                f"AOTInductor package of graph {graph.name} takes {num_inputs} tensor input(s) but "
+                f"{len(self._input_order)} matched the graph's tensor inputs"
+            )
+
+    def _load(self, path: Path, device: torch.device) -> None:
+        index = -1
+        if device.type == "cuda":
+            index = device.index if device.index is not None else torch.cuda.current_device()
+        self._runner = _C.AotiRunner.load(str(path), index)
+        in_spec, out_spec = self._runner.call_spec
+        self._in_spec = pytree.treespec_loads(in_spec)
+        self._out_spec = pytree.treespec_loads(out_spec)
+        self._in_paths = _spec_paths(self._in_spec)
+        self._run_device = torch.device(self._runner.device)
+
+    @classmethod
+    def from_package(cls, path: Path | str, device: Any = "cpu", graph: GraphSpec | None = None,
+                     config: TorchInductorAotBackendConfig | None = None) -> TorchInductorAotBackend:
+        """An active backend serving an existing `model.pt2`. With `graph`, calls are bound to
+        its forward signature and native_runner() is available; without, calls must already be
+        in the canonical layout the package was exported with."""
+        backend = cls(config)
+        device = torch.device(device)
+        backend._device = device
+        path = Path(path)
+        backend._package = ArtifactPath.from_existing(path, path.parent)
+        backend._load(path, device)
+        if graph is not None:
+            backend._params = graph.forward_params
+            backend._signature = _C.Signature(graph.forward_params)
+            backend._input_order = backend.compute_input_order(graph)
+        backend._state = BackendState.ACTIVE
+        return backend
+
+    # -- input order -------------------------------------------------------------------------
+    def compute_input_order(self, graph: GraphSpec) -> list[int]:
+        """For each AOTInductor input position, the index of the graph tensor leaf (in
+        graph.input_spec.tensors order) that feeds it."""
+        tensors = {_semantic_tuple(t.semantic_path): i for i, t in enumerate(graph.input_spec.tensors)}
+        constants = {_semantic_tuple(c.semantic_path) for c in graph.input_spec.constants}
+        order = []
+        for call_path in self._in_paths:
+            semantic = _semantic_path(call_path, graph.forward_params)
+            if semantic in tensors:
+                order.append(tensors[semantic])
+            elif semantic not in constants:
+                raise RuntimeError(
+                    f"AOTInductor package input {semantic!r} does not match any input of graph {graph.name} "
+                    f"({graph.input_spec.describe_structure()})"
+                )
+        return order
+
+    def native_runner(self) -> tuple[Any, list[int], Callable[[list[torch.Tensor]], Any]]:
+        """(runner, input_order, rebuild) for the native dispatcher: `runner` is the bound
+        aitune._C.AotiRunner; input_order[k] is the index, among the graph's tensor input
+        leaves in aitune's flattening order, of the tensor that feeds AOTInductor input k;
+        rebuild(outputs) turns the runner's flat outputs into the forward's output object."""
+        if self._cuda_graph is not None:  # use_cuda_graphs: the shared CUDA-graph runner serves (SPEC §9.3)
+            return super().native_runner()
+        if self._runner is None:
+            raise RuntimeError(f"Backend {self.name} has no runner: build or load it first")
+        if self._input_order is None:
+            raise RuntimeError(f"Backend {self.name} was loaded without its graph; its input order is unknown")
+        return self._runner, list(self._input_order), self._rebuild
+
+    def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
+        """Per graph tensor input (graph.input_spec.tensors order): (min shape, max shape)
+        the package accepts; None in a max shape means no upper bound (SPEC §4.2 profile)."""
+        slots = self._profile_slots
+        if slots is None or self._input_order is None:
+            return None
+        tensor_slots = [s for s in slots if s is not None]
+        if len(tensor_slots) != len(self._input_order):
+            return None
+        profile: list[Any] = [None] * len(self._input_order)
+        for position, leaf in enumerate(self._input_order):
+            profile[leaf] = tensor_slots[position]
+        return profile
+
+    # -- serving -----------------------------------------------------------------------------
+    def _rebuild(self, outputs: list[torch.Tensor]) -> Any:
+        return pytree.tree_unflatten(list(outputs), self._out_spec)
+
+    def _flat_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+        if self._signature is not None:
+            args, kwargs = canonical_call(self._params, self._signature.bind(tuple(args), dict(kwargs)))
+        leaves, _ = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)))
+        by_path = {tuple(_keypath_key(k) for k in keypath): value for keypath, value in leaves}
+        device = self._run_device
+        inputs = []
+        for path in self._in_paths:
+            if path not in by_path:
+                raise AITuneUserInputError(
+                    f"{self.name}: the call has no input at {path!r}, which the exported program takes"
+                )
+            value = by_path[path]
+            if isinstance(value, torch.Tensor):
+                if value.device != device:
+                    value = value.to(device)
+                inputs.append(value)
+        return inputs
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        inputs = self._flat_inputs(args, kwargs)
+        with torch.no_grad():
+            outputs = self._runner.run(inputs)
+        return self._rebuild(outputs)
+
+    def _activate(self) -> None:
+        if self._runner is None and self._package is not None and self._device is not None:
+            self._load(self._package.path, self._device)
+
+    def _deactivate(self) -> None:
+        # The runner holds the package's weights: release it (a dispatcher built from
+        # native_runner() keeps its own reference until it is rebuilt); activation reloads.
+        self._runner = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _slot_profiles(exported: Any) -> list[tuple[list[int], list[int | None]] | None]:
+    """Per in_spec leaf: (min, max) shape for tensor inputs from the export's range
+    constraints, None for non-tensor inputs."""
+    try:
+        from torch.utils._sympy.value_ranges import bound_sympy
+    except ImportError:  # pragma: no cover
+        return []
+    user_inputs = set(exported.graph_signature.user_inputs)
+    ranges = exported.range_constraints
+    slots: list[Any] = []
+    for node in exported.graph.nodes:
+        if node.op != "placeholder" or node.name not in user_inputs:
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            slots.append(None)
+            continue
+        low, high = [], []
+        for size in val.shape:
+            if isinstance(size, int):
+                low.append(size)
+                high.append(size)
+                continue
+            expr = size.node.expr
+            try:
+                bounds = bound_sympy(expr, ranges)
+                lower = int(bounds.lower)
+                upper = bounds.upper
+                upper = int(upper) if upper.is_finite else None
+            except Exception:  # noqa: BLE001 - unknown bound: accept anything
+                lower, upper = 0, None
+            low.append(lower)
+            high.append(upper)
+        slots.append((low, high))
+    return slots

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from aitune.torch.backend.backend import BackendConfig
+
+
+@dataclasses.dataclass
+class TorchInductorAotBackendConfig(BackendConfig):
+    """torch.export + AOTInductor package, served by the native runner (SPEC §4.2).
+
+    Args:
+        inductor_configs: passed to torch._inductor.aoti_compile_and_package(inductor_configs=...).
+        use_cuda_graphs: serve through aitune's CUDA-graph runner (SPEC §9.3).
+    """
+
+    inductor_configs: dict[str, Any] | None = None
+    use_cuda_graphs: bool = False
+
+    def __post_init__(self) -> None:
+        if self.inductor_configs is not None and not isinstance(self.inductor_configs, dict):
+            raise ValueError(f"inductor_configs must be a dict or None, got {self.inductor_configs!r}")

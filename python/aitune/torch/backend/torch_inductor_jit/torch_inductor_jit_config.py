@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from aitune.torch.backend.backend import BackendConfig
+
+VALID_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# Modes in which Inductor captures CUDA graphs itself (torch._inductor.list_mode_options).
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+@dataclasses.dataclass
+class TorchInductorJitBackendConfig(BackendConfig):
+    """torch.compile with the Inductor backend (SPEC §4.2).
+
+    Args:
+        fullgraph: torch.compile(fullgraph=...): graph breaks become errors.
+        dynamic: torch.compile(dynamic=...); None means True when the graph has a batch or dim
+            axis (avoids recompile storms), else False.
+        mode: one of "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs".
+        options: Inductor options dict; exclusive with `mode`.
+        autocast_enabled: compile and run under torch.autocast.
+        autocast_dtype: autocast dtype (None: torch's default for the device).
+        use_cuda_graphs: serve through aitune's CUDA-graph runner (SPEC §9.3).
+    """
+
+    fullgraph: bool = False
+    dynamic: bool | None = None
+    mode: str | None = None
+    options: dict[str, Any] | None = None
+    autocast_enabled: bool = False
+    autocast_dtype: torch.dtype | None = None
+    use_cuda_graphs: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode is not None and self.mode not in VALID_MODES:
+            raise ValueError(f"Invalid mode: {self.mode!r}. Valid modes are: {', '.join(map(repr, VALID_MODES))}.")
+        if self.mode is not None and self.options is not None:
+            raise ValueError(
+                "Cannot specify both 'mode' and 'options' for torch.compile; pass the mode's settings in 'options' "
+                "or drop 'options'."
+            )
+        if self.options is not None and not isinstance(self.options, dict):
+            raise ValueError(f"options must be a dict of Inductor options or None, got {self.options!r}")
+        if self.use_cuda_graphs and self.mode in CUDA_GRAPH_MODES:
+            raise ValueError(
+                f"use_cuda_graphs=True cannot be combined with mode={self.mode!r}: that mode captures CUDA graphs "
+                "itself. Use mode='max-autotune-no-cudagraphs' or 'default', or set use_cuda_graphs=False."
+            )
+        if self.autocast_dtype is not None and not isinstance(self.autocast_dtype, torch.dtype):
+            raise ValueError(f"autocast_dtype must be a torch.dtype or None, got {self.autocast_dtype!r}")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TorchInductorJitBackendConfig:
+        data = dict(data)
+        if isinstance(data.get("autocast_dtype"), str):
+            data["autocast_dtype"] = getattr(torch, data["autocast_dtype"].removeprefix("torch."))
+        return cls(**data)

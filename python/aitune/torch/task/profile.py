@@ -1,0 +1,73 @@
+"""Profiling a candidate over batch sizes (SPEC §8): the loop, statistics and stop rules run
+natively (aitune._C.measure_batch, time_call, SweepState); this module prepares inputs."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any, Callable
+
+import torch
+
+from aitune._native import _C
+from aitune.torch.module.graph_spec import GraphSpec, Sample
+from aitune.torch.task.batching import make_batch
+from aitune.torch.task.profiling.config import ProfilingConfig
+
+logger = logging.getLogger("aitune")
+NUM_INPUT_SETS = 3  # inputs rotate among this many copies so a cache-resident input does not flatter
+
+
+def profile(fn: Callable, graph: GraphSpec, data: list[Sample], config: ProfilingConfig, device: torch.device,
+            batch_sizes: list[int], stop_above_latency_ms: float | None = None) -> list[dict[str, Any]]:
+    """Measures `fn` at each batch size (until the sweep saturates). An out-of-memory or any
+    other error ends the sweep with a warning; results so far are kept."""
+    cuda_index = device.index if device.type == "cuda" else None
+    if cuda_index is None and device.type == "cuda":
+        cuda_index = torch.cuda.current_device()
+    rule = config.measurement_stop_strategy.to_native()
+    sweep = _C.SweepState(**config.profiling_stop_strategy.to_native())
+    batching = config.batching and graph.has_batch_axis()
+    results: list[dict[str, Any]] = []
+    for bs in batch_sizes:
+        if batching:
+            sample = make_batch(graph, data[0], bs)
+        else:
+            sample = (data[0].args, data[0].kwargs)
+        sets = [copy.deepcopy(sample) for _ in range(NUM_INPUT_SETS)]
+
+        def call(i: int, sets=sets) -> tuple:
+            args, kwargs = copy.deepcopy(sets[i % len(sets)])  # outside the timed window
+            with torch.no_grad():
+                return _C.time_call(lambda: fn(*args, **kwargs), cuda_index)
+
+        try:
+            result = _C.measure_batch(call, bs if batching else 1, rule)
+        except torch.OutOfMemoryError as e:
+            logger.warning("Out of memory at batch size %d; the sweep stops here (%s)", bs, str(e).splitlines()[0])
+            break
+        except Exception as e:  # noqa: BLE001 - the sweep keeps what it measured (SPEC §8.2)
+            if not results:
+                raise
+            logger.warning("Profiling stopped at batch size %d: %s: %s", bs, type(e).__name__, e)
+            break
+        finally:
+            del sets
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        results.append(result)
+        if not batching:
+            break
+        if stop_above_latency_ms is not None and result["host_latency_ms_mean"] > stop_above_latency_ms:
+            break
+        if sweep.add(bs, result["throughput_per_s"]):
+            break
+    return results
+
+
+def best_throughput(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    best = None
+    for r in results:
+        if best is None or r["throughput_per_s"] > best["throughput_per_s"]:
+            best = r
+    return best

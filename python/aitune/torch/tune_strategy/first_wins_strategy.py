@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from typing import Any
+
+from aitune.exceptions import NoValidBackendError
+from aitune.torch.backend.backend import Backend
+from aitune.torch.tune_strategy.default_backends import first_wins_defaults
+from aitune.torch.tune_strategy.performance_validation import PerformanceValidatedStrategy
+from aitune.torch.tune_strategy.tune_strategy import GraphContext
+
+
+class FirstWinsStrategy(PerformanceValidatedStrategy):
+    """The first candidate that is available, builds, is correct and passes the gate
+    (SPEC §6.2). Eager is never returned: ait.tune puts the module into passthrough."""
+
+    def __init__(self, backends: list[Backend] | None = None, *, sink: Any = None, profiling_config: Any = None,
+                 min_speedup_threshold_percent: float = 1.0) -> None:
+        super().__init__(sink=sink, profiling_config=profiling_config,
+                         min_speedup_threshold_percent=min_speedup_threshold_percent)
+        self.backends = list(backends) if backends is not None else first_wins_defaults()
+        for b in self.backends:
+            if not isinstance(b, Backend):
+                raise TypeError(f"FirstWinsStrategy backends must be Backend instances, got {type(b).__name__}")
+
+    def _describe_parts(self) -> list[str]:
+        return ["backends=[" + ", ".join(b.describe() for b in self.backends) + "]"]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"backends": [b.describe() for b in self.backends],
+                "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
+                "profiling_config": self.profiling_config.to_json_dict()}
+
+    def _tune(self, ctx: GraphContext) -> Backend:
+        for blueprint in self.backends:
+            backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
+            if backend is None:
+                continue
+            if self._passes_gate(backend, ctx):
+                self._log("✅ Selected %s for module %s and graph spec %s.", backend.describe(), ctx.module_name,
+                          ctx.graph.display_name)
+                return backend
+            backend.deactivate()  # gate-rejected candidates free their memory at once (SPEC §6.1)
+            ctx.module.to(ctx.device)
+        raise NoValidBackendError(
+            f"There is no valid backend for a module: {ctx.module_name}, graph_spec: {ctx.graph.display_name}"
+        )

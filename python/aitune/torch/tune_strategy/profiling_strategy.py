@@ -1,0 +1,228 @@
+"""Strategies that measure every candidate and pick the best by a metric (SPEC §6.2):
+MaxThroughputStrategy, MinLatencyStrategy and LatencyBudgetStrategy. The selection rules
+(strictly better wins, the gate, budget filtering) are the C++ core's."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from aitune._native import _C
+from aitune.exceptions import NoValidBackendError
+from aitune.torch.backend.backend import Backend
+from aitune.torch.logging_utils import captured_output
+from aitune.torch.task.profile import profile
+from aitune.torch.task.profiling.config import ProfilingConfig
+from aitune.torch.tune_strategy.default_backends import profiling_defaults
+from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy
+
+
+@dataclasses.dataclass
+class Measured:
+    """A candidate's metric at its selected batch size."""
+
+    backend: Backend
+    metric: float
+    batch_size: int
+    latency_ms: float
+    throughput_per_s: float
+
+
+class ProfilingTuneStrategy(TuneStrategy):
+    metric_name = "throughput"  # or "latency"
+
+    def __init__(self, backends: list[Backend] | None = None, profiling_config: ProfilingConfig | None = None, *,
+                 sink: Any = None, min_speedup_threshold_percent: float = 0.0) -> None:
+        super().__init__(sink=sink, profiling_config=profiling_config)
+        self.backends = list(backends) if backends is not None else profiling_defaults()
+        for b in self.backends:
+            if not isinstance(b, Backend):
+                raise TypeError(f"{type(self).__name__} backends must be Backend instances, got {type(b).__name__}")
+        self.min_speedup_threshold_percent = min_speedup_threshold_percent
+        self._performance_validation = True
+        self.perf_validation_results: list[dict[str, Any]] = []
+        self._baseline: Measured | None = None
+
+    def enable_performance_validation(self, enable: bool = True) -> ProfilingTuneStrategy:
+        self._performance_validation = enable
+        return self
+
+    def _describe_parts(self) -> list[str]:
+        return ["backends=[" + ", ".join(b.describe() for b in self.backends) + "]"]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"backends": [b.describe() for b in self.backends],
+                "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
+                "profiling_config": self.profiling_config.to_json_dict()}
+
+    # -- measurement -----------------------------------------------------------------------
+    def _batch_sizes(self, ctx: GraphContext) -> list[int]:
+        max_bs = ctx.graph.max_batch_size()
+        if not (self.profiling_config.batching and ctx.graph.has_batch_axis() and max_bs > 1):
+            return [1]
+        sizes = [b for b in self.profiling_config.batch_sizes if b <= max_bs]
+        return sizes or [1]
+
+    def _latency_limit_ms(self) -> float | None:
+        return None
+
+    def _measure(self, backend: Backend, ctx: GraphContext) -> Measured | None:
+        results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
+                          self._batch_sizes(ctx), stop_above_latency_ms=self._latency_limit_ms())
+        return self._select_point(backend, results)
+
+    def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
+        if not results:
+            return None
+        best = max(results, key=lambda r: r["throughput_per_s"])
+        return Measured(backend, best["throughput_per_s"], best["batch_size"], best["host_latency_ms_mean"],
+                        best["throughput_per_s"])
+
+    def _speedup(self, candidate: Measured, baseline: Measured) -> float:
+        if self.metric_name == "latency":
+            return _C.speedup_latency(candidate.metric, baseline.metric)
+        return _C.speedup_throughput(candidate.metric, baseline.metric)
+
+    # -- pipeline --------------------------------------------------------------------------
+    def _pre_tune(self, ctx: GraphContext) -> None:
+        self._baseline = None
+        self.perf_validation_results = []
+        if not self._performance_validation:
+            return
+        folder = ctx.cache_dir / "baseline"
+        self._log("🔄 Profiling eager baseline...please wait")
+        try:
+            backend = self._eager_backend()
+            with captured_output(folder / "build.log"):
+                backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
+            self._baseline = self._measure(backend, ctx)
+            if self._baseline is not None:
+                self._log("📊 Eager baseline: batch size=%d, %s=%.4g", self._baseline.batch_size, self.metric_name,
+                          self._baseline.metric)
+        except Exception as e:  # noqa: BLE001 - a failed baseline disables the gate (SPEC §6.1)
+            self._log("⚠️ Eager baseline failed, performance validation is disabled: %s: %s", type(e).__name__, e)
+
+    def _tune(self, ctx: GraphContext) -> Backend:
+        measured: list[Measured] = []
+        for blueprint in self.backends:
+            backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
+            if backend is None:
+                continue
+            try:
+                point = self._measure(backend, ctx)
+            except Exception as e:  # noqa: BLE001 - a candidate that cannot be measured loses
+                self._log("❌ backend profiling failed for %s: %s: %s", backend.describe(), type(e).__name__, e)
+                self.backend_results[-1].update({"success": False, "error": f"{type(e).__name__}: {e}"})
+                backend.deactivate()
+                continue
+            if point is None:
+                self._log("❌ %s has no measurement within the limits", backend.describe())
+                self.backend_results[-1].update({"success": False, "error": "no batch size within the limits"})
+                backend.deactivate()
+                continue
+            self.backend_results[-1].update({self.metric_name: point.metric, "selected_batch_size": point.batch_size,
+                                             "latency": point.latency_ms})
+            self._log("✅ backend profiled - %s: %.4g, batch size: %d", self.metric_name, point.metric,
+                      point.batch_size)
+            measured.append(point)
+        return self._select(ctx, measured)
+
+    def _select(self, ctx: GraphContext, measured: list[Measured]) -> Backend:
+        candidates = [(m.backend.describe(), True, m.metric) for m in measured]
+        index = _C.pick_best(candidates, self.metric_name)
+        winner = measured[index] if index is not None else None
+        for i, m in enumerate(measured):
+            if i != index:
+                m.backend.deactivate()  # losers free their memory at once (SPEC §6.1)
+        if winner is not None:
+            self._log("🎯 new best %s for %s: %.4g", self.metric_name, winner.backend.describe(), winner.metric)
+        baseline = self._baseline
+        if self._performance_validation and baseline is not None:
+            if winner is None:
+                self._log("ℹ️ Falling back to TorchEager baseline (%.4g): no candidate qualified", baseline.metric)
+                return baseline.backend
+            speedup = self._speedup(winner, baseline)
+            passed = _C.passes_profiling_gate(speedup, self.min_speedup_threshold_percent)
+            self.perf_validation_results.append({"backend_description": winner.backend.describe(),
+                                                 "metric": winner.metric, "baseline_metric": baseline.metric,
+                                                 "speedup": speedup, "passed": passed})
+            for result in self.backend_results:
+                if result.get("backend") == winner.backend.describe() and result.get("success"):
+                    result["speedup_vs_eager"] = speedup
+            if not passed:
+                winner.backend.deactivate()
+                self._log("ℹ️ Falling back to TorchEager baseline (%.4g): %s speedup %.3fx does not beat eager",
+                          baseline.metric, winner.backend.describe(), speedup)
+                return baseline.backend
+            baseline.backend.deactivate()
+            self._log("⚡ speedup: %.2fx (%s %.4g → %.4g)", speedup, self.metric_name, baseline.metric, winner.metric)
+        if winner is None:
+            raise NoValidBackendError("No correct backend found")
+        self._log("✅ Selected %s for module %s and graph spec %s.", winner.backend.describe(), ctx.module_name,
+                  ctx.graph.display_name)
+        return winner.backend
+
+
+class MaxThroughputStrategy(ProfilingTuneStrategy):
+    """The best throughput over the batch sizes up to the graph's max."""
+
+
+class MinLatencyStrategy(ProfilingTuneStrategy):
+    """The lowest mean latency at batch size 1; the max-batch search is off."""
+
+    metric_name = "latency"
+
+    def __init__(self, backends: list[Backend] | None = None, profiling_config: ProfilingConfig | None = None, *,
+                 sink: Any = None, min_speedup_threshold_percent: float = 0.0) -> None:
+        super().__init__(backends, profiling_config, sink=sink,
+                         min_speedup_threshold_percent=min_speedup_threshold_percent)
+        self._find_max_batch_size = False
+
+    def _batch_sizes(self, ctx: GraphContext) -> list[int]:
+        return [1]
+
+    def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
+        if not results:
+            return None
+        r = results[0]
+        return Measured(backend, r["host_latency_ms_mean"], r["batch_size"], r["host_latency_ms_mean"],
+                        r["throughput_per_s"])
+
+
+class LatencyBudgetStrategy(ProfilingTuneStrategy):
+    """Each backend's best-throughput batch size whose mean latency is within the budget; then
+    the best throughput. No backend within budget raises before any eager fallback."""
+
+    def __init__(self, latency_budget_ms: float, backends: list[Backend] | None = None,
+                 profiling_config: ProfilingConfig | None = None, *, sink: Any = None,
+                 min_speedup_threshold_percent: float = 0.0) -> None:
+        if isinstance(latency_budget_ms, bool) or not isinstance(latency_budget_ms, (int, float)) \
+                or latency_budget_ms <= 0:
+            raise ValueError(f"latency_budget_ms must be > 0, got {latency_budget_ms!r}")
+        super().__init__(backends, profiling_config, sink=sink,
+                         min_speedup_threshold_percent=min_speedup_threshold_percent)
+        self.latency_budget_ms = float(latency_budget_ms)
+
+    def _describe_parts(self) -> list[str]:
+        return [f"latency_budget_ms={self.latency_budget_ms}"] + super()._describe_parts()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"latency_budget_ms": self.latency_budget_ms, **super().to_json_dict()}
+
+    def _latency_limit_ms(self) -> float | None:
+        return self.latency_budget_ms
+
+    def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
+        points = [(r["batch_size"], r["host_latency_ms_mean"], r["throughput_per_s"]) for r in results]
+        best = _C.best_within_budget(points, self.latency_budget_ms)
+        if best is None:
+            return None
+        bs, latency, throughput = best
+        return Measured(backend, throughput, bs, latency, throughput)
+
+    def _select(self, ctx: GraphContext, measured: list[Measured]) -> Backend:
+        if not measured:
+            if self._baseline is not None:
+                self._baseline.backend.deactivate()
+            raise NoValidBackendError(_C.budget_failure_message(self.latency_budget_ms))
+        return super()._select(ctx, measured)

@@ -1,0 +1,80 @@
+"""A fake backend for strategy tests (allowed by the project's testing rules): it serves the
+test model's pure computation with a configurable build failure, output error, NaN and
+per-call latency, so every strategy outcome can be produced on a CPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aitune.torch.backend.backend import Backend, BackendConfig
+
+
+class SleepyLinear(torch.nn.Module):
+    """Eager forward = `delay_s` of sleep + a linear layer; `compute` is the math alone."""
+
+    def __init__(self, delay_s: float = 0.002, features: int = 8) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+        self.linear = torch.nn.Linear(features, features)
+
+    def compute(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(self.delay_s)
+        return self.compute(x)
+
+
+@dataclasses.dataclass
+class FakeBackendConfig(BackendConfig):
+    name: str = "fake"
+    fail_build: bool = False
+    unavailable_reason: str = ""
+    delay_s: float = 0.0
+    output_scale: float = 1.0
+    output_offset: float = 0.0
+    produce_nan: bool = False
+    precision: str = "fp32"
+
+
+class FakeBackend(Backend):
+    config_class = FakeBackendConfig
+
+    def __init__(self, config: FakeBackendConfig | None = None, *, tolerance: Any = None) -> None:
+        super().__init__(config, tolerance=tolerance)
+        self._module: Any = None
+        self.calls = 0
+
+    @property
+    def precision_class(self) -> str:
+        return self.config.precision
+
+    @property
+    def is_jit(self) -> bool:
+        return True  # it serves the original module's weights, which must stay in place
+
+    def is_available(self) -> tuple[bool, str]:
+        return (not self.config.unavailable_reason, self.config.unavailable_reason)
+
+    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
+               cache_dir: Path) -> None:
+        if self.config.fail_build:
+            print("fake backend: the build fails as configured")  # goes to build.log
+            raise RuntimeError(f"fake build failure ({self.config.name})")
+        self._module = module
+
+    def _infer(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.config.delay_s:
+            time.sleep(self.config.delay_s)
+        with torch.no_grad():
+            y = self._module.compute(x) * self.config.output_scale + self.config.output_offset
+        if self.config.produce_nan:
+            y = y.clone()
+            y.view(-1)[0] = float("nan")
+        return y

@@ -28,13 +28,32 @@ from aitune.torch.backend.export_shapes import (
     USER_TYPE_ERROR,
     build_dynamic_shapes,
     prepare_export_sample,
+    var_keyword_names,
 )
-from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import PACKAGE_NAME, make_export_adapter
+from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import (
+    PACKAGE_NAME,
+    _spec_paths,
+    make_export_adapter,
+    probe_package_load,
+)
 from aitune.torch.config import config
 from aitune.torch.global_context import published_batch_size
 from aitune.torch.module.state import ModuleState
 
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture(scope="session")
+def aoti_loads(tmp_path_factory):
+    """Skips when torch's own AOTIModelPackageLoader cannot load a package here (on one GPU
+    image the generated model library segfaults in its constructor, with torch's loader too)."""
+    path = tmp_path_factory.mktemp("aoti_probe") / "probe.pt2"
+    exported = torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+    torch._inductor.aoti_compile_and_package(exported, package_path=str(path))
+    try:
+        probe_package_load(path)
+    except RuntimeError as e:
+        pytest.skip(f"AOTInductor packages cannot be loaded in this environment: {e}")
 
 
 def _strategy(backend):
@@ -155,6 +174,39 @@ def test_explicit_dims_are_named_and_shared():
     assert [list(t.shape) for t in args] == [[2, 2], [2, 3]]
 
 
+class Variadic(torch.nn.Module):
+    def forward(self, a, *xs, flag=True, **extra):
+        out = a.sum(-1)
+        for x in xs:
+            out = out + x.sum(-1)
+        for key in sorted(extra):
+            out = out + extra[key].sum(-1)
+        return out
+
+
+def test_varargs_and_var_keyword_export_and_input_order():
+    """*args contents are exported positionally; **kwargs contents become keyword-only
+    parameters of the traced forward (torch.export takes no dynamic shapes under **kwargs)."""
+    def call(bs):
+        return (bs, (torch.randn(bs, 2), torch.randn(bs, 3), torch.randn(bs, 4)),
+                {"flag": False, "zz": torch.randn(bs, 5), "aa": torch.randn(bs, 6)})
+
+    m, graph = _record(Variadic(), [call(1), call(3)])
+    paths = [t.semantic_path for t in graph.input_spec.tensors]
+    assert paths == ["a", ("xs", 0), ("xs", 1), ("extra", "aa"), ("extra", "zz")]
+    assert var_keyword_names(graph) == ["zz", "aa"]
+    shapes = build_dynamic_shapes(graph)
+    assert set(shapes) == {"a", "xs", "flag", "zz", "aa"} and shapes["flag"] is None
+    args, kwargs = prepare_export_sample(graph)
+    adapter = make_export_adapter(m.module, var_keyword_names=var_keyword_names(graph))
+    exported = torch.export.export(adapter, args, kwargs, dynamic_shapes=shapes)
+    backend = TorchInductorAotBackend()
+    backend._in_paths = _spec_paths(exported.call_spec.in_spec)
+    order = backend.compute_input_order(graph)
+    assert [paths[i] for i in order] == ["a", ("xs", 0), ("xs", 1), ("extra", "zz"), ("extra", "aa")]
+    torch.testing.assert_close(exported.module()(*args, **kwargs), m.module._aitune_original_forward(*args, **kwargs))
+
+
 @dataclasses.dataclass
 class Request:
     image: torch.Tensor
@@ -210,7 +262,7 @@ def test_jit_backend_warns_once_on_recompile(aitune_log, tmp_path):
 
 
 # -- TorchInductorAotBackend ------------------------------------------------------------------------
-def test_aot_backend_tunes_and_serves_through_native_runner():
+def test_aot_backend_tunes_and_serves_through_native_runner(aoti_loads):
     model = _mlp()
     reference = copy.deepcopy(model)
     m = ait.Module(model, "mlp", strategy=_strategy(TorchInductorAotBackend()))
@@ -261,7 +313,7 @@ class KeywordPair(torch.nn.Module):
         return {"sum": self.a(x) * scale + self.b(y), "y": y * 2}
 
 
-def test_aot_input_order_for_keyword_call(tmp_path):
+def test_aot_input_order_for_keyword_call(tmp_path, aoti_loads):
     """forward(x, y) called as m(y=..., x=...): aitune binds to (x, y) before both orders."""
     torch.manual_seed(0)
     model = KeywordPair().eval()
@@ -292,7 +344,7 @@ class DictInput(torch.nn.Module):
         return self.proj(inputs["value"]) * inputs["gate"] + bias["b"]
 
 
-def test_aot_input_order_for_dict_input(tmp_path):
+def test_aot_input_order_for_dict_input(tmp_path, aoti_loads):
     """aitune visits dict keys sorted (bias.b, inputs.gate, inputs.value); torch.export in
     insertion order (value, gate, then bias.b)."""
     torch.manual_seed(0)
@@ -320,8 +372,8 @@ def test_aot_input_order_for_dict_input(tmp_path):
 @pytest.mark.gpu
 @cuda_only
 def test_jit_backend_on_cuda():
-    model = _mlp()
-    reference = copy.deepcopy(model).cuda()
+    model = _mlp().cuda()  # recorded calls run the original module on the tuning device
+    reference = copy.deepcopy(model)
     m = ait.Module(model, "mlp", strategy=_strategy(TorchInductorJitBackend()))
     ait.tune(m, _dataset(), batch_sizes=[1, 2], device="cuda:0")
     for bs in (1, 2, 5):
@@ -332,9 +384,9 @@ def test_jit_backend_on_cuda():
 
 @pytest.mark.gpu
 @cuda_only
-def test_aot_backend_on_cuda():
-    model = _mlp()
-    reference = copy.deepcopy(model).cuda()
+def test_aot_backend_on_cuda(aoti_loads):
+    model = _mlp().cuda()
+    reference = copy.deepcopy(model)
     m = ait.Module(model, "mlp", strategy=_strategy(TorchInductorAotBackend()))
     ait.tune(m, _dataset(), batch_sizes=[1, 2, 4], device="cuda:0")
     [(_, backend)] = m.tuned_module.backends

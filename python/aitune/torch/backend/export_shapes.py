@@ -247,7 +247,10 @@ def build_dynamic_shapes(graph: GraphSpec, sample: Sample | None = None,
             return plan.tensor_dynamic_shape(path, batch_dim, named)
         if isinstance(value, (tuple, list)):
             items = [mirror(v, path + (i,)) for i, v in enumerate(value)]
-            return list(items) if isinstance(value, list) else tuple(items)
+            if isinstance(value, list):
+                return items
+            # namedtuples keep their type (torch.export matches containers by type)
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
         if isinstance(value, dict):
             return {k: mirror(v, path + (k,)) for k, v in value.items()}
         return None

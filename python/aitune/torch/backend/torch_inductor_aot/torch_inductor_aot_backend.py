@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.utils._pytree as pytree
@@ -36,6 +40,36 @@ from aitune.torch.module.tree import canonical_call
 
 PACKAGE_NAME = "model.pt2"
 NUM_INPUTS_METADATA_KEY = "aitune_num_inputs"  # read by the C++ runner (AotiRunner::kNumInputsMetadataKey)
+# Set to 0 to skip the out-of-process load check of freshly built packages.
+LOAD_PROBE_ENV = "AITUNE_AOTI_LOAD_PROBE"
+_PROBE_SCRIPT = (
+    "import sys, torch; torch._C._aoti.AOTIModelPackageLoader(sys.argv[1], 'model', False, 1, int(sys.argv[2]))"
+)
+
+
+def probe_package_load(path: Path | str, device_index: int = -1, timeout_s: float = 600) -> None:
+    """Loads `path` with torch's AOTIModelPackageLoader in a child process. A package whose load
+    crashes (seen with some compiler/libstdc++ combinations: the generated model library faults
+    in its constructor) would otherwise take the tuning process down; here it becomes an error."""
+    try:
+        result = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT, str(path), str(device_index)],
+                                capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"Loading AOTInductor package {path} did not finish within {timeout_s:.0f} s") from e
+    if result.returncode == 0:
+        return
+    if result.returncode < 0:
+        try:
+            name = signal.Signals(-result.returncode).name
+        except ValueError:
+            name = f"signal {-result.returncode}"
+        raise RuntimeError(
+            f"Loading AOTInductor package {path} crashes ({name}) in a probe process: torch's "
+            "AOTIModelPackageLoader cannot load packages built in this environment, so TorchInductorAotBackend "
+            f"cannot serve it. Set {LOAD_PROBE_ENV}=0 to skip this check."
+        )
+    tail = "\n".join(result.stderr.strip().splitlines()[-5:])
+    raise RuntimeError(f"Loading AOTInductor package {path} failed in a probe process:\n{tail}")
 
 
 class _ForwardAdapter(torch.nn.Module):
@@ -79,28 +113,31 @@ class _Slot:
     index: int
 
 
+def _leaf_paths(obj: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
+    """(path, leaf) pairs: tuples and lists (namedtuples included) by index and dicts by key,
+    like aitune's flattener; other pytree nodes by leaf index."""
+    if isinstance(obj, (tuple, list)):
+        for i, item in enumerate(obj):
+            yield from _leaf_paths(item, path + (i,))
+    elif isinstance(obj, dict):
+        for key, item in obj.items():
+            yield from _leaf_paths(item, path + (key,))
+    elif type(obj) in pytree.SUPPORTED_NODES:
+        for i, item in enumerate(pytree.tree_leaves(obj)):
+            yield path + (i,), item
+    else:
+        yield path, obj
+
+
 def _spec_paths(in_spec: Any) -> list[tuple]:
-    """For each leaf of `in_spec` (over (args, kwargs)), its path as raw keys:
-    (0, i, ...) for positional args, (1, name, ...) for kwargs; tuples and lists (namedtuples
-    included) by index, dicts by key, like aitune's flattener."""
+    """For each leaf of `in_spec` (over (args, kwargs)), in order, its path as raw keys:
+    (0, i, ...) for positional args, (1, name, ...) for kwargs (see _leaf_paths)."""
     tree = pytree.tree_unflatten([_Slot(i) for i in range(in_spec.num_leaves)], in_spec)
-    paths: list[tuple | None] = [None] * in_spec.num_leaves
-
-    def walk(obj: Any, path: tuple) -> None:
-        if isinstance(obj, _Slot):
-            paths[obj.index] = path
-        elif isinstance(obj, (tuple, list)):
-            for i, item in enumerate(obj):
-                walk(item, path + (i,))
-        elif isinstance(obj, dict):
-            for key, item in obj.items():
-                walk(item, path + (key,))
-        else:
-            for i, item in enumerate(pytree.tree_leaves(obj)):
-                walk(item, path + (i,))  # other pytree nodes (not produced by export_shapes' graphs)
-
-    walk(tree, ())
-    return [p if p is not None else () for p in paths]
+    paths: list[tuple] = [()] * in_spec.num_leaves
+    for path, slot in _leaf_paths(tree):
+        if isinstance(slot, _Slot):
+            paths[slot.index] = path
+    return paths
 
 
 def _semantic_path(call_path: tuple, params: list) -> tuple:
@@ -120,13 +157,6 @@ def _semantic_path(call_path: tuple, params: list) -> tuple:
         return (key, *rest)
     varkw = next((name for name, kind, _ in params if kind == 4), "kwargs")
     return (varkw, key, *rest)
-
-
-def _keypath_key(entry: Any) -> Any:
-    for attr in ("idx", "key", "name"):
-        if hasattr(entry, attr):
-            return getattr(entry, attr)
-    return entry
 
 
 def _semantic_tuple(path: Any) -> tuple:
@@ -200,7 +230,7 @@ class TorchInductorAotBackend(Backend):
         del exported
         self._params = graph.forward_params
         self._signature = _C.Signature(graph.forward_params)
-        self._load(self._package.path, device)
+        self._load(self._package.path, device, probe=True)
         self._input_order = self.compute_input_order(graph)
         if len(self._input_order) != num_inputs:
             raise RuntimeError(
@@ -208,10 +238,12 @@ class TorchInductorAotBackend(Backend):
                 f"{len(self._input_order)} matched the graph's tensor inputs"
             )
 
-    def _load(self, path: Path, device: torch.device) -> None:
+    def _load(self, path: Path, device: torch.device, probe: bool = False) -> None:
         index = -1
         if device.type == "cuda":
             index = device.index if device.index is not None else torch.cuda.current_device()
+        if probe and os.environ.get(LOAD_PROBE_ENV, "1") != "0":
+            probe_package_load(path, index)
         self._runner = _C.AotiRunner.load(str(path), index)
         in_spec, out_spec = self._runner.call_spec
         self._in_spec = pytree.treespec_loads(in_spec)
@@ -290,8 +322,7 @@ class TorchInductorAotBackend(Backend):
     def _flat_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
         if self._signature is not None:
             args, kwargs = canonical_call(self._params, self._signature.bind(tuple(args), dict(kwargs)))
-        leaves, _ = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)))
-        by_path = {tuple(_keypath_key(k) for k in keypath): value for keypath, value in leaves}
+        by_path = dict(_leaf_paths((tuple(args), dict(kwargs))))
         device = self._run_device
         inputs = []
         for path in self._in_paths:

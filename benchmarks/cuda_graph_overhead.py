@@ -1,0 +1,113 @@
+"""SPEC §9 / issue 3 target: an MLP at batch 1 served through a tuned CUDA-graph module
+(TorchEagerBackend(use_cuda_graphs=True)), called from Python, against a bare
+torch.cuda.CUDAGraph replay of the same model — pipelined (many calls, one sync) and single-call
+(sync after each). Prints one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+
+import torch
+
+import aitune.torch as ait
+from aitune.torch.backend import TorchEagerBackend, TorchEagerBackendConfig
+from aitune.torch.config import config
+
+
+def mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256)).eval()
+
+
+def per_call_us(fn, iterations: int, pipelined: bool) -> float:
+    samples = []
+    for _ in range(5 if pipelined else 1):
+        torch.cuda.synchronize()
+        if pipelined:
+            start = time.perf_counter_ns()
+            for _ in range(iterations):
+                fn()
+            torch.cuda.synchronize()
+            samples.append((time.perf_counter_ns() - start) / iterations)
+        else:
+            for _ in range(iterations):
+                start = time.perf_counter_ns()
+                fn()
+                torch.cuda.synchronize()
+                samples.append(time.perf_counter_ns() - start)
+    return statistics.median(samples) / 1e3
+
+
+def tuned(model: torch.nn.Module, clone: bool) -> torch.nn.Module:
+    config.cuda_graph_clone_outputs = clone
+    backend = TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True))
+    strategy = ait.OneBackendStrategy(backend).enable_performance_validation(False).enable_find_max_batch_size(False)
+    wrapped = ait.Module(model, f"mlp-clone-{clone}", strategy=strategy)
+    ait.tune(wrapped, [torch.randn(256)], batch_sizes=[1], device="cuda:0")
+    return wrapped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    base = mlp().cuda()
+    x = torch.randn(1, 256, device="cuda")
+
+    # Bare replay: static input, capture once, replay (outputs not cloned).
+    static_x = x.clone()
+    graph_model = copy.deepcopy(base)
+    stream = torch.cuda.Stream()
+    with torch.no_grad():
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            graph_model(static_x)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = graph_model(static_x)
+
+    def bare_replay():
+        graph.replay()
+        return static_y
+
+    def copy_replay():
+        static_x.copy_(x)
+        graph.replay()
+        return static_y
+
+    no_clone = tuned(copy.deepcopy(base), clone=False)
+    with_clone = tuned(copy.deepcopy(base), clone=True)
+    eager = copy.deepcopy(base)
+    with torch.no_grad():
+        assert torch.allclose(with_clone(x), eager(x), atol=1e-5)
+        assert torch.allclose(no_clone(x), eager(x), atol=1e-5)
+        cases = {"bare_replay": bare_replay, "copy_replay": copy_replay,
+                 "tuned_no_clone": lambda: no_clone(x), "tuned_clone": lambda: with_clone(x),
+                 "eager": lambda: eager(x)}
+        for fn in cases.values():
+            for _ in range(100):
+                fn()
+        result = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+        for mode in ("pipelined", "single"):
+            for name, fn in cases.items():
+                result[f"{mode}_{name}_us"] = round(per_call_us(fn, args.iterations, mode == "pipelined"), 2)
+            result[f"{mode}_overhead_no_clone_us"] = round(result[f"{mode}_tuned_no_clone_us"]
+                                                           - result[f"{mode}_bare_replay_us"], 2)
+            result[f"{mode}_overhead_clone_us"] = round(result[f"{mode}_tuned_clone_us"]
+                                                        - result[f"{mode}_bare_replay_us"], 2)
+    stats = with_clone.tuned_module.backends[0][1].cuda_graph_stats
+    result["cuda_graph_stats"] = stats
+    print(json.dumps(result))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

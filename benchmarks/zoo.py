@@ -1,0 +1,177 @@
+"""Model zoo (random weights, nothing downloaded): each model measured as eager,
+torch.compile default, torch.compile(mode="reduce-overhead") and aitune's pick
+(MinLatencyStrategy for batch 1, MaxThroughputStrategy otherwise). Median latency by CUDA
+events, throughput, and compile/tuning wall time. Prints a table and writes JSON.
+
+    python benchmarks/zoo.py --models mlp resnet50 --out results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import time
+from typing import Any, Callable
+
+import torch
+from tabulate import tabulate
+
+import aitune.torch as ait
+from aitune.torch.backend import (
+    TorchEagerBackend,
+    TorchEagerBackendConfig,
+    TorchInductorAotBackend,
+    TorchInductorAotBackendConfig,
+    TorchInductorJitBackend,
+    TorchInductorJitBackendConfig,
+)
+from aitune.torch.task.profiling import NumStepsMeasuringStopStrategy, ProfilingConfig
+
+
+class LlamaStyleStep(torch.nn.Module):
+    """One decoder layer's decode step (RMSNorm, attention over a fixed KV cache, SwiGLU)."""
+
+    def __init__(self, dim: int = 1024, heads: int = 16, ffn: int = 2816) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = torch.nn.RMSNorm(dim)
+        self.norm2 = torch.nn.RMSNorm(dim)
+        self.qkv = torch.nn.Linear(dim, 3 * dim, bias=False)
+        self.out = torch.nn.Linear(dim, dim, bias=False)
+        self.gate = torch.nn.Linear(dim, ffn, bias=False)
+        self.up = torch.nn.Linear(dim, ffn, bias=False)
+        self.down = torch.nn.Linear(ffn, dim, bias=False)
+
+    def forward(self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
+        q = q.view(b, t, self.heads, -1).transpose(1, 2)
+        k = torch.cat([k_cache, k.view(b, t, self.heads, -1).transpose(1, 2)], dim=2)
+        v = torch.cat([v_cache, v.view(b, t, self.heads, -1).transpose(1, 2)], dim=2)
+        attn = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        x = x + self.out(attn.transpose(1, 2).reshape(b, t, d))
+        h = self.norm2(x)
+        return x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+def build(name: str) -> tuple[torch.nn.Module, Callable[[int], tuple], int, torch.dtype]:
+    """(model, make_inputs(batch) -> args, batch size, dtype)."""
+    if name == "mlp":
+        model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
+        return model, lambda b: (torch.randn(b, 256),), 1, torch.float32
+    if name.startswith("resnet50"):
+        import torchvision
+
+        batch = 64 if name.endswith("b64") else 1
+        return torchvision.models.resnet50(), lambda b: (torch.randn(b, 3, 224, 224),), batch, torch.float16
+    if name == "vit_b_16":
+        import torchvision
+
+        return torchvision.models.vit_b_16(), lambda b: (torch.randn(b, 3, 224, 224),), 1, torch.float32
+    if name.startswith("bert"):
+        from transformers import BertConfig, BertModel
+
+        batch = 32 if name.endswith("b32") else 1
+        model = BertModel(BertConfig(), add_pooling_layer=False)
+        return model, lambda b: (torch.randint(0, 30000, (b, 128)), torch.ones(b, 128, dtype=torch.long)), batch, \
+            torch.float16
+    if name == "llama_step":
+        return LlamaStyleStep(), lambda b: (torch.randn(b, 1, 1024), torch.randn(b, 16, 255, 64),
+                                            torch.randn(b, 16, 255, 64)), 1, torch.float16
+    raise ValueError(f"unknown model {name}")
+
+
+def cuda_median_ms(fn: Callable[[], Any], iterations: int = 200) -> float:
+    for _ in range(20):
+        fn()
+    times = []
+    for _ in range(iterations):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def to(args: tuple, dtype: torch.dtype) -> tuple:
+    return tuple(a.cuda().to(dtype) if a.is_floating_point() else a.cuda() for a in args)
+
+
+def candidates() -> list:
+    return [
+        TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True)),
+        TorchInductorJitBackend(TorchInductorJitBackendConfig(use_cuda_graphs=True)),
+        TorchInductorAotBackend(TorchInductorAotBackendConfig(use_cuda_graphs=True)),
+    ]
+
+
+def run_model(name: str) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model, make_inputs, batch, dtype = build(name)
+    model = model.eval().cuda().to(dtype)
+    args = to(make_inputs(batch), dtype)
+    row: dict[str, Any] = {"model": name, "batch": batch, "dtype": str(dtype).removeprefix("torch.")}
+    with torch.no_grad():
+        row["eager_ms"] = cuda_median_ms(lambda: model(*args))
+        for mode in ("default", "reduce-overhead"):
+            torch._dynamo.reset()
+            compiled = torch.compile(copy.deepcopy(model), mode=mode)
+            start = time.perf_counter()
+            compiled(*args)
+            compiled(*args)
+            row[f"compile_{mode}_s"] = round(time.perf_counter() - start, 1)
+            row[f"compile_{mode}_ms"] = cuda_median_ms(lambda: compiled(*args))
+            del compiled
+        torch._dynamo.reset()
+    strategy_cls = ait.MinLatencyStrategy if batch == 1 else ait.MaxThroughputStrategy
+    strategy = strategy_cls(candidates(), profiling_config=ProfilingConfig(
+        batch_sizes=[batch], measurement_stop_strategy=NumStepsMeasuringStopStrategy(50, 10)))
+    strategy.enable_find_max_batch_size(False)
+    wrapped = ait.Module(copy.deepcopy(model), name, strategy=strategy)
+    dataset = [tuple(a[0] for a in args)]  # one unbatched sample; ait.tune batches it
+    start = time.perf_counter()
+    ait.tune(wrapped, dataset, batch_sizes=[batch], device="cuda:0")
+    row["aitune_tuning_s"] = round(time.perf_counter() - start, 1)
+    with torch.no_grad():
+        row["aitune_ms"] = cuda_median_ms(lambda: wrapped(*args))
+    selected = wrapped.tuned_module.backends[0][1] if wrapped.tuned_module else None
+    row["aitune_pick"] = selected.describe() if selected else "passthrough"
+    best_ref = min(row["eager_ms"], row["compile_default_ms"], row["compile_reduce-overhead_ms"])
+    row["aitune_vs_best_ref"] = round(row["aitune_ms"] / best_ref, 3)
+    row["throughput_per_s"] = round(batch / (row["aitune_ms"] / 1e3), 1)
+    row["candidates"] = strategy.backend_results
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", nargs="+", default=["mlp", "resnet50", "bert"])
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    logging.getLogger("aitune").setLevel(logging.WARNING)
+    rows = []
+    for name in args.models:
+        try:
+            rows.append(run_model(name))
+        except Exception as e:  # noqa: BLE001 - one model's failure must not hide the others
+            rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "candidates"}), flush=True)
+    table = [[r["model"], r.get("batch"), r.get("dtype"), r.get("eager_ms"), r.get("compile_default_ms"),
+              r.get("compile_reduce-overhead_ms"), r.get("aitune_ms"), r.get("aitune_vs_best_ref"),
+              r.get("aitune_tuning_s"), r.get("aitune_pick", r.get("error", ""))[:70]] for r in rows]
+    print(tabulate(table, headers=["model", "batch", "dtype", "eager ms", "compile ms", "reduce-overhead ms",
+                                   "aitune ms", "vs best", "tuning s", "aitune pick"], tablefmt="github",
+                   floatfmt=".3f"))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "rows": rows}, f, indent=2,
+                      default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include "bridge/tensor_bridge.h"
+#include "spec/shape.h"
 #include "errors.h"
 
 namespace aitune::python {
@@ -91,13 +92,26 @@ void Dispatcher::check_inputs(const GraphEntry& entry, const FlatCall& flat) con
                                                   rule.path_repr + " in module '" + module_name_ + "', graph '" +
                                                   entry.name + "'");
     }
-    if (rule.outside_reported->load(std::memory_order_relaxed)) continue;
+    if (!rule.hard && rule.outside_reported->load(std::memory_order_relaxed)) continue;
     const auto sizes = tensor.sizes();
-    bool inside = sizes.size() == rule.min_shape.size();
-    for (size_t axis = 0; inside && axis < sizes.size(); ++axis) {
-      inside = sizes[axis] >= rule.min_shape[axis] && sizes[axis] <= rule.max_shape[axis];
+    bool above = false;
+    bool below = false;
+    for (size_t axis = 0; axis < sizes.size() && axis < rule.min_shape.size(); ++axis) {
+      above = above || sizes[axis] > rule.max_shape[axis];
+      below = below || sizes[axis] < rule.min_shape[axis];
     }
-    if (!inside && !rule.outside_reported->exchange(true)) {
+    if (!above && !below) continue;
+    if (rule.hard) {
+      const std::string shape = format_shape(Shape(sizes.begin(), sizes.end()));
+      const std::string where = " for input " + rule.path_repr + " (tensor '" + rule.tensor_name + "'; profile min " +
+                                rule.min_text + ", max " + rule.max_text + ") in module '" + module_name_ +
+                                "', graph '" + entry.name + "', backend " + entry.backend_desc;
+      raise_python_error("ProfileShapeError", above ? "Input shape " + shape + " exceeds max profile shape " +
+                                                          rule.max_text + where
+                                                    : "Input shape " + shape + " is below min profile shape " +
+                                                          rule.min_text + where);
+    }
+    if (!rule.outside_reported->exchange(true)) {
       on_outside_(entry.name, rule.path_repr, std::vector<int64_t>(sizes.begin(), sizes.end()), rule.min_shape,
                   rule.max_shape);
     }
@@ -114,6 +128,14 @@ py::object Dispatcher::run_native(const GraphEntry& entry, std::vector<at::Tenso
     outputs = entry.native->run(inputs);
   }
   if (!outputs.ok()) throw_status(outputs.status());
+  if (entry.rebuild.is_none()) {
+    if (outputs->size() != 1) {
+      raise_python_error("AITuneError", "graph '" + entry.name + "' of module '" + module_name_ + "' expected one output "
+                                        "tensor from " + entry.backend_desc + ", got " +
+                                        std::to_string(outputs->size()));
+    }
+    return py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move((*outputs)[0])));
+  }
   py::list result;
   for (auto& tensor : *outputs) result.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(tensor))));
   return entry.rebuild(result);

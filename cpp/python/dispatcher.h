@@ -28,7 +28,12 @@ struct InputRule {
   std::vector<int> scalar_types;  // c10::ScalarType values
   std::string path_repr;          // e.g. 'x', for messages
   std::vector<int64_t> min_shape;
-  std::vector<int64_t> max_shape;
+  std::vector<int64_t> max_shape;  // INT64_MAX: no upper bound
+  // A hard range (AOT backends) rejects calls outside it with ProfileShapeError before any
+  // device work; a soft one (eager, JIT) only reports them once.
+  bool hard = false;
+  std::string tensor_name;               // input_<path>, for messages
+  std::string min_text, max_text;        // the profile as the user reads it
   std::shared_ptr<std::atomic<bool>> outside_reported = std::make_shared<std::atomic<bool>>(false);
 };
 
@@ -40,7 +45,8 @@ struct GraphEntry {
   // output tensors that `rebuild(list)` turns into the output object. Null: Python runner.
   std::shared_ptr<Runner> native;
   std::vector<size_t> input_order;
-  py::object rebuild;
+  py::object rebuild;                                   // None: the output is the single tensor
+  std::string backend_desc;                             // for messages
   std::vector<std::pair<size_t, py::object>> eq_checks;  // constants confirmed with ==
   std::vector<InputRule> input_rules;
 };

@@ -220,15 +220,15 @@ PYBIND11_MODULE(_C, m) {
           "add_graph",
           [](Dispatcher& d, const GraphKey& key, std::string name, py::object runner, const py::list& eq_checks,
              const py::list& input_rules, std::shared_ptr<Runner> native, std::vector<size_t> input_order,
-             py::object rebuild) {
-            GraphEntry entry{std::move(name), std::move(runner), std::move(native), std::move(input_order),
-                             std::move(rebuild), {}, {}};
-            if (entry.native && entry.rebuild.is_none()) throw py::value_error("a native runner needs a rebuild function");
+             py::object rebuild, std::string backend_desc) {
+            GraphEntry entry{std::move(name),   std::move(runner), std::move(native), std::move(input_order),
+                             std::move(rebuild), std::move(backend_desc), {}, {}};
             for (auto item : eq_checks) {
               auto t = item.cast<py::tuple>();
               entry.eq_checks.emplace_back(t[0].cast<size_t>(), py::reinterpret_borrow<py::object>(t[1]));
             }
-            for (auto item : input_rules) {  // (leaf, dtype names, path repr, min shape, max shape)
+            // (leaf, dtype names, path repr, min shape, max shape[, hard, tensor name, min text, max text])
+            for (auto item : input_rules) {
               auto t = item.cast<py::tuple>();
               InputRule rule;
               rule.leaf = t[0].cast<size_t>();
@@ -238,6 +238,12 @@ PYBIND11_MODULE(_C, m) {
               rule.path_repr = t[2].cast<std::string>();
               rule.min_shape = t[3].cast<std::vector<int64_t>>();
               rule.max_shape = t[4].cast<std::vector<int64_t>>();
+              if (t.size() >= 9) {
+                rule.hard = t[5].cast<bool>();
+                rule.tensor_name = t[6].cast<std::string>();
+                rule.min_text = t[7].cast<std::string>();
+                rule.max_text = t[8].cast<std::string>();
+              }
               if (rule.min_shape.size() != rule.max_shape.size()) {
                 throw py::value_error("input rule for " + rule.path_repr + ": min and max shapes differ in rank");
               }
@@ -246,7 +252,8 @@ PYBIND11_MODULE(_C, m) {
             d.add_graph(key, std::move(entry));
           },
           py::arg("key"), py::arg("name"), py::arg("runner"), py::arg("eq_checks"), py::arg("input_rules"),
-          py::arg("native") = nullptr, py::arg("input_order") = std::vector<size_t>{}, py::arg("rebuild") = py::none())
+          py::arg("native") = nullptr, py::arg("input_order") = std::vector<size_t>{}, py::arg("rebuild") = py::none(),
+          py::arg("backend_desc") = "")
       .def("__call__", [](const Dispatcher& d, py::args args, py::kwargs kwargs) { return d.call(args, kwargs); })
       .def("call", &Dispatcher::call)
       .def("key_of", &Dispatcher::key_of)

@@ -66,6 +66,12 @@ def _strategy(backend):
     return strategy
 
 
+def _serve(runner, rebuild, inputs):
+    """What the dispatcher does with a native runner: run, then rebuild (None: single tensor)."""
+    outputs = runner.run(inputs)
+    return outputs[0] if rebuild is None else rebuild(outputs)
+
+
 def _mlp() -> torch.nn.Module:
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
@@ -284,7 +290,9 @@ def test_aot_backend_tunes_and_serves_through_native_runner(aoti_loads):
     assert input_order == [0] and runner.num_inputs == 1 and runner.device == "cpu"
     assert "model.pt2" in runner.describe()
     x = torch.randn(3, 6)
-    torch.testing.assert_close(rebuild(runner.run([x])), reference(x), atol=1e-5, rtol=1e-5)
+    outputs = runner.run([x])
+    assert rebuild is None and len(outputs) == 1  # a single-tensor output is returned as is
+    torch.testing.assert_close(outputs[0], reference(x), atol=1e-5, rtol=1e-5)
     assert backend.input_profile() == [([1, 6], [4, 6])]
 
     # A package on disk serves without the module (what loading a checkpoint builds on).
@@ -328,7 +336,7 @@ def test_aot_input_order_for_keyword_call(tmp_path, aoti_loads):
     x, y = torch.randn(2, 4), torch.randn(2, 3)
     expected = m._self_original_forward(x, y, scale=2.0)
     leaves = [x, y]  # graph.input_spec.tensors order
-    out = rebuild(runner.run([leaves[i] for i in order]))
+    out = _serve(runner, rebuild, [leaves[i] for i in order])
     assert set(out) == {"sum", "y"}
     torch.testing.assert_close(out, expected)
     torch.testing.assert_close(backend.infer(y=y, x=x, scale=2.0), expected)
@@ -364,7 +372,7 @@ def test_aot_input_order_for_dict_input(tmp_path, aoti_loads):
     bias = {"b": torch.randn(4)}
     expected = m._self_original_forward(inputs, bias)
     leaves = [inputs["gate"], inputs["value"], bias["b"]]
-    torch.testing.assert_close(rebuild(runner.run([leaves[i] for i in order])), expected)
+    torch.testing.assert_close(_serve(runner, rebuild, [leaves[i] for i in order]), expected)
     torch.testing.assert_close(backend.infer(inputs, bias=bias), expected)
 
 
@@ -397,7 +405,22 @@ def test_aot_backend_on_cuda(aoti_loads):
         for bs in (1, 3, 4):
             x = torch.randn(bs, 6, device="cuda:0")
             torch.testing.assert_close(m(x), reference(x), atol=1e-4, rtol=1e-4)
-            torch.testing.assert_close(rebuild(runner.run([x])), reference(x), atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(_serve(runner, rebuild, [x]), reference(x), atol=1e-4, rtol=1e-4)
     stream.synchronize()
     with pytest.raises(errors.AITuneUserInputError, match="is on cpu"):
         runner.run([torch.randn(2, 6)])
+
+
+def test_aot_backend_rejects_shapes_outside_the_exported_range(aoti_loads):
+    model = _mlp()
+    m = ait.Module(model, "ranged", strategy=_strategy(TorchInductorAotBackend()))
+    ait.tune(m, _dataset(), batch_sizes=[1, 2, 4], device="cpu")
+    [(graph, backend)] = m.tuned_module.backends
+    name = graph.input_spec.tensors[0].access_path
+    with torch.no_grad(), pytest.raises(errors.ProfileShapeError) as info:
+        m(torch.randn(5, 6))
+    assert str(info.value) == (
+        f"Input shape [5, 6] exceeds max profile shape [4, 6] for input '{name}' (tensor 'input_{name}'; "
+        f"profile min [1, 6], max [4, 6]) in module 'ranged', graph '0', backend TorchInductorAotBackend()"
+    )
+    assert isinstance(info.value, RuntimeError)

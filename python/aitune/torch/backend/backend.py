@@ -234,6 +234,12 @@ class Backend(abc.ABC):
         a native runner over the graph's tensor leaves. None for Python-only serving."""
         return self._cuda_graph.native() if self._cuda_graph is not None else None
 
+    def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
+        """The hard shape range per tensor input (graph.input_spec.tensors order) for backends
+        whose artifact only accepts a range (AOT exports, TensorRT profiles); None in a max
+        means unbounded. None for backends with no hard range (eager, JIT)."""
+        return None
+
     @property
     def cuda_graph_stats(self) -> dict[str, int] | None:
         return self._cuda_graph.stats() if self._cuda_graph is not None else None

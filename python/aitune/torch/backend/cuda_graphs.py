@@ -59,8 +59,10 @@ class CudaGraphServing:
         by_path = dict(zip(self._output_paths, outputs))
         return map_tensors(self._output_template, lambda path, t: by_path.get(path, t))
 
-    def native(self) -> tuple[Any, list[int], Callable]:
-        return self.runner, list(range(len(self._input_paths))), self.rebuild
+    def native(self) -> tuple[Any, list[int], Callable | None]:
+        # A single-tensor output needs no rebuild: the dispatcher returns it directly.
+        single = self._output_template is not None and self._output_paths == [()]
+        return self.runner, list(range(len(self._input_paths))), None if single else self.rebuild
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The served path from Python (tuning measures this)."""

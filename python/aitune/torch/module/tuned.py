@@ -39,8 +39,9 @@ class TunedModule:
         for graph, backend in self.backends:
             native = backend.native_runner()
             extra = {} if native is None else dict(zip(("native", "input_order", "rebuild"), native))
-            dispatcher.add_graph(graph.key, graph.name, backend.runner(), _eq_checks(graph.input_spec),
-                                 _input_rules(graph.input_spec), **extra)
+            rules = _input_rules(graph.input_spec, backend.input_profile())
+            dispatcher.add_graph(graph.key, graph.name, backend.runner(), _eq_checks(graph.input_spec), rules,
+                                 backend_desc=backend.describe(), **extra)
         return dispatcher
 
     def _on_outside(self, graph: str, path: str, shape: list, min_shape: list, max_shape: list) -> None:
@@ -83,10 +84,21 @@ def _eq_checks(spec: TensorsSpec) -> list[tuple[int, Any]]:
     return [(i, leaf.value) for i, leaf in enumerate(spec.leaves) if isinstance(leaf, ConstantLeaf) and leaf.needs_eq]
 
 
-def _input_rules(spec: TensorsSpec) -> list[tuple[int, list[str], str, list[int], list[int]]]:
-    return [
-        (i, [str(d).removeprefix("torch.") for d in leaf.dtypes], repr(leaf.semantic_path), leaf.spec.min_shape,
-         leaf.spec.max_shape)
-        for i, leaf in enumerate(spec.leaves)
-        if isinstance(leaf, TensorLeaf)
-    ]
+_NO_UPPER_BOUND = 2**63 - 1
+
+
+def _input_rules(spec: TensorsSpec, profile: list | None) -> list[tuple]:
+    """Per tensor input: accepted dtypes and the shape range. With a backend profile (AOT
+    backends) the range is hard (ProfileShapeError); otherwise it is the recorded envelope,
+    reported once when left (SPEC §9.2)."""
+    rules = []
+    for k, (i, leaf) in enumerate((i, leaf) for i, leaf in enumerate(spec.leaves) if isinstance(leaf, TensorLeaf)):
+        dtypes = [str(d).removeprefix("torch.") for d in leaf.dtypes]
+        if profile is not None and profile[k] is not None:
+            low, high = profile[k]
+            rules.append((i, dtypes, repr(leaf.semantic_path), list(low),
+                          [_NO_UPPER_BOUND if v is None else v for v in high], True, leaf.name, str(list(low)),
+                          str(list(high))))
+        else:
+            rules.append((i, dtypes, repr(leaf.semantic_path), leaf.spec.min_shape, leaf.spec.max_shape))
+    return rules

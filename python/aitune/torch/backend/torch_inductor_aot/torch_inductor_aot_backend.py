@@ -299,7 +299,8 @@ class TorchInductorAotBackend(Backend):
             raise RuntimeError(f"Backend {self.name} has no runner: build or load it first")
         if self._input_order is None:
             raise RuntimeError(f"Backend {self.name} was loaded without its graph; its input order is unknown")
-        return self._runner, list(self._input_order), self._rebuild
+        single = self._out_spec is not None and self._out_spec.is_leaf()  # the dispatcher returns it as is
+        return self._runner, list(self._input_order), None if single else self._rebuild
 
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
         """Per graph tensor input (graph.input_spec.tensors order): (min shape, max shape)

@@ -5,6 +5,16 @@ is aitune's router; compiling it would recurse into aitune), and warms up on eve
 sample, plus the sample with size-1 dynamic axes widened to 2 so that Dynamo's 0/1
 specialisation does not recompile on the first real call. After that, the first recompile logs
 one warning: once Dynamo's recompile limit is reached the forward silently runs eagerly.
+
+Dynamic shapes are not free (a dynamic=True reduce-overhead ResNet-50 ran about 2x slower at
+batch 1 than a static one), so with ``dynamic=None`` on a graph with batch or dim axes the build
+also compiles a *specialised* variant: ``dynamic=False`` on a private copy of a thin wrapper's
+code object (its own Dynamo cache and recompile limit), warmed up on the distinct shapes of the
+stored samples plus the graph's min and max shapes, one static graph per shape. Both variants are
+timed on those shapes (SPEC §8.1 calls, median host time) and the faster total wins. When the
+specialised variant wins, calls whose input shapes are among the specialised ones are dispatched
+to it by shape and every other call goes to the dynamic build, so an unseen shape never
+recompiles; when the dynamic variant wins, the specialised one is dropped.
 """
 
 from __future__ import annotations
@@ -12,12 +22,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import itertools
 import logging
+import statistics
+import types
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
+from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.backend.torch_eager.torch_eager_backend import _cast_floats, _first_float_dtype
@@ -26,10 +40,74 @@ from aitune.torch.module.graph_spec import GraphSpec, Sample
 
 logger = logging.getLogger("aitune")
 
+# dynamic=None policy: how many shapes are compared and how each is timed (build-time cost bound).
+MAX_COMPARED_SHAPES = 8
+COMPARE_WARMUP_CALLS = 3
+COMPARE_MEASURED_CALLS = 10
+SPECIALISED, DYNAMIC = "specialised", "dynamic"
+_specialised_ids = itertools.count()
+_SCALARS = (bool, int, float, str, type(None))
+
 
 def graph_is_dynamic(graph: GraphSpec) -> bool:
     """True when some tensor input has a batch or dim axis (SPEC §4.2 dynamic=None)."""
     return graph.input_spec.has_dynamic_axis() or bool(graph.dynamic_shapes)
+
+
+def recompile_limit() -> int:
+    """Dynamo's per-code-object recompile limit (`cache_size_limit` before torch 2.6)."""
+    limit = getattr(torch._dynamo.config, "recompile_limit", None)
+    if limit is None:
+        limit = getattr(torch._dynamo.config, "cache_size_limit", 8)
+    return int(limit)
+
+
+def shape_key(args: tuple, kwargs: dict) -> tuple:
+    """The dispatch key of a call: the shapes of its tensor leaves (in the native flattening
+    order) and its scalar constants. Dynamo's static guards specialise on both."""
+    _, leaves = _C.flatten_value((args, kwargs))
+    return tuple(
+        tuple(value.shape) if is_tensor else (value if isinstance(value, _SCALARS) else type(value))
+        for _, value, is_tensor, _ in leaves
+    )
+
+
+def _private_forward(forward: Callable) -> Callable:
+    """A function that calls `forward` and has a code object of its own: Dynamo keeps its cache
+    (and counts recompiles) per code object, so the specialised variant neither shares the
+    recompile limit with the dynamic build of the original forward nor adds its guards to that
+    build's cache lookups, and its cache can be cleared alone."""
+    def specialised_forward(*args: Any, **kwargs: Any) -> Any:
+        return forward(*args, **kwargs)
+
+    name = f"aitune_specialised_forward_{next(_specialised_ids)}"
+    code = specialised_forward.__code__.replace(co_name=name, co_qualname=name)
+    return types.FunctionType(code, specialised_forward.__globals__, name, None, specialised_forward.__closure__)
+
+
+def _cache_entries(fn: Callable | None) -> int | None:
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:
+        return None
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        return len(_debug_get_cache_entry_list(code))
+    except Exception:  # noqa: BLE001 - a private helper; without it the check is skipped
+        return None
+
+
+def _clear_code_cache(fn: Callable | None) -> None:
+    """Drops Dynamo's compiled entries of a private code object (not a global reset)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return
+    try:
+        from torch._dynamo.eval_frame import reset_code
+
+        reset_code(code)
+    except Exception:  # noqa: BLE001 - best effort; dropping the references is what matters
+        pass
 
 
 def reset_compiler_caches() -> None:
@@ -55,6 +133,13 @@ class TorchInductorJitBackend(Backend):
         self._graph_name: str = ""
         self._recompile_armed = False
         self._recompile_warned = False
+        # dynamic=None policy (module docstring): the specialised variant and its shapes.
+        self._compare_calls: list[tuple[tuple, tuple[tuple, dict]]] = []  # (shape key, call)
+        self._specialised: Callable | None = None
+        self._specialised_forward: Callable | None = None
+        self._specialised_keys: frozenset = frozenset()
+        self._dynamic_choice: str | None = None
+        self._dynamic_totals_ms: dict[str, float] | None = None
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -79,8 +164,27 @@ class TorchInductorJitBackend(Backend):
 
     @property
     def compiled_dynamic(self) -> bool | None:
-        """The `dynamic` value torch.compile got (after resolving None)."""
+        """The `dynamic` value torch.compile got (after resolving None) for the build that serves
+        every shape outside the specialised set (all shapes unless dynamic_choice is "specialised")."""
         return self._dynamic
+
+    @property
+    def dynamic_choice(self) -> str | None:
+        """With dynamic=None on a graph with batch or dim axes: "specialised" (recorded shapes
+        are served by static per-shape graphs) or "dynamic". None when no choice was made
+        (dynamic set in the config, or a graph without dynamic axes)."""
+        return self._dynamic_choice
+
+    @property
+    def dynamic_totals_ms(self) -> dict[str, float] | None:
+        """The summed median times (ms) of the two variants over the compared shapes, keyed by
+        "specialised" and "dynamic"; None when they were not compared."""
+        return dict(self._dynamic_totals_ms) if self._dynamic_totals_ms is not None else None
+
+    @property
+    def specialised_shapes(self) -> list[tuple]:
+        """The shape keys (see shape_key) served by the specialised variant."""
+        return [key for key, _ in self._compare_calls if key in self._specialised_keys]
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _autocast(self) -> contextlib.AbstractContextManager:
@@ -117,7 +221,12 @@ class TorchInductorJitBackend(Backend):
             plain_dtype, mixed_dtype = _first_float_dtype(plain), _first_float_dtype(mixed)
             if plain_dtype is not None and plain_dtype != mixed_dtype:
                 self._cast_back = plain_dtype
+        compare = config.dynamic is None and self._dynamic and graph_spec is not None and bool(data)
+        if compare:
+            self._compare_calls = self._comparison_calls(graph_spec, data)
         self._compile_and_warm_up()
+        if compare:
+            self._choose_variant(device)
 
     def _warmup_inputs(self, graph: GraphSpec | None, data: list[Sample]) -> list[tuple[tuple, dict]]:
         calls = [(tuple(s.args), dict(s.kwargs)) for s in data]
@@ -131,7 +240,127 @@ class TorchInductorJitBackend(Backend):
                 logger.debug("TorchInductorJitBackend: no widened warm-up sample: %s", e)
         return calls
 
-    def _compile(self) -> Callable:
+    def _comparison_calls(self, graph: GraphSpec, data: list[Sample]) -> list[tuple[tuple, tuple[tuple, dict]]]:
+        """The calls the variants are compared on: one per distinct shape of the stored samples,
+        then the graph's min and max shapes (sample 0 resized)."""
+        calls = [(tuple(s.args), dict(s.kwargs)) for s in data]
+        try:
+            from aitune.torch.task.correctness import resized_sample
+
+            for which in ("min", "max"):
+                calls.append(resized_sample(graph, data[0], which))
+        except Exception as e:  # noqa: BLE001 - the stored samples still give a comparison
+            logger.debug("TorchInductorJitBackend: no min/max comparison sample: %s", e)
+        unique: dict[tuple, tuple[tuple, dict]] = {}
+        for args, kwargs in calls:
+            try:
+                key = shape_key(args, kwargs)
+            except Exception as e:  # noqa: BLE001 - a call the flattener rejects is not compared
+                logger.debug("TorchInductorJitBackend: no shape key for a comparison sample: %s", e)
+                continue
+            unique.setdefault(key, (args, kwargs))
+        return list(unique.items())
+
+    def _choose_variant(self, device: torch.device) -> None:
+        """dynamic=None: times the dynamic build against static per-shape graphs and keeps the
+        faster for the compared shapes (module docstring)."""
+        limit = recompile_limit()
+        num_shapes = len(self._compare_calls)
+        self._dynamic_choice = DYNAMIC
+        if num_shapes >= limit:
+            logger.info(
+                "TorchInductorJitBackend (graph '%s'): dynamic=None: %d distinct input shapes reach Dynamo's "
+                "recompile limit (%d), so no specialised per-shape variant is built; keeping dynamic",
+                self._graph_name, num_shapes, limit,
+            )
+            return
+        if num_shapes > MAX_COMPARED_SHAPES:
+            self._compare_calls = self._compare_calls[:MAX_COMPARED_SHAPES]
+            num_shapes = MAX_COMPARED_SHAPES
+        self._recompile_armed = False
+        try:
+            self._compile_specialised()
+            entries = _cache_entries(self._specialised_forward)
+            if entries is not None and entries > num_shapes:
+                raise RuntimeError(
+                    f"it compiled {entries} static graphs for {num_shapes} shapes (Dynamo specialised on more "
+                    "than the input shapes)"
+                )
+            self._specialised_keys = frozenset(key for key, _ in self._compare_calls)
+            cuda_index = None
+            if device.type == "cuda":
+                cuda_index = device.index if device.index is not None else torch.cuda.current_device()
+            use_device_time = bool(getattr(self.config, "use_cuda_graphs", False)) and cuda_index is not None
+            totals = {SPECIALISED: 0.0, DYNAMIC: 0.0}
+            variants = {SPECIALISED: self._route, DYNAMIC: self._compiled}
+            for i, (_, call) in enumerate(self._compare_calls):
+                order = (SPECIALISED, DYNAMIC) if i % 2 == 0 else (DYNAMIC, SPECIALISED)  # alternate: no order bias
+                for name in order:
+                    totals[name] += self._median_ms(variants[name], call, cuda_index, use_device_time)
+        except Exception as e:  # noqa: BLE001 - the dynamic build is complete; the comparison is optional
+            logger.info(
+                "TorchInductorJitBackend (graph '%s'): dynamic=None: no specialised per-shape variant (%s: %s); "
+                "keeping dynamic", self._graph_name, type(e).__name__, e,
+            )
+            self._drop_specialised()
+            return
+        finally:
+            self._recompile_armed = True
+        self._dynamic_totals_ms = totals
+        keep = SPECIALISED if totals[SPECIALISED] < totals[DYNAMIC] else DYNAMIC
+        self._dynamic_choice = keep
+        if keep == DYNAMIC:
+            self._drop_specialised()
+        logger.info(
+            "TorchInductorJitBackend (graph '%s'): dynamic=None: specialised per shape %.3f ms vs dynamic %.3f ms "
+            "over %d shapes; keeping %s",
+            self._graph_name, totals[SPECIALISED], totals[DYNAMIC], num_shapes, keep,
+        )
+
+    def _median_ms(self, fn: Callable, call: tuple[tuple, dict], cuda_index: int | None,
+                   use_device_time: bool) -> float:
+        """SPEC §8.1 calls of `fn` on a fresh copy of `call` each: the median of the measured ones."""
+        times = []
+        for i in range(COMPARE_WARMUP_CALLS + COMPARE_MEASURED_CALLS):
+            args, kwargs = copy.deepcopy(call)  # outside the timed window
+
+            def run(args=args, kwargs=kwargs) -> Any:
+                with self._autocast():
+                    return fn(*args, **kwargs)
+
+            host_ns, device_ms = _C.time_call(run, cuda_index)
+            if i >= COMPARE_WARMUP_CALLS:
+                times.append(device_ms if use_device_time and device_ms is not None else host_ns / 1e6)
+        return statistics.median(times)
+
+    def _compile_specialised(self) -> None:
+        """dynamic=False on a private code object, warmed up on every compared shape."""
+        self._specialised_forward = _private_forward(self._forward)
+        self._specialised = self._compile(self._specialised_forward, dynamic=False)
+        with torch.no_grad(), self._autocast():
+            for _, call in self._compare_calls:
+                args, kwargs = copy.deepcopy(call)
+                self._specialised(*args, **kwargs)
+
+    def _drop_specialised(self) -> None:
+        """Drops the specialised variant; its Dynamo cache is its own code object's, so clearing
+        it touches nothing else (no global reset)."""
+        forward = self._specialised_forward
+        self._specialised = None
+        self._specialised_forward = None
+        self._specialised_keys = frozenset()
+        _clear_code_cache(forward)
+
+    def _route(self, *args: Any, **kwargs: Any) -> Any:
+        """Dispatch by shape: specialised static graphs for the compared shapes, the dynamic
+        build for every other call."""
+        if shape_key(args, kwargs) in self._specialised_keys:
+            return self._specialised(*args, **kwargs)
+        return self._compiled(*args, **kwargs)
+
+    def _compile(self, forward: Callable | None = None, dynamic: bool | None = None) -> Callable:
+        forward = forward if forward is not None else self._forward
+        dynamic = self._dynamic if dynamic is None else dynamic
         config = self.config
         options = dict(config.options) if config.options is not None else None  # torch.compile pops keys
         compiled = None
@@ -140,20 +369,20 @@ class TorchInductorJitBackend(Backend):
             # torch.compile(backend="inductor") is exactly this call; going one level down lets
             # Dynamo tell us about recompiles of this function alone (guard_fail_fn).
             try:
-                backend = torch._TorchCompileInductorWrapper(config.mode, options, self._dynamic)
+                backend = torch._TorchCompileInductorWrapper(config.mode, options, dynamic)
                 compiled = torch._dynamo.optimize(
-                    backend=backend, nopython=config.fullgraph, dynamic=self._dynamic,
+                    backend=backend, nopython=config.fullgraph, dynamic=dynamic,
                     guard_fail_fn=self._on_guard_fail,
-                )(self._forward)
+                )(forward)
             except TypeError:
                 compiled = None
         if compiled is None:
-            kwargs: dict[str, Any] = {"fullgraph": config.fullgraph, "dynamic": self._dynamic}
+            kwargs: dict[str, Any] = {"fullgraph": config.fullgraph, "dynamic": dynamic}
             if config.mode is not None:
                 kwargs["mode"] = config.mode
             if options is not None:
                 kwargs["options"] = options
-            compiled = torch.compile(self._forward, **kwargs)
+            compiled = torch.compile(forward, **kwargs)
         return compiled
 
     def _compile_and_warm_up(self) -> None:
@@ -183,7 +412,10 @@ class TorchInductorJitBackend(Backend):
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         with torch.no_grad(), self._autocast():
-            output = self._compiled(*args, **kwargs)
+            if self._specialised is not None:
+                output = self._route(*args, **kwargs)
+            else:
+                output = self._compiled(*args, **kwargs)
         if self._cast_back is not None:
             output = _cast_floats(output, self._cast_back)
         return output
@@ -193,8 +425,16 @@ class TorchInductorJitBackend(Backend):
             self._module.to(self._device)
         if self._forward is not None:
             self._compile_and_warm_up()
+            if self._dynamic_choice == SPECIALISED:
+                self._recompile_armed = False
+                try:
+                    self._compile_specialised()
+                finally:
+                    self._recompile_armed = True
 
     def _deactivate(self) -> None:
         self._recompile_armed = False
         self._compiled = None
+        self._specialised = None
+        self._specialised_forward = None  # its compiled entries go with the reset below
         reset_compiler_caches()

@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 
-def to_device(obj: Any, device: torch.device) -> Any:
-    """`obj` with every tensor in nested tuples/lists/dicts moved to `device`."""
+def map_nested_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """`obj` with fn applied to every tensor in nested tuples (named ones too), lists and dicts;
+    containers are rebuilt with their own types, other values are shared."""
     if isinstance(obj, torch.Tensor):
-        return obj.to(device)
+        return fn(obj)
     if isinstance(obj, tuple):
-        items = [to_device(v, device) for v in obj]
+        items = [map_nested_tensors(v, fn) for v in obj]
         return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
     if isinstance(obj, list):
-        return type(obj)(to_device(v, device) for v in obj)
+        return type(obj)(map_nested_tensors(v, fn) for v in obj)
     if isinstance(obj, dict):
         out = obj.copy()
         for k, v in obj.items():
-            out[k] = to_device(v, device)
+            out[k] = map_nested_tensors(v, fn)
         return out
     return obj
+
+
+def to_device(obj: Any, device: torch.device) -> Any:
+    """`obj` with every nested tensor moved to `device`."""
+    return map_nested_tensors(obj, lambda t: t.to(device))
+
+
+def cast_floats(obj: Any, dtype: torch.dtype) -> Any:
+    """`obj` with every nested floating-point tensor cast to `dtype` (autocast outputs back to
+    the dtype eager returns)."""
+    return map_nested_tensors(obj, lambda t: t.to(dtype) if t.is_floating_point() else t)

@@ -11,22 +11,7 @@ import torch
 
 from aitune.torch.backend.backend import Backend
 from aitune.torch.backend.torch_eager.torch_eager_config import TorchEagerBackendConfig
-
-
-def _cast_floats(obj: Any, dtype: torch.dtype) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.to(dtype) if obj.is_floating_point() else obj
-    if isinstance(obj, tuple):
-        items = [_cast_floats(v, dtype) for v in obj]
-        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
-    if isinstance(obj, list):
-        return type(obj)(_cast_floats(v, dtype) for v in obj)
-    if isinstance(obj, dict):
-        out = obj.copy()
-        for k, v in obj.items():
-            out[k] = _cast_floats(v, dtype)
-        return out
-    return obj
+from aitune.torch.utils.tensors import cast_floats
 
 
 def _first_float_dtype(obj: Any) -> torch.dtype | None:
@@ -85,7 +70,7 @@ class TorchEagerBackend(Backend):
         with torch.no_grad(), self._autocast():
             output = self._forward(*args, **kwargs)
         if self._cast_back is not None:
-            output = _cast_floats(output, self._cast_back)
+            output = cast_floats(output, self._cast_back)
         return output
 
     def _activate(self) -> None:

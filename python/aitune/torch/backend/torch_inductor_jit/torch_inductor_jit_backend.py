@@ -34,7 +34,8 @@ import torch
 from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.backend import Backend
-from aitune.torch.backend.torch_eager.torch_eager_backend import _cast_floats, _first_float_dtype
+from aitune.torch.backend.torch_eager.torch_eager_backend import _first_float_dtype
+from aitune.torch.utils.tensors import cast_floats as _cast_floats
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_config import TorchInductorJitBackendConfig
 from aitune.torch.module.graph_spec import GraphSpec, Sample
 
@@ -273,6 +274,7 @@ class TorchInductorJitBackend(Backend):
                 "recompile limit (%d), so no specialised per-shape variant is built; keeping dynamic",
                 self._graph_name, num_shapes, limit,
             )
+            self._compare_calls = []
             return
         if num_shapes > MAX_COMPARED_SHAPES:
             self._compare_calls = self._compare_calls[:MAX_COMPARED_SHAPES]
@@ -349,6 +351,7 @@ class TorchInductorJitBackend(Backend):
         self._specialised = None
         self._specialised_forward = None
         self._specialised_keys = frozenset()
+        self._compare_calls = []  # only the specialised variant's re-warm-up (activate) needs them
         _clear_code_cache(forward)
 
     def _route(self, *args: Any, **kwargs: Any) -> Any:

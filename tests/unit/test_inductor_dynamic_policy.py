@@ -1,0 +1,151 @@
+"""TorchInductorJitBackend with dynamic=None on a graph with dynamic axes: the dynamic build is
+timed against static per-shape graphs and the faster is kept (SPEC §4.2, §8.1).
+
+Real CPU Inductor compiles of a tiny MLP; the timing-dependent choice is forced where a test
+needs one particular variant."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import aitune.torch as ait
+from aitune.torch.backend import TorchInductorJitBackend, TorchInductorJitBackendConfig
+from aitune.torch.backend.torch_inductor_jit import torch_inductor_jit_backend as jit_module
+from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_backend import shape_key
+from aitune.torch.module.state import ModuleState
+
+LINE = "dynamic=None: specialised per shape"
+RECOMPILE = "recompiling the tuned forward"
+
+
+def _strategy(backend):
+    return (ait.OneBackendStrategy(backend)
+            .enable_performance_validation(False)
+            .enable_find_max_batch_size(False))
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
+
+
+def _dataset(n=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(6, generator=g) for _ in range(n)]
+
+
+def _tune(config=None, batch_sizes=(1, 3)):
+    model = _mlp()
+    reference = copy.deepcopy(model)
+    m = ait.Module(model, "mlp", strategy=_strategy(TorchInductorJitBackend(config)))
+    ait.tune(m, _dataset(), batch_sizes=list(batch_sizes), device="cpu")
+    assert m.state is ModuleState.TUNED
+    [(_, backend)] = m.tuned_module.backends
+    assert isinstance(backend, TorchInductorJitBackend)
+    return m, backend, reference
+
+
+def _assert_serves(m, reference, sizes=(1, 2, 3)):
+    for bs in sizes:
+        x = torch.randn(bs, 6)
+        with torch.no_grad():
+            torch.testing.assert_close(m(x), reference(x), atol=1e-5, rtol=1e-5)
+
+
+def _policy_lines(log):
+    return [r for r in log.records if LINE in r.getMessage()]
+
+
+def test_shape_key():
+    x = torch.zeros(2, 3)
+    assert shape_key((x,), {}) == ((2, 3),)
+    assert shape_key((x,), {"flag": True, "y": torch.zeros(4)}) == ((2, 3), True, (4,))
+    assert shape_key((x,), {}) != shape_key((torch.zeros(3, 3),), {})
+
+
+def test_dynamic_none_compares_and_keeps_the_faster(aitune_log):
+    m, backend, reference = _tune()
+    assert backend.dynamic_choice in {"specialised", "dynamic"}
+    totals = backend.dynamic_totals_ms
+    assert set(totals) == {"specialised", "dynamic"} and all(v > 0 for v in totals.values())
+    expected = "specialised" if totals["specialised"] < totals["dynamic"] else "dynamic"
+    assert backend.dynamic_choice == expected
+    [line] = _policy_lines(aitune_log)
+    assert line.levelname == "INFO" and line.name == "aitune"
+    assert f"over 2 shapes; keeping {expected}" in line.getMessage()  # [1, 6] and [3, 6] (= min and max)
+    assert backend.describe() == "TorchInductorJitBackend()"  # the choice is not config
+    assert backend.compiled_dynamic is True  # shapes outside the specialised set: the dynamic build
+    _assert_serves(m, reference)
+    assert RECOMPILE not in aitune_log.text
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_explicit_dynamic_does_not_compare(aitune_log, dynamic):
+    m, backend, reference = _tune(TorchInductorJitBackendConfig(dynamic=dynamic))
+    assert backend.dynamic_choice is None and backend.dynamic_totals_ms is None
+    assert backend.compiled_dynamic is dynamic
+    assert not _policy_lines(aitune_log)
+    _assert_serves(m, reference, sizes=(1, 3))
+
+
+def test_static_graph_does_not_compare(aitune_log):
+    m, backend, reference = _tune(batch_sizes=(2,))
+    assert backend.dynamic_choice is None and backend.compiled_dynamic is False
+    assert not _policy_lines(aitune_log)
+    _assert_serves(m, reference, sizes=(2,))
+
+
+def _force(monkeypatch, winner):
+    """Makes the comparison pick `winner` whatever the timings."""
+    def median_ms(self, fn, call, cuda_index, use_device_time):
+        is_route = getattr(fn, "__func__", None) is TorchInductorJitBackend._route
+        return 1.0 if is_route == (winner == "specialised") else 2.0
+
+    monkeypatch.setattr(TorchInductorJitBackend, "_median_ms", median_ms)
+
+
+def test_specialised_dispatches_by_shape_and_survives_reactivation(aitune_log, monkeypatch):
+    _force(monkeypatch, "specialised")
+    m, backend, reference = _tune()
+    assert backend.dynamic_choice == "specialised"
+    assert backend.dynamic_totals_ms == {"specialised": 2.0, "dynamic": 4.0}
+    assert "specialised per shape 2.000 ms vs dynamic 4.000 ms over 2 shapes; keeping specialised" in aitune_log.text
+    assert sorted(backend.specialised_shapes) == [((1, 6),), ((3, 6),)]
+
+    calls = []
+    specialised = backend._specialised
+    backend._specialised = lambda *a, **k: calls.append(a[0].shape[0]) or specialised(*a, **k)
+    _assert_serves(m, reference, sizes=(1, 2, 3, 5))
+    assert calls == [1, 3]  # batch 2 and 5 were served by the dynamic build
+    assert RECOMPILE not in aitune_log.text
+
+    backend.deactivate()
+    assert backend._specialised is None and backend._compiled is None
+    backend.activate()
+    assert backend.dynamic_choice == "specialised" and backend._specialised is not None
+    for bs in (1, 2, 3):
+        x = torch.randn(bs, 6)
+        with torch.no_grad():
+            torch.testing.assert_close(backend.infer(x), reference(x), atol=1e-5, rtol=1e-5)
+    assert RECOMPILE not in aitune_log.text
+
+
+def test_dynamic_kept_drops_the_specialised_variant(aitune_log, monkeypatch):
+    _force(monkeypatch, "dynamic")
+    m, backend, reference = _tune()
+    assert backend.dynamic_choice == "dynamic"
+    assert "keeping dynamic" in aitune_log.text
+    assert backend._specialised is None and backend.specialised_shapes == []
+    _assert_serves(m, reference)
+
+
+def test_too_many_shapes_for_the_recompile_limit_keeps_dynamic(aitune_log, monkeypatch):
+    monkeypatch.setattr(jit_module, "recompile_limit", lambda: 2)
+    m, backend, reference = _tune()
+    assert backend.dynamic_choice == "dynamic" and backend.dynamic_totals_ms is None
+    assert "reach Dynamo's recompile limit (2)" in aitune_log.text
+    assert not _policy_lines(aitune_log)
+    _assert_serves(m, reference)

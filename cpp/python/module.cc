@@ -9,6 +9,7 @@
 
 #include "bridge/tensor_bridge.h"
 #include "aoti_bindings.h"
+#include "checkpoint_bindings.h"
 #include "dispatcher.h"
 #include "measure_bindings.h"
 #include "torch_runtime_bindings.h"
@@ -86,6 +87,7 @@ PYBIND11_MODULE(_C, m) {
       .def("__len__", &GraphKey::size)
       .def_property_readonly("hash", &GraphKey::hash)
       .def_property_readonly("tokens", [](const GraphKey& k) { return k.tokens(); })
+      .def_static("from_tokens", &GraphKey::from_tokens, py::arg("tokens"))
       .def("__repr__", [](const GraphKey& k) {
         char buf[64];
         std::snprintf(buf, sizeof(buf), "GraphKey(%016llx, %zu tokens)", static_cast<unsigned long long>(k.hash()),
@@ -207,6 +209,7 @@ PYBIND11_MODULE(_C, m) {
   register_measure_bindings(m);
   register_aoti_bindings(m);
   register_torch_runtime_bindings(m);
+  register_checkpoint_bindings(m);
 
   py::class_<Dispatcher>(m, "Dispatcher")
       .def(py::init([](const Signature& sig, bool strict, int llm_param, std::string name, py::object on_miss,

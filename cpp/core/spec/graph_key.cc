@@ -50,6 +50,13 @@ void GraphKey::clear() {
   hash_ = 0;
 }
 
+GraphKey GraphKey::from_tokens(const std::vector<uint64_t>& tokens) {
+  GraphKey key;
+  key.tokens_.reserve(tokens.size());
+  for (uint64_t token : tokens) key.push(token);
+  return key;
+}
+
 void GraphKey::push(uint64_t token) {
   tokens_.push_back(token);
   // The golden-ratio offset keeps a zero token from leaving a zero hash unchanged (mix64(0) == 0).

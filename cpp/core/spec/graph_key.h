@@ -22,6 +22,9 @@ class GraphKey {
   void clear();
   void reserve(size_t n) { tokens_.reserve(n); }
 
+  // Rebuilds a saved key (checkpoint manifest) from its tokens; the hash is recomputed.
+  static GraphKey from_tokens(const std::vector<uint64_t>& tokens);
+
   // A container opens with its kind and number of children; each child is preceded by its
   // key (mapping key, attribute or parameter name) or index.
   void add_container(ContainerKind kind, size_t num_children);

@@ -144,3 +144,24 @@ TEST(GraphKeyTest, ClearKeepsCapacityAndEqualitySemantics) {
 
 }  // namespace
 }  // namespace aitune
+
+namespace aitune {
+namespace {
+
+TEST(GraphKeyFromTokens, RebuildsAnEqualKeyWithTheSameHash) {
+  GraphKey key;
+  key.add_container(ContainerKind::kArguments, 2);
+  key.add_key("x");
+  key.add_key("mask");
+  key.add_tensor(4);
+  key.add_value(stable_hash("abc"));
+  GraphKey copy = GraphKey::from_tokens(key.tokens());
+  EXPECT_EQ(copy, key);
+  EXPECT_EQ(copy.hash(), key.hash());
+  std::vector<uint64_t> changed = key.tokens();
+  changed.back() ^= 1;
+  EXPECT_NE(GraphKey::from_tokens(changed), key);
+}
+
+}  // namespace
+}  // namespace aitune

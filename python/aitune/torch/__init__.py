@@ -2,6 +2,9 @@
 
 from aitune._native import _C  # noqa: F401 - fails early with a clear message on a torch mismatch
 from aitune.torch import backend, tune_strategy
+from aitune.torch.checkpoint.load import load
+from aitune.torch.checkpoint.save import save
+from aitune.torch.checkpoint.storage import LocalTorchStorage
 from aitune.torch.config import aitune_cache_dir, config
 from aitune.torch.dataloader import DataLoaderFactory
 from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
@@ -21,6 +24,7 @@ __all__ = [
     "DataLoaderFactory",
     "DynamicDim",
     "FirstWinsStrategy",
+    "LocalTorchStorage",
     "LatencyBudgetStrategy",
     "MaxThroughputStrategy",
     "MinLatencyStrategy",
@@ -30,6 +34,8 @@ __all__ = [
     "aitune_cache_dir",
     "backend",
     "config",
+    "load",
+    "save",
     "tune",
     "tune_strategy",
 ]

@@ -76,7 +76,14 @@ class BackendConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BackendConfig:
-        return cls(**data)
+        """Inverse of to_dict(): dtypes saved as "torch.float16" come back as torch dtypes."""
+        values = {}
+        for key, value in data.items():
+            if isinstance(value, str) and value.startswith("torch.") and isinstance(getattr(torch, value[6:], None),
+                                                                                   torch.dtype):
+                value = getattr(torch, value[6:])
+            values[key] = value
+        return cls(**values)
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()

@@ -148,6 +148,7 @@ class GraphSpec:
         self.dynamic_shapes = dynamic_shapes
         self.llm_phase = llm_phase
         self.samples: list[Sample] = []
+        self.reference_outputs: list[Any] = []  # eager outputs of the samples (host), set when tuning
         self.num_calls = 0
 
     @property

@@ -224,6 +224,20 @@ class Module(wrapt.CallableObjectProxy):
         if not any(backend.is_jit for _, backend in selected) and policy == "raise":
             module.to(config.device_after_tuning)  # no backend needs the weights (SPEC §3.1)
 
+    def _restore_tuned(self, graphs: list[GraphSpec], backends: list, strict: bool) -> None:
+        """Puts a loaded checkpoint's graphs and active backends in place (ait.load)."""
+        recorder = self._self_recorder
+        recorder.graphs = list(graphs)
+        recorder._by_key = {}
+        for graph in graphs:
+            recorder._by_key.setdefault(graph.key, []).append(graph)
+        policy = self._self_fallback_policy or config.fallback_policy
+        self._self_tuned = TunedModule(self._self_name, recorder, backends, self._self_original_forward, policy, strict)
+        self._self_state = ModuleState.TUNED
+        self._self_dispatch = self._self_tuned.dispatcher
+        if not any(backend.is_jit for _, backend in backends) and policy == "raise":
+            self.__wrapped__.to(config.device_after_tuning)
+
     def __repr__(self) -> str:
         return f"aitune.Module(name={self._self_name!r}, state={self._self_state.name}, module={self.__wrapped__!r})"
 

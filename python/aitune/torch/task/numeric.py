@@ -21,14 +21,19 @@ from aitune.torch.validation import NumericTolerance
 logger = logging.getLogger("aitune")
 
 
-def reference_outputs(forward: Any, data: list[Sample]) -> list[Any]:
+def reference_outputs(forward: Any, data: list[Sample], raw: list[Any] | None = None) -> list[Any]:
     """Eager outputs of every stored sample, computed once per graph before any candidate,
-    without autocast, kept in host memory."""
+    without autocast, kept in host memory. `raw` receives the outputs themselves (host copies)
+    for checkpoints (`aitune run --check` compares against them)."""
     refs = []
     with torch.no_grad():
         for sample in data:
             args, kwargs = copy.deepcopy((sample.args, sample.kwargs))
             output = forward(*args, **kwargs)
+            if raw is not None:
+                from aitune.torch.utils.tensors import map_nested_tensors
+
+                raw.append(map_nested_tensors(output, lambda t: t.detach().to("cpu", copy=True)))
             _, leaves = _C.flatten_value(output)
             refs.append({(semantic_path(s) if s else ()): (_to_host(v), access_path(s, "output"), t)
                          for s, v, t, _ in leaves})

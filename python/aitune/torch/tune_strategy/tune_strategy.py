@@ -137,7 +137,8 @@ class TuneStrategy(abc.ABC):
         if self._find_max_batch_size and graph.has_batch_axis() and data:
             self._search_max_batch_size(ctx)
         if self._correctness_check and self._numeric_check and data:
-            ctx.refs = reference_outputs(ctx.forward, data)
+            graph.reference_outputs = []
+            ctx.refs = reference_outputs(ctx.forward, data, graph.reference_outputs)
         self._pre_tune(ctx)
         backend = self._tune(ctx)
         self._post_tune(ctx, backend)

@@ -252,6 +252,16 @@ class TorchInductorAotBackend(Backend):
         self._run_device = torch.device(self._runner.device)
 
     @classmethod
+    def from_checkpoint(cls, config: TorchInductorAotBackendConfig, artifacts: dict[str, Path], graph: GraphSpec,
+                        device: Any) -> TorchInductorAotBackend:
+        """A backend loaded from a checkpoint's extracted `model.pt2` (ait.load)."""
+        backend = cls.from_package(artifacts["package"], device, graph=graph, config=config)
+        if getattr(config, "use_cuda_graphs", False) and torch.device(device).type == "cuda":
+            backend._graph_spec = graph
+            backend._start_cuda_graphs()
+        return backend
+
+    @classmethod
     def from_package(cls, path: Path | str, device: Any = "cpu", graph: GraphSpec | None = None,
                      config: TorchInductorAotBackendConfig | None = None) -> TorchInductorAotBackend:
         """An active backend serving an existing `model.pt2`. With `graph`, calls are bound to

@@ -1,0 +1,174 @@
+#include "checkpoint/extraction_cache.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace aitune {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "aitune-cache-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_all(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+class ExtractionCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto writer = ArchiveWriter::create(dir_ / "model.ait");
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer->add_bytes("modules/0/graphs/0/backend/model.pt2", std::string(5000, 'p')).ok());
+    ASSERT_TRUE(writer->add_bytes("modules/0/graphs/0/backend/model_raw.onnx", "onnx-graph").ok());
+    ASSERT_TRUE(writer->add_bytes("weights/root.safetensors", "weights").ok());
+    files_ = writer->files();
+    ASSERT_TRUE(writer->finish(R"({"format_version": 1})").ok());
+    auto reader = ArchiveReader::open(dir_ / "model.ait");
+    ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+    reader_.emplace(std::move(reader).value());
+    root_ = dir_ / "cache/checkpoints";
+    // Only what needs a path is extracted; the safetensors stays in the mapped archive.
+    wanted_ = {files_[0], files_[1]};
+  }
+
+  std::string extract(bool verify_full) {
+    auto out = extract_all(*reader_, wanted_, root_, verify_full);
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    return out.ok() ? *out : "";
+  }
+
+  TempDir dir_;
+  std::vector<FileRecord> files_, wanted_;
+  std::optional<ArchiveReader> reader_;
+  std::string root_;
+};
+
+TEST_F(ExtractionCacheTest, MissExtractsEveryListedFileAndWritesMarker) {
+  const std::string out = extract(false);
+  EXPECT_EQ(out, root_ + "/" + reader_->digest());
+  EXPECT_EQ(read_all(out + "/modules/0/graphs/0/backend/model.pt2"), std::string(5000, 'p'));
+  EXPECT_EQ(read_all(out + "/modules/0/graphs/0/backend/model_raw.onnx"), "onnx-graph");
+  EXPECT_FALSE(fs::exists(out + "/weights/root.safetensors"));
+  EXPECT_TRUE(fs::exists(out + "/.complete"));
+  EXPECT_EQ(read_all(out + "/.complete"), reader_->digest() + "\n2\n");
+  EXPECT_TRUE(fs::exists(root_ + "/" + reader_->digest() + ".lock"));
+  // No temp files left behind.
+  for (const auto& e : fs::recursive_directory_iterator(out)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+}
+
+TEST_F(ExtractionCacheTest, HitReusesTheFolder) {
+  const std::string out = extract(false);
+  write_all(out + "/sentinel", "kept on a hit");  // a re-extraction would clear it
+  EXPECT_EQ(extract(false), out);
+  EXPECT_TRUE(fs::exists(out + "/sentinel"));
+  EXPECT_EQ(extract(true), out);
+  EXPECT_TRUE(fs::exists(out + "/sentinel"));
+}
+
+TEST_F(ExtractionCacheTest, DamagedHitIsExtractedAgain) {
+  const std::string out = extract(false);
+  const std::string onnx = out + "/modules/0/graphs/0/backend/model_raw.onnx";
+
+  // Wrong size: the fast check notices.
+  write_all(out + "/sentinel", "x");
+  write_all(onnx, "short");
+  EXPECT_EQ(extract(false), out);
+  EXPECT_EQ(read_all(onnx), "onnx-graph");
+  EXPECT_FALSE(fs::exists(out + "/sentinel"));
+
+  // Same size, different bytes: only the full check notices.
+  write_all(out + "/sentinel", "x");
+  write_all(onnx, "ONNX-GRAPH");
+  EXPECT_EQ(extract(false), out);
+  EXPECT_EQ(read_all(onnx), "ONNX-GRAPH");
+  EXPECT_EQ(extract(true), out);
+  EXPECT_EQ(read_all(onnx), "onnx-graph");
+  EXPECT_FALSE(fs::exists(out + "/sentinel"));
+
+  // Missing file, missing marker (an interrupted extraction), wrong marker.
+  fs::remove(onnx);
+  EXPECT_EQ(extract(false), out);
+  EXPECT_EQ(read_all(onnx), "onnx-graph");
+  write_all(out + "/sentinel", "x");
+  fs::remove(out + "/.complete");
+  EXPECT_EQ(extract(false), out);
+  EXPECT_TRUE(fs::exists(out + "/.complete"));
+  EXPECT_FALSE(fs::exists(out + "/sentinel"));
+  write_all(out + "/sentinel", "x");
+  write_all(out + "/.complete", "something else\n");
+  EXPECT_EQ(extract(false), out);
+  EXPECT_FALSE(fs::exists(out + "/sentinel"));
+}
+
+TEST_F(ExtractionCacheTest, ConcurrentExtractorsAgree) {
+  std::vector<std::string> outs(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto out = extract_all(*reader_, wanted_, root_, i % 2 == 0);
+      outs[i] = out.ok() ? *out : out.status().to_string();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& o : outs) EXPECT_EQ(o, root_ + "/" + reader_->digest());
+  EXPECT_EQ(read_all(outs[0] + "/modules/0/graphs/0/backend/model.pt2"), std::string(5000, 'p'));
+}
+
+TEST_F(ExtractionCacheTest, BadRecordsFailWithoutMarker) {
+  auto bad = wanted_;
+  bad[1].sha256 = std::string(64, '0');
+  auto out = extract_all(*reader_, bad, root_, false);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(out.status().message(),
+            "Failed to verify SHA hashes for files: ['modules/0/graphs/0/backend/model_raw.onnx']");
+  EXPECT_FALSE(fs::exists(root_ + "/" + reader_->digest() + "/.complete"));
+
+  auto ghost = wanted_;
+  ghost.push_back({"../../outside", 1, std::string(64, '0')});
+  out = extract_all(*reader_, ghost, root_, false);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kCorrupt);
+  EXPECT_FALSE(fs::exists(dir_ / "outside"));
+
+  auto marker = wanted_;
+  marker.push_back({".complete", 1, std::string(64, '0')});
+  EXPECT_EQ(extract_all(*reader_, marker, root_, false).status().code(), StatusCode::kInvalidArgument);
+
+  // A good call afterwards still works.
+  EXPECT_EQ(extract(false), root_ + "/" + reader_->digest());
+}
+
+}  // namespace
+}  // namespace aitune

@@ -1,0 +1,485 @@
+#include "checkpoint/zip_archive.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace aitune {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "aitune-zip-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_all(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+uint16_t le16(const std::string& b, size_t at) {
+  return static_cast<uint16_t>(static_cast<unsigned char>(b[at]) | (static_cast<unsigned char>(b[at + 1]) << 8));
+}
+uint32_t le32(const std::string& b, size_t at) { return le16(b, at) | (static_cast<uint32_t>(le16(b, at + 2)) << 16); }
+void set16(std::string& b, size_t at, uint16_t v) {
+  b[at] = static_cast<char>(v & 0xFF);
+  b[at + 1] = static_cast<char>(v >> 8);
+}
+void set32(std::string& b, size_t at, uint32_t v) {
+  set16(b, at, static_cast<uint16_t>(v & 0xFFFF));
+  set16(b, at + 2, static_cast<uint16_t>(v >> 16));
+}
+
+// Bitwise CRC-32, independent of the slice-by-8 code under test.
+uint32_t reference_crc32(std::string_view data) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (unsigned char c : data) {
+    crc ^= c;
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+// One entry as found by walking the raw bytes (local header + central directory record).
+struct RawEntry {
+  std::string name;
+  size_t local_offset, data_offset, central_offset;
+  uint32_t size, crc;
+};
+
+std::vector<RawEntry> walk(const std::string& b) {
+  const size_t end = b.size() - 22;
+  EXPECT_EQ(le32(b, end), 0x06054b50u);
+  const uint16_t count = le16(b, end + 10);
+  size_t p = le32(b, end + 16);
+  EXPECT_EQ(p + le32(b, end + 12), end);
+  std::vector<RawEntry> out;
+  for (uint16_t i = 0; i < count; ++i) {
+    EXPECT_EQ(le32(b, p), 0x02014b50u);
+    RawEntry e;
+    e.name = b.substr(p + 46, le16(b, p + 28));
+    e.central_offset = p;
+    e.local_offset = le32(b, p + 42);
+    e.size = le32(b, p + 24);
+    e.crc = le32(b, p + 16);
+    EXPECT_EQ(le32(b, e.local_offset), 0x04034b50u);
+    e.data_offset = e.local_offset + 30 + le16(b, e.local_offset + 26) + le16(b, e.local_offset + 28);
+    out.push_back(e);
+    p += 46 + le16(b, p + 28) + le16(b, p + 30) + le16(b, p + 32);
+  }
+  return out;
+}
+
+void replace_all(std::string& b, const std::string& from, const std::string& to) {
+  ASSERT_EQ(from.size(), to.size());
+  int n = 0;
+  for (size_t at = b.find(from); at != std::string::npos; at = b.find(from, at + 1), ++n) b.replace(at, to.size(), to);
+  ASSERT_GT(n, 0) << from;
+}
+
+const std::string kManifest = R"({"format": "aitune.checkpoint", "format_version": 1})";
+
+// Writes an archive with a bytes entry, a file entry and an empty entry (+ `extra` bytes entries).
+std::vector<FileRecord> write_sample(const TempDir& dir, const std::string& path,
+                                     const std::vector<std::string>& extra = {}) {
+  std::string big(100000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 7919) % 251);
+  write_all(dir / "plan.src", big);
+  auto writer = ArchiveWriter::create(path);
+  EXPECT_TRUE(writer.ok()) << writer.status().to_string();
+  EXPECT_TRUE(writer->add_bytes("weights/root.safetensors", "hello weights").ok());
+  EXPECT_TRUE(writer->add_file("modules/0/graphs/0/backend/tensorrt/model.plan", dir / "plan.src").ok());
+  EXPECT_TRUE(writer->add_bytes("empty.json", "").ok());
+  for (const auto& name : extra) EXPECT_TRUE(writer->add_bytes(name, "extra:" + name).ok());
+  auto files = writer->files();
+  const Status s = writer->finish(kManifest);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(writer->files().size(), files.size());  // still available after finish
+  return files;
+}
+
+TEST(ZipArchiveTest, RoundTripBytesAndFiles) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  const auto files = write_sample(dir, path);
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(files[0].path, "weights/root.safetensors");
+  EXPECT_EQ(files[0].size, 13u);
+  EXPECT_EQ(files[0].sha256, sha256_hex("hello weights"));
+  EXPECT_EQ(files[1].size, 100000u);
+  EXPECT_EQ(files[1].sha256, sha256_hex(read_all(dir / "plan.src")));
+  EXPECT_EQ(files[2].sha256, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");  // sha256("")
+
+  auto reader = ArchiveReader::open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_EQ(reader->manifest_bytes(), kManifest);
+  EXPECT_EQ(reader->digest(), sha256_hex(kManifest));
+  EXPECT_EQ(reader->entry_names(), (std::vector<std::string>{"manifest.json", "weights/root.safetensors",
+                                                              "modules/0/graphs/0/backend/tensorrt/model.plan",
+                                                              "empty.json"}));
+  EXPECT_EQ(reader->entry_size("empty.json"), 0u);
+  EXPECT_FALSE(reader->entry_size("nope").has_value());
+  ASSERT_TRUE(reader->check_listed(files).ok());
+  auto a = reader->read(files[0].path, files[0]);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(*a, "hello weights");
+  auto b = reader->read(files[1].path, files[1]);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, read_all(dir / "plan.src"));
+  EXPECT_TRUE(reader->read(files[2].path, files[2]).ok());
+
+  // Views stay valid when the reader moves.
+  ArchiveReader moved = std::move(reader).value();
+  EXPECT_EQ(*a, "hello weights");
+  EXPECT_EQ(moved.manifest_bytes(), kManifest);
+
+  ASSERT_TRUE(moved.extract(files[1].path, files[1], dir / "out/deep/model.plan").ok());
+  EXPECT_EQ(read_all(dir / "out/deep/model.plan"), read_all(dir / "plan.src"));
+}
+
+TEST(ZipArchiveTest, ManifestFirstDataAlignedAndValidZipStructure) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  write_sample(dir, path, {"a", "bb/ccc", "d/e/f/g.json"});
+  const std::string b = read_all(path);
+  const auto entries = walk(b);
+  ASSERT_EQ(entries.size(), 7u);
+  EXPECT_EQ(entries[0].name, "manifest.json");
+  EXPECT_EQ(entries[0].local_offset, 0u);
+  size_t expected_offset = 0;
+  for (const auto& e : entries) {
+    EXPECT_EQ(e.local_offset, expected_offset) << e.name;  // archive order = central order
+    EXPECT_EQ(e.data_offset % 64, 0u) << e.name;
+    EXPECT_EQ(le16(b, e.local_offset + 8), 0) << "stored";
+    EXPECT_EQ(le16(b, e.local_offset + 6) & 0x9, 0) << "no encryption, no data descriptor";
+    EXPECT_EQ(b.substr(e.local_offset + 30, e.name.size()), e.name);
+    EXPECT_EQ(le32(b, e.local_offset + 14), e.crc);
+    EXPECT_EQ(le32(b, e.local_offset + 18), e.size);
+    EXPECT_EQ(le32(b, e.local_offset + 22), e.size);
+    EXPECT_EQ(e.crc, reference_crc32(std::string_view(b).substr(e.data_offset, e.size))) << e.name;
+    expected_offset = e.data_offset + e.size;
+  }
+  EXPECT_EQ(b.substr(entries[0].data_offset, entries[0].size), kManifest);
+}
+
+TEST(ZipArchiveTest, FlippedDataByteFailsHashOnlyForThatEntry) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  const auto files = write_sample(dir, path);
+  std::string b = read_all(path);
+  for (const auto& e : walk(b)) {
+    if (e.name == files[1].path) b[e.data_offset + 500] ^= 0x01;
+  }
+  write_all(dir / "tampered.ait", b);
+  auto reader = ArchiveReader::open(dir / "tampered.ait");
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_TRUE(reader->check_listed(files).ok());  // sizes still match; hashes are checked on read
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the remembered hash gives the same verdict
+    auto r = reader->read(files[1].path, files[1]);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kCorrupt);
+    EXPECT_EQ(r.status().message(),
+              "Failed to verify SHA hashes for files: ['modules/0/graphs/0/backend/tensorrt/model.plan']");
+  }
+  EXPECT_FALSE(reader->extract(files[1].path, files[1], dir / "x.plan").ok());
+  EXPECT_FALSE(fs::exists(dir / "x.plan"));
+  EXPECT_TRUE(reader->read(files[0].path, files[0]).ok());
+  FileRecord wrong = files[0];
+  wrong.sha256[0] = wrong.sha256[0] == '0' ? '1' : '0';
+  EXPECT_EQ(reader->read(files[0].path, wrong).status().code(), StatusCode::kCorrupt);
+  FileRecord upper = files[0];
+  for (auto& c : upper.sha256) c = static_cast<char>(std::toupper(c));
+  EXPECT_TRUE(reader->read(files[0].path, upper).ok());
+}
+
+TEST(ZipArchiveTest, TruncatedFileIsCorrupt) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  write_sample(dir, path);
+  const std::string b = read_all(path);
+  for (size_t keep : {size_t{0}, size_t{10}, size_t{21}, b.size() / 2, b.size() - 1}) {
+    write_all(dir / "cut.ait", b.substr(0, keep));
+    auto reader = ArchiveReader::open(dir / "cut.ait");
+    ASSERT_FALSE(reader.ok()) << keep;
+    EXPECT_EQ(reader.status().code(), StatusCode::kCorrupt) << keep << ": " << reader.status().to_string();
+  }
+}
+
+TEST(ZipArchiveTest, UnlistedEntryAndMissingListedEntry) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  const auto files = write_sample(dir, path, {"extra.bin"});
+  auto reader = ArchiveReader::open(path);
+  ASSERT_TRUE(reader.ok());
+  ASSERT_TRUE(reader->check_listed(files).ok());
+  auto shorter = files;
+  shorter.pop_back();
+  Status s = reader->check_listed(shorter);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "Entry 'extra.bin' is not listed in the manifest");
+
+  auto longer = files;
+  longer.push_back({"ghost.bin", 3, sha256_hex("abc")});
+  longer.push_back({"other.bin", 3, sha256_hex("abc")});
+  s = reader->check_listed(longer);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "Failed to verify SHA hashes for files: ['ghost.bin', 'other.bin']");
+  auto missing = reader->read("ghost.bin", longer[files.size()]);
+  EXPECT_EQ(missing.status().message(), "Failed to verify SHA hashes for files: ['ghost.bin']");
+
+  auto resized = files;
+  resized[0].size += 1;
+  s = reader->check_listed(resized);
+  EXPECT_EQ(s.message(), "Failed to verify SHA hashes for files: ['weights/root.safetensors']");
+  EXPECT_EQ(reader->read(resized[0].path, resized[0]).status().code(), StatusCode::kCorrupt);
+}
+
+TEST(ZipArchiveTest, WriterRejectsBadNames) {
+  TempDir dir;
+  auto writer = ArchiveWriter::create(dir / "w.ait");
+  ASSERT_TRUE(writer.ok());
+  for (const char* name : {"../evil", "a/../../evil", "/abs", "a\\b", "a//b", "./a", "a/", "", "C:/x", "..",
+                           "manifest.json"}) {
+    Status s = writer->add_bytes(name, "x");
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name;
+  }
+  EXPECT_EQ(writer->add_file("../evil", dir / "w.ait.tmp-" + std::to_string(::getpid())).code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(writer->add_bytes("ok/..name", "x").ok());  // '..' only as a whole component
+  EXPECT_EQ(writer->add_bytes("ok/..name", "y").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->add_file("f", dir / "does-not-exist").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->files().size(), 1u);
+}
+
+TEST(ZipArchiveTest, CraftedPathEscapesRejectedAtOpen) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  write_sample(dir, path, {"aa/evil", "xabs", "lnk"});
+  const std::string original = read_all(path);
+  struct Case {
+    std::string from, to;
+  };
+  for (const Case& c : {Case{"aa/evil", "../evil"}, Case{"xabs", "/abs"}, Case{"aa/evil", "aa\\evil"}}) {
+    std::string b = original;
+    replace_all(b, c.from, c.to);
+    write_all(dir / "evil.ait", b);
+    auto reader = ArchiveReader::open(dir / "evil.ait");
+    ASSERT_FALSE(reader.ok()) << c.to;
+    EXPECT_EQ(reader.status().code(), StatusCode::kCorrupt);
+    EXPECT_EQ(reader.status().message(), "Entry '" + c.to + "' resolves outside checkpoint");
+  }
+  // A symlink per the Unix mode in the external attributes.
+  std::string b = original;
+  for (const auto& e : walk(b)) {
+    if (e.name == "lnk") set32(b, e.central_offset + 38, 0120777u << 16);
+  }
+  write_all(dir / "link.ait", b);
+  auto reader = ArchiveReader::open(dir / "link.ait");
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().message(), "Entry 'lnk' resolves outside checkpoint");
+}
+
+TEST(ZipArchiveTest, UnsupportedFeaturesAndStructuralDamage) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  write_sample(dir, path, {"last"});
+  const std::string original = read_all(path);
+  const auto entries = walk(original);
+  const auto& plan = entries[2];
+
+  auto open_patched = [&](const std::function<void(std::string&)>& patch) {
+    std::string b = original;
+    patch(b);
+    write_all(dir / "patched.ait", b);
+    return ArchiveReader::open(dir / "patched.ait").status();
+  };
+  Status s = open_patched([&](std::string& b) {
+    set16(b, plan.central_offset + 10, 8);  // deflate
+    set16(b, plan.local_offset + 8, 8);
+  });
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("compressed"), std::string::npos) << s.message();
+
+  s = open_patched([&](std::string& b) { set16(b, plan.central_offset + 8, 1); });  // encrypted
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  s = open_patched([&](std::string& b) { set16(b, plan.central_offset + 8, 1 << 3); });  // data descriptor
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  s = open_patched([&](std::string& b) { set16(b, b.size() - 22 + 10, 0xFFFF); });  // ZIP64 count
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  s = open_patched([&](std::string& b) { set32(b, plan.central_offset + 24, 0xFFFFFFFFu); });  // ZIP64 size
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+
+  // Entry data grown into the next entry's header.
+  s = open_patched([&](std::string& b) {
+    for (size_t at : {plan.central_offset + 20, plan.central_offset + 24, plan.local_offset + 18, plan.local_offset + 22}) {
+      set32(b, at, plan.size + 64);
+    }
+  });
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find("overlap"), std::string::npos) << s.message();
+
+  // Last entry's data past the central directory.
+  s = open_patched([&](std::string& b) {
+    const auto& last = entries.back();
+    for (size_t at : {last.central_offset + 20, last.central_offset + 24, last.local_offset + 18, last.local_offset + 22}) {
+      set32(b, at, last.size + 100000);
+    }
+  });
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+
+  s = open_patched([&](std::string& b) { set32(b, plan.local_offset, 0x12345678); });
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  s = open_patched([&](std::string& b) { set32(b, plan.central_offset, 0x12345678); });
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  s = open_patched([&](std::string& b) { set32(b, b.size() - 22, 0); });  // no end record
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  s = open_patched([&](std::string& b) { b[plan.local_offset + 30] ^= 0x20; });  // local name differs
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  s = open_patched([&](std::string& b) { replace_all(b, "weights/root", "modules/0/gr"); });  // a duplicate-free rename
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  s = open_patched([&](std::string& b) { replace_all(b, "empty.json", std::string("last\0\0\0\0\0\0", 10)); });
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);  // "last\0..." has a NUL: malformed name
+}
+
+TEST(ZipArchiveTest, ManifestMustBeFirstAndReferenceFormatIsRefused) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  write_sample(dir, path, {"manifest.jsox"});
+  std::string b = read_all(path);
+  replace_all(b, "manifest.json", "manifest.jsoy");
+  replace_all(b, "manifest.jsox", "manifest.json");
+  write_all(dir / "second.ait", b);
+  auto reader = ArchiveReader::open(dir / "second.ait");
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(reader.status().message().find("manifest.json is not the first entry"), std::string::npos);
+
+  b = read_all(path);
+  replace_all(b, "manifest.jsox", "manifest.jsoz");
+  replace_all(b, "manifest.json", "state_dict.pt");  // same length
+  write_all(dir / "reference.ait", b);
+  reader = ArchiveReader::open(dir / "reference.ait");
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(reader.status().message().find("reference"), std::string::npos);
+}
+
+TEST(ZipArchiveTest, MissingFileIsNotFound) {
+  TempDir dir;
+  auto reader = ArchiveReader::open(dir / "nope.ait");
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(reader.status().message(), "Checkpoint file not found: " + (dir / "nope.ait"));
+  EXPECT_EQ(ArchiveReader::open(dir / "").status().code(), StatusCode::kInvalidArgument);  // a directory
+}
+
+TEST(ZipArchiveTest, AbandonedOrFailedWriterLeavesNothing) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  std::string temp;
+  {
+    auto writer = ArchiveWriter::create(path);
+    ASSERT_TRUE(writer.ok());
+    temp = writer->temp_path();
+    EXPECT_EQ(temp, path + ".tmp-" + std::to_string(::getpid()));
+    ASSERT_TRUE(writer->add_bytes("a", "x").ok());
+    EXPECT_TRUE(fs::exists(temp));
+  }
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_FALSE(fs::exists(path));
+
+  // The source file changes between add_file and finish.
+  write_all(dir / "src", "original");
+  {
+    auto writer = ArchiveWriter::create(path);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer->add_file("a", dir / "src").ok());
+    write_all(dir / "src", "changed!");
+    Status s = writer->finish(kManifest);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("changed"), std::string::npos) << s.message();
+    EXPECT_FALSE(fs::exists(temp));
+    EXPECT_FALSE(writer->add_bytes("b", "x").ok());
+    EXPECT_FALSE(writer->finish(kManifest).ok());
+  }
+  // The source file disappears.
+  {
+    auto writer = ArchiveWriter::create(path);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer->add_file("a", dir / "src").ok());
+    fs::remove(dir / "src");
+    EXPECT_FALSE(writer->finish(kManifest).ok());
+  }
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_FALSE(fs::exists(path));
+
+  EXPECT_EQ(ArchiveWriter::create(dir / "no/such/dir/x.ait").status().code(), StatusCode::kInvalidArgument);
+
+  // A finished writer replaces an existing file and leaves no temp file.
+  write_all(path, "old contents");
+  {
+    auto writer = ArchiveWriter::create(path);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer->finish("{}").ok());
+    EXPECT_FALSE(writer->finish("{}").ok());
+  }
+  EXPECT_FALSE(fs::exists(temp));
+  auto reader = ArchiveReader::open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_EQ(reader->manifest_bytes(), "{}");
+  EXPECT_TRUE(reader->check_listed({}).ok());
+}
+
+TEST(ZipArchiveTest, ConcurrentReads) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  std::vector<std::string> names;
+  for (int i = 0; i < 16; ++i) names.push_back(std::to_string(i) + ".bin");  // (GCC 12 -Wrestrict false positive on "e" + to_string)
+  const auto files = write_sample(dir, path, names);
+  auto reader = ArchiveReader::open(path);
+  ASSERT_TRUE(reader.ok());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < files.size(); ++k) {
+        const auto& f = files[(k + static_cast<size_t>(t)) % files.size()];
+        if (!reader->read(f.path, f).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace
+}  // namespace aitune

@@ -1,0 +1,1 @@
+"""Checkpoints: one `.ait` file per saved object (SPEC §10)."""

@@ -1,0 +1,53 @@
+"""The environment fingerprint saved in checkpoints and compared on load (SPEC §10.3)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+from typing import Any
+
+import torch
+
+from aitune._native import _C
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def current_fingerprint(device: torch.device | None = None) -> dict[str, Any]:
+    native = json.loads(_C.environment_report()[0])
+    index = device.index if device is not None and device.type == "cuda" and device.index is not None else 0
+    gpu = next((g for g in native["gpus"] if g["index"] == index), None)
+    return {
+        "gpu_name": gpu["name"] if gpu else None,
+        "gpu_sm": gpu["sm"] if gpu else None,
+        "driver_version": native["driver_version"] or None,
+        "cuda_runtime": torch.version.cuda,
+        "torch": torch.__version__,
+        "tensorrt": _version("tensorrt"),
+        "torch_tensorrt": _version("torch-tensorrt"),
+        "onnxruntime": _version("onnxruntime") or _version("onnxruntime-gpu"),
+        "platform": f"{platform.system().lower()}-{platform.machine()}",
+    }
+
+
+def _major(version: str | None) -> str | None:
+    return version.split(".")[0] if version else None
+
+
+def mismatches(saved: dict[str, Any], current: dict[str, Any], requires: list[str], context: str) -> list[tuple]:
+    """(component, saved, current, context) for every required field that differs."""
+    out = []
+    for field in requires:
+        if field == "cuda_major":
+            a, b = _major(saved.get("cuda_runtime")), _major(current.get("cuda_runtime"))
+        else:
+            a, b = saved.get(field), current.get(field)
+        if a != b:
+            out.append((field, a, b, context))
+    return out

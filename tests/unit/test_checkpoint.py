@@ -1,0 +1,236 @@
+"""Save and load (SPEC §10): round trips, tamper cases, nothing half-loaded, no pickle."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+import zipfile
+
+import pytest
+import torch
+
+import aitune.torch as ait
+from aitune import exceptions as errors
+from aitune._native import _C
+from aitune.torch.backend import TorchEagerBackend, TorchInductorAotBackend, TorchInductorJitBackend
+from aitune.torch.module.state import ModuleState
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
+
+
+def _strategy(backend):
+    return ait.OneBackendStrategy(backend).enable_performance_validation(False).enable_find_max_batch_size(False)
+
+
+def _tuned(backend, name="mlp"):
+    model = _mlp()
+    reference = copy.deepcopy(model)
+    m = ait.Module(model, name, strategy=_strategy(backend))
+    ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cpu")
+    return m, reference
+
+
+def _rewrite(src, dst, edit_manifest=None, drop=(), extra=None, replace=None):
+    """Copies an archive entry by entry through the native writer, optionally editing it."""
+    reader = _C.ArchiveReader(str(src))
+    manifest = json.loads(reader.manifest())
+    writer = _C.ArchiveWriter(str(dst))
+    for record in manifest["files"]:
+        if record["path"] in drop:
+            continue
+        data = reader.read(record["path"], record)
+        if replace and record["path"] in replace:
+            data = replace[record["path"]]
+        writer.add_bytes(record["path"], data)
+    for name, data in (extra or {}).items():
+        writer.add_bytes(name, data)
+    if edit_manifest:
+        edit_manifest(manifest)
+    writer.finish(json.dumps(manifest))
+    return dst
+
+
+@pytest.mark.parametrize("backend_factory", [TorchEagerBackend, TorchInductorJitBackend], ids=["eager", "inductor-jit"])
+def test_round_trip_serves_the_same_outputs(tmp_path, backend_factory):
+    m, reference = _tuned(backend_factory())
+    path = ait.save(m, tmp_path / "mlp.ait")
+    assert path.suffix == ".ait" and zipfile.ZipFile(path).namelist()[0] == "manifest.json"
+    loaded = ait.load(_mlp_with_random_weights(), path)
+    assert loaded.state is ModuleState.TUNED
+    for bs in (1, 3):
+        x = torch.randn(bs, 6)
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(x), reference(x), atol=1e-5, rtol=1e-5)
+
+
+def _mlp_with_random_weights():
+    torch.manual_seed(123)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
+
+
+def test_aot_round_trip_needs_no_weights(tmp_path, aoti_loads):
+    m, reference = _tuned(TorchInductorAotBackend())
+    path = ait.save(m, tmp_path / "aot.ait")
+    manifest = json.loads(_C.ArchiveReader(str(path)).manifest())
+    assert manifest["modules"][0]["weights"] is None  # the package bakes the weights in
+    backend = manifest["modules"][0]["graphs"][0]["backend"]
+    assert backend["native"] is True and backend["artifacts"]["package"].endswith("model.pt2")
+    target = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).to("meta")
+    loaded = ait.load(target, path)
+    x = torch.randn(3, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), reference(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def aoti_loads(tmp_path_factory):
+    from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import probe_package_load
+
+    path = tmp_path_factory.mktemp("aoti_probe") / "probe.pt2"
+    exported = torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+    torch._inductor.aoti_compile_and_package(exported, package_path=str(path))
+    try:
+        probe_package_load(path)
+    except RuntimeError as e:
+        pytest.skip(f"AOTInductor packages cannot be loaded in this environment: {e}")
+
+
+def test_loading_never_unpickles(tmp_path, monkeypatch):
+    m, reference = _tuned(TorchEagerBackend())
+    path = ait.save(m, tmp_path / "m.ait")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pickle was used while loading")
+
+    monkeypatch.setattr(pickle, "loads", refuse)
+    monkeypatch.setattr(pickle, "load", refuse)
+    monkeypatch.setattr(torch, "load", refuse)
+    loaded = ait.load(_mlp_with_random_weights(), path)
+    x = torch.randn(2, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), reference(x))
+
+
+def test_default_storage_writes_under_checkpoints(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    m, _ = _tuned(TorchEagerBackend())
+    path = ait.save(m, "model.pt")
+    assert path == tmp_path / "checkpoints" / "model.ait" or path.resolve() == (tmp_path / "checkpoints/model.ait")
+    with pytest.raises(FileExistsError, match="already exists"):
+        ait.save(m, "model.pt", ait.LocalTorchStorage(overwrite_checkpoint_on_tune=False))
+
+
+def test_saving_an_untuned_module_fails():
+    m = ait.Module(_mlp(), "untuned")
+    with pytest.raises(RuntimeError, match="Module is not tuned. Cannot save state_dict."):
+        ait.save(m, "x.ait")
+
+
+def test_pipeline_round_trip(tmp_path):
+    class Pipeline:
+        pass
+
+    m, reference = _tuned(TorchEagerBackend(), name="encoder")
+    pipe = Pipeline()
+    pipe.encoder = m
+    pipe.scale = 2.0
+    path = ait.save(pipe, tmp_path / "pipe.ait")
+    fresh = Pipeline()
+    fresh.encoder = _mlp_with_random_weights()
+    out = ait.load(fresh, path)
+    assert out is fresh and isinstance(fresh.encoder, ait.Module)
+    x = torch.randn(2, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(fresh.encoder(x), reference(x))
+    with pytest.raises(ValueError, match="No tuned modules found in the pipeline"):
+        ait.save(Pipeline(), tmp_path / "empty.ait")
+    other = Pipeline()
+    with pytest.raises(ValueError, match=r"Some modules in the state_dict were not found in the pipeline: \{'encoder'"):
+        ait.load(other, path)
+    with pytest.raises(ValueError, match=r"Some modules in the device_map were not found: \['nope'\]"):
+        ait.load(fresh, path, device_map={"nope": "cpu"})
+
+
+# -- tampering ---------------------------------------------------------------------------------
+@pytest.fixture
+def saved(tmp_path):
+    m, reference = _tuned(TorchEagerBackend())
+    return ait.save(m, tmp_path / "good.ait"), reference
+
+
+def _untouched_after(path, error, match):
+    target = _mlp_with_random_weights()
+    before = copy.deepcopy(target.state_dict())
+    with pytest.raises(error, match=match):
+        ait.load(target, path)
+    assert not isinstance(target, ait.Module)
+    for k, v in target.state_dict().items():
+        assert torch.equal(v, before[k]), "a failed load must leave the module untouched"
+
+
+def test_flipped_byte_is_detected(saved, tmp_path):
+    path, _ = saved
+    data = bytearray(path.read_bytes())
+    reader = _C.ArchiveReader(str(path))
+    manifest = json.loads(reader.manifest())
+    record = next(f for f in manifest["files"] if f["path"].endswith("weights.safetensors"))
+    blob = reader.read(record["path"], record)
+    offset = bytes(data).find(blob)
+    data[offset + len(blob) // 2] ^= 0xFF
+    bad = tmp_path / "flipped.ait"
+    bad.write_bytes(bytes(data))
+    _untouched_after(bad, errors.CorruptCheckpointError, "Failed to verify SHA hashes for files")
+
+
+def test_missing_and_unlisted_entries_are_detected(saved, tmp_path):
+    path, _ = saved
+    manifest = json.loads(_C.ArchiveReader(str(path)).manifest())
+    weights = next(f["path"] for f in manifest["files"] if f["path"].endswith("weights.safetensors"))
+    missing = _rewrite(path, tmp_path / "missing.ait", drop=(weights,),
+                       edit_manifest=lambda m: m.update(files=manifest["files"]))
+    _untouched_after(missing, errors.CorruptCheckpointError, "Failed to verify SHA hashes for files")
+    unlisted = _rewrite(path, tmp_path / "unlisted.ait", extra={"modules/0/evil.bin": b"x"},
+                        edit_manifest=lambda m: m.update(files=manifest["files"]))
+    _untouched_after(unlisted, errors.CorruptCheckpointError, "is not listed in the manifest")
+
+
+def test_unknown_format_version_and_truncation(saved, tmp_path):
+    path, _ = saved
+    future = _rewrite(path, tmp_path / "future.ait", edit_manifest=lambda m: m.update(format_version=2))
+    _untouched_after(future, errors.UnsupportedCheckpointError,
+                     r"Unsupported checkpoint format_version 2 \(this aitune reads 1\)")
+    truncated = tmp_path / "truncated.ait"
+    truncated.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    _untouched_after(truncated, errors.CorruptCheckpointError, "")
+    with pytest.raises(errors.CheckpointNotFoundError, match="Checkpoint file not found"):
+        ait.load(_mlp(), tmp_path / "nope.ait")
+
+
+def test_reference_format_is_refused(tmp_path):
+    bad = tmp_path / "reference.ait"
+    writer = _C.ArchiveWriter(str(bad))
+    writer.add_bytes("state_dict.pt", b"\x80\x04pickled")
+    writer.finish(json.dumps({"files": writer.files()}))
+    _untouched_after(bad, errors.UnsupportedCheckpointError, "pickled state")
+
+
+def test_incompatible_fingerprint_raises_or_retunes(tmp_path, aoti_loads):
+    from aitune.torch.config import config
+
+    config.device_after_tuning = "cpu"  # keep the weights so the checkpoint can carry them
+    m, reference = _tuned(TorchInductorAotBackend(), name="aotm")
+    path = ait.save(m, tmp_path / "aot.ait", include_weights=True)
+    old = _rewrite(path, tmp_path / "old.ait", edit_manifest=lambda man: man["fingerprint"].update(torch="1.0.0"))
+    target = _mlp()
+    with pytest.raises(errors.IncompatibleCheckpointError) as info:
+        ait.load(target, old)
+    assert ("torch", "1.0.0", torch.__version__) in info.value.mismatches
+    assert "torch: saved 1.0.0, current" in str(info.value)
+    loaded = ait.load(_mlp(), old, on_incompatible="retune")
+    x = torch.randn(2, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), reference(x), atol=1e-5, rtol=1e-5)

@@ -59,14 +59,36 @@ def _backend_entry(backend: Backend, writer: Any, prefix: str, device: torch.dev
             writer.add_file(name, str(value.path))
             artifacts[key] = name
             del data[key]
+    native = backend.native_runner() if artifacts and not backend.is_jit else None
     return {
         "class": data.pop("class"), "config": data.pop("config"), "extra": data,
+        # For runtimes without Python (C++ Runtime, CLI): which tensor input feeds each native
+        # input, and the access path of each native output.
+        "input_order": list(native[1]) if native else None,
+        "output_paths": _output_paths(native, backend) if native else None,
         "precision_class": backend.precision_class, "is_jit": backend.is_jit,
         "native": bool(artifacts) and not backend.is_jit,
         "runtime": {"use_cuda_graphs": bool(getattr(backend.config, "use_cuda_graphs", False))},
         "profiles": backend.input_profile(), "artifacts": artifacts, "requires": _requires(backend, device),
         "device": str(backend.device) if backend.device is not None else None,
     }
+
+
+def _output_paths(native: tuple, backend: Backend) -> list[str]:
+    _, _, rebuild = native
+    if rebuild is None:
+        return ["output"]
+    count = backend.num_native_outputs()
+    # Rebuilding integer placeholders shows where each native output lands in the structure.
+    probe = rebuild(list(range(count)))
+    _, leaves = _C.flatten_value(probe)
+    paths: dict[int, str] = {}
+    from aitune.torch.module.locator import access_path
+
+    for steps, value, _, _ in leaves:
+        if isinstance(value, int):
+            paths[value] = access_path(steps, "output")
+    return [paths[i] for i in sorted(paths)]
 
 
 def save(module: Any, path: str | Path, storage: LocalTorchStorage | None = None, *, include_samples: bool = True,

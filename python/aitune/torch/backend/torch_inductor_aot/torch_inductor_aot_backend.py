@@ -312,6 +312,9 @@ class TorchInductorAotBackend(Backend):
         single = self._out_spec is not None and self._out_spec.is_leaf()  # the dispatcher returns it as is
         return self._runner, list(self._input_order), None if single else self._rebuild
 
+    def num_native_outputs(self) -> int:
+        return self._out_spec.num_leaves
+
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
         """Per graph tensor input (graph.input_spec.tensors order): (min shape, max shape)
         the package accepts; None in a max shape means no upper bound (SPEC §4.2 profile)."""

@@ -1,0 +1,152 @@
+// The pure-C++ runtime (SPEC §11.1): loads an aitune checkpoint (`.ait`) and serves its tuned
+// modules without Python. Only natively runnable graphs (AOTInductor packages, for now) run here;
+// graphs whose backend needs Python report kBackendUnavailable.
+//
+// Never throws: every fallible call returns Status / StatusOr; torch exceptions are caught.
+// Thread-safety: load() is not to be raced on one path with itself in-process (the extraction
+// cache serialises processes); ModuleHandle::run may be called from several threads at once.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+
+namespace aitune {
+
+class ArchiveReader;
+class AotiRunner;
+struct FileRecord;
+
+using Value = std::variant<std::monostate, at::Tensor, bool, int64_t, double, std::string>;
+// Keyed by a leaf's semantic form ("x", "('options', 'mask')"), its access form
+// (`options["mask"]`) or its tensor name (`input_options_mask`).
+using Inputs = std::map<std::string, Value>;
+
+struct Outputs {
+  std::vector<std::pair<std::string, at::Tensor>> items;  // (access path, tensor), native output order
+  const at::Tensor* find(std::string_view access_path) const;
+};
+
+struct LoadOptions {
+  int device_index = 0;   // CUDA device for CUDA artifacts; -1: CPU
+  std::string cache_dir;  // empty: $AITUNE_CACHE_DIR or ~/.cache/aitune
+  bool verify_full = false;         // re-hash cached artifacts on an extraction-cache hit
+  bool allow_incompatible = false;  // load despite fingerprint mismatches (graphs keep the mismatch text)
+  bool load_runners = true;         // false: verify and describe only (aitune inspect)
+};
+
+// One leaf of an input or output spec (SPEC §2.2).
+struct LeafInfo {
+  std::string semantic_path;  // display form: "x" or "('options', 'mask')"
+  std::string access_path;    // `options["mask"]`
+  std::string name;           // tensor name `input_options_mask`; empty for constants
+  bool is_tensor = true;
+  std::vector<std::string> shape;  // per axis: a number or a dynamic-axis name ("batch0")
+  std::vector<std::string> axis_kinds;
+  std::vector<int64_t> min_shape;
+  std::vector<int64_t> max_shape;
+  std::string dtype;   // "float32"
+  nlohmann::json value;  // constants: the recorded skeleton node
+};
+
+struct ProfileRange {
+  std::vector<int64_t> min;
+  std::vector<std::optional<int64_t>> max;  // nullopt: unbounded
+};
+
+struct GraphInfo {
+  std::string name;
+  std::string backend_class;  // qualified Python class name
+  std::string backend_name;   // short class name
+  nlohmann::json backend_config;
+  std::string precision_class;  // "fp32", ...
+  bool native = false;
+  std::string not_native_reason;  // empty when native
+  std::string incompatible;       // fingerprint mismatches (one per line) when loaded with allow_incompatible
+  std::string device;             // the backend's saved device: "cpu", "cuda:0"
+  std::vector<LeafInfo> inputs;
+  std::vector<LeafInfo> outputs;
+  std::vector<ProfileRange> profiles;  // per tensor input leaf, in tensor-leaf order; empty: no hard range
+  std::vector<int> input_order;        // tensor-leaf index feeding each native input
+  std::vector<std::string> output_paths;
+  std::vector<std::string> samples;  // entry prefixes
+  std::vector<std::string> required_fields;  // the manifest's "requires"
+};
+
+// A stored sample of a graph: its tensor inputs keyed by tensor name, and the eager reference
+// output (access path -> tensor; empty when not stored).
+struct StoredSample {
+  Inputs inputs;
+  std::vector<std::pair<std::string, at::Tensor>> reference;
+  int64_t batch_size = 0;
+};
+
+class Runtime;
+
+class ModuleHandle {
+ public:
+  ~ModuleHandle();
+  const std::string& name() const { return name_; }
+  const std::vector<GraphInfo>& graphs() const { return graphs_; }
+
+  // Selects the graph whose tensor inputs match `inputs` (names and ranks), checks dtypes and
+  // the profile ranges, runs it. kGraphNotFound, kBackendUnavailable, kProfileShape,
+  // kBackendError.
+  StatusOr<Outputs> run(const Inputs& inputs) const;
+  // Same, on a named graph.
+  StatusOr<Outputs> run_graph(const std::string& graph, const Inputs& inputs) const;
+  // Stored sample `index` of `graph` (kNotFound when absent).
+  StatusOr<StoredSample> sample(const std::string& graph, size_t index) const;
+
+ private:
+  friend class Runtime;
+  ModuleHandle() = default;
+  StatusOr<Outputs> run_index(size_t graph_index, const std::vector<at::Tensor>& tensors) const;
+  // Tensor inputs of graph `g` in tensor-leaf order, or an explanation why they do not fit.
+  StatusOr<std::vector<at::Tensor>> bind(size_t g, const Inputs& inputs, bool check_ranks) const;
+
+  std::string name_;
+  std::vector<GraphInfo> graphs_;
+  std::vector<std::unique_ptr<AotiRunner>> runners_;  // per graph; null when not native / not loaded
+  const Runtime* runtime_ = nullptr;
+};
+
+class Runtime {
+ public:
+  static StatusOr<std::unique_ptr<Runtime>> load(const std::string& path, const LoadOptions& options);
+  ~Runtime();
+
+  std::vector<std::string> modules() const;
+  StatusOr<const ModuleHandle*> module(const std::string& name) const;
+  const nlohmann::json& manifest() const { return manifest_; }
+  const nlohmann::json& fingerprint() const;
+  const std::string& path() const { return path_; }
+  std::vector<FileRecord> files() const;
+  // Reads and verifies an entry's bytes (SHA-256 against the manifest).
+  StatusOr<std::string_view> read_entry(const std::string& entry) const;
+  // Verifies the SHA-256 of every listed entry.
+  Status verify_all() const;
+
+ private:
+  Runtime() = default;
+  std::string path_;
+  nlohmann::json manifest_;
+  std::unique_ptr<ArchiveReader> reader_;
+  std::vector<std::unique_ptr<ModuleHandle>> modules_;
+};
+
+// The current environment as a SPEC §10.3 fingerprint (for device_index's GPU, when any).
+nlohmann::json current_fingerprint(int device_index);
+
+}  // namespace aitune

@@ -58,3 +58,6 @@ has demo && step demo $PY -m aitune.torch.examples.demo
 if [ -n "$ZOO_MODELS" ]; then
   step zoo $PY benchmarks/zoo.py --models $ZOO_MODELS --out "$OUT/zoo.json"
 fi
+if has roundtrip; then
+  step roundtrip $PY benchmarks/checkpoint_roundtrip.py --out "$OUT/roundtrip.json"
+fi

@@ -8,6 +8,7 @@ from aitune.torch.checkpoint.storage import LocalTorchStorage
 from aitune.torch.config import aitune_cache_dir, config
 from aitune.torch.dataloader import DataLoaderFactory
 from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
+from aitune.torch.inspecting import InspectedModulesInfo, inspect, wrap
 from aitune.torch.module.wrapper import Module
 from aitune.torch.tune_strategy import (
     FirstWinsStrategy,
@@ -24,6 +25,7 @@ __all__ = [
     "DataLoaderFactory",
     "DynamicDim",
     "FirstWinsStrategy",
+    "InspectedModulesInfo",
     "LocalTorchStorage",
     "LatencyBudgetStrategy",
     "MaxThroughputStrategy",
@@ -34,8 +36,10 @@ __all__ = [
     "aitune_cache_dir",
     "backend",
     "config",
+    "inspect",
     "load",
     "save",
     "tune",
     "tune_strategy",
+    "wrap",
 ]

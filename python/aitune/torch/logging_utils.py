@@ -19,10 +19,23 @@ logger = logging.getLogger("aitune")
 _FORMAT = "%(asctime)s - %(levelname)s - %(message)s"
 
 
+class _CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at emit time, so a handler created while stderr was
+    redirected (pytest, notebooks) never writes to a closed stream later."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def setup_logging() -> None:
     """Gives the `aitune` logger one stderr handler (once) and INFO level if unset."""
     if not any(getattr(h, "_aitune", False) for h in logger.handlers):
-        handler = logging.StreamHandler()
+        handler = _CurrentStderrHandler()
         handler.setFormatter(logging.Formatter(_FORMAT))
         handler._aitune = True  # type: ignore[attr-defined]
         logger.addHandler(handler)

@@ -1,0 +1,258 @@
+"""Discovery of the ``nn.Module`` instances reachable from an object, and forward timing hooks
+(SPEC §1.1 ``ait.inspect``).
+
+The traversal is breadth-first from ``obj`` over instance attributes (``vars()`` and
+``__slots__``), dict values, list/tuple items and an ``nn.Module``'s children, down to
+``max_depth``. Every module is registered once, under the shortest path that reaches it
+(the first reference found wins). Paths read like Python: ``text_encoder.layers[0]``,
+``heads[1]``, ``blocks['proj']``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import types
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+
+logger = logging.getLogger("aitune")
+
+DEBUG_ENV = "AITUNE_INSPECT_DEBUG"
+DEBUG_RAISE_ENV = "AITUNE_INSPECT_DEBUG_RAISE"
+
+# Leaves: never descended into.
+_LEAF_TYPES = (
+    str, bytes, bytearray, int, float, complex, bool, type(None), range, slice,
+    torch.Tensor, torch.dtype, torch.device, torch.Size,
+    type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+    types.BuiltinMethodType, types.CodeType, types.FrameType, types.GeneratorType,
+    set, frozenset,
+)
+
+
+def unwrap(module: Any) -> Any:
+    """The ``nn.Module`` behind an ``ait.Module`` proxy (the module itself otherwise)."""
+    from aitune.torch.module.wrapper import Module
+
+    return module.__wrapped__ if isinstance(module, Module) else module
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a value lives: ``container[key]`` (``kind`` "item") or ``container.key`` ("attr")."""
+
+    kind: str  # "root" | "attr" | "item"
+    container: Any
+    key: Any
+
+
+@dataclass
+class FoundModule:
+    """One discovered module: its path, depth and the modules above it on that path."""
+
+    name: str
+    module: torch.nn.Module
+    depth: int
+    location: Location
+    ancestors: tuple[int, ...]  # ids of the modules on the path from the root, outermost first
+
+
+def _join(prefix: str, kind: str, key: Any) -> str:
+    if kind == "attr":
+        return f"{prefix}.{key}" if prefix else str(key)
+    return f"{prefix}[{key!r}]" if not isinstance(key, int) else f"{prefix}[{key}]"
+
+
+def _root_name(obj: Any) -> str:
+    return type(obj).__name__ if isinstance(obj, torch.nn.Module) else ""
+
+
+def _is_leaf(value: Any) -> bool:
+    if isinstance(value, _LEAF_TYPES):
+        return True
+    module = type(value).__module__ or ""
+    if module == "builtins" and not isinstance(value, (Mapping, list, tuple)):
+        return True
+    try:
+        import numpy as np
+
+        if isinstance(value, (np.ndarray, np.generic)):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return False
+
+
+def _module_children(module: torch.nn.Module) -> Iterator[tuple[str, Any, Any]]:
+    """``(kind, key, value)`` for an ``nn.Module``: its children, then its public plain attributes."""
+    indexed = isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential))
+    for child_name, child in module.named_children():
+        if indexed and child_name.isdigit():
+            yield "item", int(child_name), child
+        elif isinstance(module, torch.nn.ModuleDict):
+            yield "item", child_name, child
+        else:
+            yield "attr", child_name, child
+    # Plain attributes (e.g. a Python list of modules) are not children; nn.Module's own
+    # bookkeeping (_modules, _parameters, hooks, ...) starts with "_" and is skipped.
+    for attr, value in vars(module).items():
+        if attr.startswith("_") or attr == "training":
+            continue
+        yield "attr", attr, value
+
+
+def _object_children(obj: Any) -> Iterator[tuple[str, Any, Any]]:
+    if isinstance(obj, Mapping):
+        for key, value in list(obj.items()):
+            yield "item", key, value
+        return
+    if isinstance(obj, (list, tuple)):
+        for index, value in enumerate(obj):
+            yield "item", index, value
+        return
+    attrs = getattr(obj, "__dict__", None)
+    if isinstance(attrs, Mapping):
+        for attr, value in list(attrs.items()):
+            if attr.startswith("__"):
+                continue
+            yield "attr", attr, value
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for attr in (slots,) if isinstance(slots, str) else slots:
+            if attr.startswith("__") or attr in ("__dict__", "__weakref__"):
+                continue
+            try:
+                value = getattr(obj, attr)
+            except AttributeError:
+                continue  # an unset slot
+            yield "attr", attr, value
+
+
+def find_modules(obj: Any, max_depth: int = 5) -> list[FoundModule]:
+    """All ``nn.Module`` instances reachable from ``obj`` within ``max_depth`` steps, breadth first."""
+    debug, debug_raise = _env_flag(DEBUG_ENV), _env_flag(DEBUG_RAISE_ENV)
+    found: dict[int, FoundModule] = {}
+    seen: set[int] = set()
+    # (value, display name, path prefix for its children, depth, location, module ancestors);
+    # the root is named by its class, and paths below it start from its attributes.
+    queue: deque = deque([(obj, _root_name(obj), "", 0, Location("root", None, None), ())])
+    while queue:
+        value, name, prefix, depth, location, ancestors = queue.popleft()
+        is_module = isinstance(value, torch.nn.Module)
+        key = id(unwrap(value)) if is_module else id(value)
+        if key in seen:
+            if debug:
+                logger.info("inspect: %s already visited; skipping", name or "<root>")
+            continue
+        seen.add(key)
+        if is_module:
+            found[key] = FoundModule(name, value, depth, location, ancestors)
+            if debug:
+                logger.info("inspect: found module %s (%s) at depth %d", name or "<root>", type(value).__name__, depth)
+            ancestors = ancestors + (key,)
+        if depth >= max_depth:
+            continue
+        try:
+            children = list(_module_children(value) if is_module else _object_children(value))
+        except Exception as error:  # e.g. a custom Mapping or descriptor that raises
+            if debug_raise:
+                raise
+            if debug:
+                logger.info("inspect: cannot traverse %s (%s: %s); skipping", name or "<root>",
+                            type(error).__name__, error)
+            continue
+        for kind, child_key, child in children:
+            if _is_leaf(child):
+                continue
+            child_location = Location(kind, value, child_key)
+            child_name = _join(prefix, kind, child_key)
+            if debug:
+                logger.debug("inspect: visiting %s (%s) at depth %d", child_name, type(child).__name__, depth + 1)
+            queue.append((child, child_name, child_name, depth + 1, child_location, ancestors))
+    return list(found.values())
+
+
+@dataclass
+class ModuleStats:
+    calls: int = 0
+    top_calls: int = 0  # calls made while no other inspected module was running
+    total_time: float = 0.0
+
+
+class ForwardTimer:
+    """Counts and times the forwards of ``modules`` through forward pre/post hooks.
+
+    Times are wall-clock ``perf_counter`` seconds, with ``torch.cuda.synchronize()`` on both
+    sides of a forward when CUDA is in use. Use as a context manager: the hooks are removed
+    on exit, also when the run raises.
+    """
+
+    def __init__(self, modules: list[torch.nn.Module]) -> None:
+        self.modules = [unwrap(m) for m in modules]
+        self.stats: dict[int, ModuleStats] = {id(m): ModuleStats() for m in self.modules}
+        self.enabled = False
+        self._stack: list[tuple[int, float]] = []
+        self._handles: list[Any] = []
+        self._sync = torch.cuda.is_available() and torch.cuda.is_initialized()
+
+    def _synchronize(self) -> None:
+        if self._sync or (torch.cuda.is_available() and torch.cuda.is_initialized()):
+            self._sync = True
+            torch.cuda.synchronize()
+
+    def _pre_hook(self, module: torch.nn.Module, args: Any) -> None:
+        self._synchronize()
+        self._stack.append((id(module), time.perf_counter()))
+
+    def _post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        self._synchronize()
+        end = time.perf_counter()
+        # Pop this module's entry (the innermost one; tolerant of a forward that raised).
+        for index in range(len(self._stack) - 1, -1, -1):
+            if self._stack[index][0] == id(module):
+                _, start = self._stack.pop(index)
+                del self._stack[index:]
+                break
+        else:
+            return
+        if not self.enabled:
+            return
+        stats = self.stats[id(module)]
+        stats.calls += 1
+        stats.total_time += end - start
+        if not self._stack:
+            stats.top_calls += 1
+
+    def reset(self) -> None:
+        for stats in self.stats.values():
+            stats.calls = stats.top_calls = 0
+            stats.total_time = 0.0
+
+    def __enter__(self) -> "ForwardTimer":
+        try:
+            for module in self.modules:
+                self._handles.append(module.register_forward_pre_hook(self._pre_hook))
+                self._handles.append(module.register_forward_hook(self._post_hook, always_call=True))
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self._stack.clear()

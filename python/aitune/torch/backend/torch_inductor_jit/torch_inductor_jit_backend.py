@@ -19,7 +19,6 @@ recompiles; when the dynamic variant wins, the specialised one is dropped.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import gc
 import itertools
@@ -33,9 +32,8 @@ import torch
 
 from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
+from aitune.torch.backend.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
-from aitune.torch.backend.torch_eager.torch_eager_backend import _first_float_dtype
-from aitune.torch.utils.tensors import cast_floats as _cast_floats
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_config import TorchInductorJitBackendConfig
 from aitune.torch.module.graph_spec import GraphSpec, Sample
 
@@ -120,7 +118,7 @@ def reset_compiler_caches() -> None:
     gc.collect()
 
 
-class TorchInductorJitBackend(Backend):
+class TorchInductorJitBackend(AutocastMixin, Backend):
     config_class = TorchInductorJitBackendConfig
 
     def __init__(self, config: TorchInductorJitBackendConfig | None = None, *, tolerance: Any = None) -> None:
@@ -188,11 +186,6 @@ class TorchInductorJitBackend(Backend):
         return [key for key, _ in self._compare_calls if key in self._specialised_keys]
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        if not self.config.autocast_enabled:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self._device.type, dtype=self.config.autocast_dtype)
-
     def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
                cache_dir: Path) -> None:
         config = self.config
@@ -212,16 +205,7 @@ class TorchInductorJitBackend(Backend):
             graph_is_dynamic(graph_spec) if graph_spec is not None else False
         )
         self._warmup_calls = self._warmup_inputs(graph_spec, data)
-        if config.autocast_enabled and data:
-            sample = data[0]
-            args, kwargs = copy.deepcopy((sample.args, sample.kwargs))
-            with torch.no_grad():
-                plain = self._forward(*args, **kwargs)
-                with self._autocast():
-                    mixed = self._forward(*args, **kwargs)
-            plain_dtype, mixed_dtype = _first_float_dtype(plain), _first_float_dtype(mixed)
-            if plain_dtype is not None and plain_dtype != mixed_dtype:
-                self._cast_back = plain_dtype
+        self._detect_cast_back(self._forward, data)
         compare = config.dynamic is None and self._dynamic and graph_spec is not None and bool(data)
         if compare:
             self._compare_calls = self._comparison_calls(graph_spec, data)
@@ -419,9 +403,7 @@ class TorchInductorJitBackend(Backend):
                 output = self._route(*args, **kwargs)
             else:
                 output = self._compiled(*args, **kwargs)
-        if self._cast_back is not None:
-            output = _cast_floats(output, self._cast_back)
-        return output
+        return self._cast_output(output)
 
     def _activate(self) -> None:
         if self._module is not None and self._device is not None:

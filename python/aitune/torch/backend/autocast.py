@@ -1,0 +1,51 @@
+"""Autocast for backends that run the module's forward (eager, Inductor JIT): callers keep
+getting the output dtypes eager returns (SPEC §4.2)."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from typing import Any, Callable
+
+import torch
+
+from aitune.torch.utils.tensors import cast_floats
+
+
+def first_float_dtype(obj: Any) -> torch.dtype | None:
+    if isinstance(obj, torch.Tensor):
+        return obj.dtype if obj.is_floating_point() else None
+    values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    for v in values:
+        found = first_float_dtype(v)
+        if found is not None:
+            return found
+    return None
+
+
+class AutocastMixin:
+    """Needs `self.config.autocast_enabled`, `self.config.autocast_dtype` and `self._device`."""
+
+    _cast_back: torch.dtype | None = None
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if not self.config.autocast_enabled:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self._device.type, dtype=self.config.autocast_dtype)
+
+    def _detect_cast_back(self, forward: Callable, data: list) -> None:
+        """Runs sample 0 with and without autocast; when the output dtype changes, outputs are
+        cast back to eager's dtype from then on."""
+        if not self.config.autocast_enabled or not data:
+            return
+        args, kwargs = copy.deepcopy((data[0].args, data[0].kwargs))
+        with torch.no_grad():
+            plain = forward(*args, **kwargs)
+            with self._autocast():
+                mixed = forward(*args, **kwargs)
+        plain_dtype, mixed_dtype = first_float_dtype(plain), first_float_dtype(mixed)
+        if plain_dtype is not None and plain_dtype != mixed_dtype:
+            self._cast_back = plain_dtype
+
+    def _cast_output(self, output: Any) -> Any:
+        return output if self._cast_back is None else cast_floats(output, self._cast_back)

@@ -4,13 +4,20 @@ default configuration, so tests never see each other's modules, builds or settin
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 
-import pytest
+# Nothing a test tunes may land in the user's cache (results store, extraction cache): set
+# before aitune.torch reads its configuration.
+os.environ["AITUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="aitune-tests-")
 
-import aitune.torch as ait
-from aitune.torch import module_registry
-from aitune.torch.backend import TorchEagerBackend
-from aitune.torch.config import config
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import aitune.torch as ait  # noqa: E402
+from aitune.torch import module_registry  # noqa: E402
+from aitune.torch.backend import TorchEagerBackend  # noqa: E402
+from aitune.torch.config import config  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -43,3 +50,18 @@ def aitune_log(caplog):
         yield caplog
     finally:
         logger.removeHandler(caplog.handler)
+
+
+@pytest.fixture(scope="session")
+def aoti_loads(tmp_path_factory):
+    """Skips when torch's own AOTIModelPackageLoader cannot load a package here (on one GPU
+    image the generated model library segfaults in its constructor, with torch's loader too)."""
+    from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import probe_package_load
+
+    path = tmp_path_factory.mktemp("aoti_probe") / "probe.pt2"
+    exported = torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+    torch._inductor.aoti_compile_and_package(exported, package_path=str(path))
+    try:
+        probe_package_load(path)
+    except RuntimeError as e:
+        pytest.skip(f"AOTInductor packages cannot be loaded in this environment: {e}")

@@ -86,19 +86,6 @@ def test_aot_round_trip_needs_no_weights(tmp_path, aoti_loads):
         torch.testing.assert_close(loaded(x), reference(x), atol=1e-5, rtol=1e-5)
 
 
-@pytest.fixture(scope="module")
-def aoti_loads(tmp_path_factory):
-    from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import probe_package_load
-
-    path = tmp_path_factory.mktemp("aoti_probe") / "probe.pt2"
-    exported = torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
-    torch._inductor.aoti_compile_and_package(exported, package_path=str(path))
-    try:
-        probe_package_load(path)
-    except RuntimeError as e:
-        pytest.skip(f"AOTInductor packages cannot be loaded in this environment: {e}")
-
-
 def test_loading_never_unpickles(tmp_path, monkeypatch):
     m, reference = _tuned(TorchEagerBackend())
     path = ait.save(m, tmp_path / "m.ait")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -36,19 +35,6 @@ def _tune_and_save(backend, path: Path) -> Path:
                    .enable_find_max_batch_size(False))
     ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cpu")
     return ait.save(m, path)
-
-
-@pytest.fixture(scope="module")
-def aoti_loads(tmp_path_factory):
-    from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import probe_package_load
-
-    path = tmp_path_factory.mktemp("aoti_probe") / "probe.pt2"
-    exported = torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
-    torch._inductor.aoti_compile_and_package(exported, package_path=str(path))
-    try:
-        probe_package_load(path)
-    except RuntimeError as e:
-        pytest.skip(f"AOTInductor packages cannot be loaded in this environment: {e}")
 
 
 @pytest.fixture(scope="module")

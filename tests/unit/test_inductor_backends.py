@@ -34,26 +34,12 @@ from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import (
     PACKAGE_NAME,
     _spec_paths,
     make_export_adapter,
-    probe_package_load,
 )
 from aitune.torch.config import config
 from aitune.torch.global_context import published_batch_size
 from aitune.torch.module.state import ModuleState
 
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
-@pytest.fixture(scope="session")
-def aoti_loads(tmp_path_factory):
-    """Skips when torch's own AOTIModelPackageLoader cannot load a package here (on one GPU
-    image the generated model library segfaults in its constructor, with torch's loader too)."""
-    path = tmp_path_factory.mktemp("aoti_probe") / "probe.pt2"
-    exported = torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
-    torch._inductor.aoti_compile_and_package(exported, package_path=str(path))
-    try:
-        probe_package_load(path)
-    except RuntimeError as e:
-        pytest.skip(f"AOTInductor packages cannot be loaded in this environment: {e}")
 
 
 def _strategy(backend):

@@ -9,7 +9,6 @@ from torch import nn
 import aitune.torch as ait
 from aitune.exceptions import AITuneUserInputError
 from aitune.torch import module_registry
-from aitune.torch.backend import TorchEagerBackend
 from aitune.torch.module.state import ModuleState
 
 COLUMNS = ["Module Name", "Calls", "Total Time (s)", "Avg Time (s)", "% of Total", "# of params", "# of layers",

@@ -18,6 +18,7 @@ from aitune.torch.tune_strategy import (
     OneBackendStrategy,
     TuneStrategy,
 )
+from aitune.torch.tune_data import snapshot_tuning_data
 from aitune.torch.tuning import tune
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "inspect",
     "load",
     "save",
+    "snapshot_tuning_data",
     "tune",
     "tune_strategy",
     "wrap",

@@ -16,6 +16,7 @@ from aitune.torch.dataloader import samples_generator
 from aitune.torch.global_context import published_batch_size
 from aitune.torch.logging_utils import external_logging_disabled, format_duration, setup_logging
 from aitune.torch.module.state import ModuleState
+from aitune.torch.tune_data import report as tune_data
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")
@@ -55,6 +56,13 @@ def tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None = None,
     with external_logging_disabled(disable_external_logging):
         if clear_cache and config.cache_dir.exists():
             shutil.rmtree(config.cache_dir)
+        _tune(func, dataset, batch_sizes, max_num_batches_per_batch_size, device, dry_run, ignore_failing_modules)
+    logger.info("⏱️ ait.tune completed in %s", format_duration(time.perf_counter() - start))
+
+
+def _tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None, max_num_batches_per_batch_size: int | None,
+          device: Any, dry_run: bool, ignore_failing_modules: bool) -> None:
+    with tune_data.run_span("dry_run" if dry_run else config.mode.value):
         device = _resolve_device(device)
         sizes = _resolve_batch_sizes(batch_sizes)
 
@@ -77,7 +85,8 @@ def tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None = None,
                 continue
             logger.info("🎯 Tuning module: `%s` (all graphs)", module.name)
             try:
-                module.tune(device=device, dry_run=dry_run)
+                with tune_data.module_span(module.name):
+                    module.tune(device=device, dry_run=dry_run)
                 logger.info("✅ Tuning module: `%s` completed.", module.name)
             except Exception as e:
                 from aitune.exceptions import DiskSpaceError
@@ -91,7 +100,6 @@ def tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None = None,
         logger.info("✅ Completed tuning all modules.")
         if not dry_run:
             _activate(modules)
-    logger.info("⏱️ ait.tune completed in %s", format_duration(time.perf_counter() - start))
 
 
 def _activate(modules: list) -> None:

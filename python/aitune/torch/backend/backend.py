@@ -245,7 +245,11 @@ class Backend(abc.ABC):
         """The hard shape range per tensor input (graph.input_spec.tensors order) for backends
         whose artifact only accepts a range (AOT exports, TensorRT profiles); None in a max
         means unbounded. None for backends with no hard range (eager, JIT)."""
-        return None
+        return getattr(self, "_restored_profile", None)
+
+    def restore_input_profile(self, profile: list) -> None:
+        """The range saved with a checkpoint, for a backend loaded from its artifact alone."""
+        self._restored_profile = profile
 
     @property
     def cuda_graph_stats(self) -> dict[str, int] | None:

@@ -218,7 +218,12 @@ def restore_backend(cls: type[Backend], entry: dict[str, Any], module: torch.nn.
     config = cls.config_class.from_dict(entry["config"])
     artifacts = {k: artifacts_root / v for k, v in entry["artifacts"].items()} if artifacts_root else {}
     if artifacts and not retune and hasattr(cls, "from_checkpoint"):
-        return cls.from_checkpoint(config, artifacts, graph, device)
+        backend = cls.from_checkpoint(config, artifacts, graph, device)
+        if entry.get("profiles") is not None and backend.input_profile() is None:
+            # An artifact loaded on its own does not know its shape range: keep the saved one, so
+            # the input check holds and a checkpoint saved again still carries it.
+            backend.restore_input_profile([tuple(p) if p is not None else None for p in entry["profiles"]])
+        return backend
     if not graph.samples:
         raise RuntimeError(
             f"Cannot rebuild {cls.__name__} for module '{module_name}' graph '{graph.name}': the checkpoint holds no "

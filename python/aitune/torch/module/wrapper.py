@@ -202,6 +202,12 @@ class Module(wrapt.CallableObjectProxy):
         device = torch.device(normalize_device(device)) if device is not None else self._self_device
         strategies = self._strategies_for(graphs, strategy, dry_run)
         module = self.__wrapped__
+        policy = self._self_fallback_policy or config.fallback_policy
+        store = None
+        if config.reuse_tuning_results and not dry_run:  # SPEC §3.3: dry_run neither reads nor writes
+            from aitune.torch.results import ResultsStore
+
+            store = ResultsStore(module, name, self._self_recorder.params, device, policy)
         selected = []
         for graph, graph_strategy in zip(graphs, strategies):
             cache_dir = Path(config.cache_dir) / name / graph.name
@@ -212,11 +218,15 @@ class Module(wrapt.CallableObjectProxy):
                     logger.info("🚀 Tuning graph `%s` for module `%s` (DRY RUN):\n%s", graph.display_name, name,
                                 graph.describe())
                 continue
-            backend = graph_strategy.tune(module, name, graph, graph.samples, device, cache_dir)
+            key = store.key(graph, graph_strategy) if store is not None else None  # before the strategy runs
+            backend = store.lookup(key, graph, graph_strategy) if key is not None else None
+            if backend is None:
+                backend = graph_strategy.tune(module, name, graph, graph.samples, device, cache_dir)
+                if key is not None:
+                    store.write(key, graph, backend)
             selected.append((graph, backend))
         if dry_run:
             return
-        policy = self._self_fallback_policy or config.fallback_policy
         self._self_tuned = TunedModule(name, self._self_recorder, selected, self._self_original_forward, policy,
                                        config.strict_mode)
         self._self_state = ModuleState.TUNED

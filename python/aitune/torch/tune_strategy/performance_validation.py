@@ -11,6 +11,7 @@ from aitune._native import _C
 from aitune.torch.backend.backend import Backend
 from aitune.torch.logging_utils import captured_output
 from aitune.torch.task.profile import profile
+from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy
 
 logger = logging.getLogger("aitune")
@@ -52,6 +53,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
                 backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
             results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
                               [self._baseline_batch_size])
+            tune_data.record_measurements(results, kind="baseline")
             self._baseline_throughput = results[0]["throughput_per_s"]
             self._baseline_backend = backend
             self._log("📊 Eager baseline: batch size=%d, throughput=%.2f samples/s", self._baseline_batch_size,
@@ -68,6 +70,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
         try:
             results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
                               [self._baseline_batch_size])
+            tune_data.record_measurements(results, backend_description=backend.describe())
             throughput = results[0]["throughput_per_s"]
         except Exception as e:  # noqa: BLE001 - SPEC §6.2: a candidate whose profiling fails is accepted
             self._log("ℹ️ Profiling %s failed (%s: %s); accepted without the performance gate", backend.describe(),

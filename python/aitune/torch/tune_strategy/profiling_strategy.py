@@ -13,6 +13,7 @@ from aitune.torch.backend.backend import Backend
 from aitune.torch.logging_utils import captured_output
 from aitune.torch.task.profile import profile
 from aitune.torch.task.profiling.config import ProfilingConfig
+from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.default_backends import profiling_defaults
 from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy
 
@@ -66,9 +67,10 @@ class ProfilingTuneStrategy(TuneStrategy):
     def _latency_limit_ms(self) -> float | None:
         return None
 
-    def _measure(self, backend: Backend, ctx: GraphContext) -> Measured | None:
+    def _measure(self, backend: Backend, ctx: GraphContext, kind: str = "build") -> Measured | None:
         results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
                           self._batch_sizes(ctx), stop_above_latency_ms=self._latency_limit_ms())
+        tune_data.record_measurements(results, kind=kind, backend_description=backend.describe())
         return self._select_point(backend, results)
 
     def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
@@ -95,7 +97,7 @@ class ProfilingTuneStrategy(TuneStrategy):
             backend = self._eager_backend()
             with captured_output(folder / "build.log"):
                 backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
-            self._baseline = self._measure(backend, ctx)
+            self._baseline = self._measure(backend, ctx, kind="baseline")
             if self._baseline is not None:
                 self._log("📊 Eager baseline: batch size=%d, %s=%.4g", self._baseline.batch_size, self.metric_name,
                           self._baseline.metric)
@@ -113,11 +115,13 @@ class ProfilingTuneStrategy(TuneStrategy):
             except Exception as e:  # noqa: BLE001 - a candidate that cannot be measured loses
                 self._log("❌ backend profiling failed for %s: %s: %s", backend.describe(), type(e).__name__, e)
                 self.backend_results[-1].update({"success": False, "error": f"{type(e).__name__}: {e}"})
+                tune_data.fail_build(e, backend.describe())
                 backend.deactivate()
                 continue
             if point is None:
                 self._log("❌ %s has no measurement within the limits", backend.describe())
                 self.backend_results[-1].update({"success": False, "error": "no batch size within the limits"})
+                tune_data.fail_build("no batch size within the limits", backend.describe())
                 backend.deactivate()
                 continue
             self.backend_results[-1].update({self.metric_name: point.metric, "selected_batch_size": point.batch_size,

@@ -24,6 +24,7 @@ from aitune.torch.task.correctness import check_correctness
 from aitune.torch.task.numeric import check_numeric, effective_precision_class, reference_outputs
 from aitune.torch.task.profile import best_throughput, profile
 from aitune.torch.task.profiling.config import ProfilingConfig
+from aitune.torch.tune_data import report as tune_data
 from aitune.torch.validation import ToleranceSetting, resolve_tolerance
 
 logger = logging.getLogger("aitune")
@@ -128,6 +129,15 @@ class TuneStrategy(abc.ABC):
     # -- tuning ----------------------------------------------------------------------------
     def tune(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
              device: torch.device, cache_dir: Path) -> Backend:
+        with tune_data.graph_span(self, module_name, graph, len(data), device, cache_dir):
+            backend = self._tune_graph(module, module_name, graph, data, device, cache_dir)
+            speedups = [r.get("speedup") for r in getattr(self, "perf_validation_results", []) or []
+                        if r.get("passed") and r.get("backend_description") == backend.describe()]
+            tune_data.record_selection(backend, speedups[-1] if speedups else None)
+        return backend
+
+    def _tune_graph(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
+                    device: torch.device, cache_dir: Path) -> Backend:
         self.backend_results = []
         ctx = GraphContext(module, module_name, graph, data, torch.device(device), Path(cache_dir))
         self._log_graph_block(ctx)
@@ -177,6 +187,7 @@ class TuneStrategy(abc.ABC):
                 backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
             results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
                               list(self.profiling_config.batch_sizes))
+            tune_data.record_measurements(results, kind="max_batch_search")
             best = best_throughput(results)
             if best is None:
                 raise RuntimeError("no batch size could be measured")
@@ -198,6 +209,7 @@ class TuneStrategy(abc.ABC):
                 raise BackendUnavailableError(reason)
             self._log("⏭️ backend skipped: %s — %s", blueprint.describe(), reason)
             self.backend_results.append({"backend": blueprint.describe(), "success": False, "skipped": reason})
+            tune_data.record_skipped(blueprint, reason)
             return None
         backend = copy.deepcopy(blueprint)
         build_dir = ctx.cache_dir / backend.key()
@@ -207,18 +219,25 @@ class TuneStrategy(abc.ABC):
         start = time.perf_counter()
         result: dict[str, Any] = {"backend": backend.describe(), "success": False}
         self.backend_results.append(result)
+        tune_data.begin_build(backend, log_file, build_dir, result)
         try:
             with captured_output(log_file):
                 backend.build(ctx.module, ctx.graph, copy.deepcopy(ctx.data), ctx.device, build_dir, log_file)
             result["build_duration_s"] = round(time.perf_counter() - start, 3)
+            tune_data.record_step("build", time.perf_counter() - start)
             self._log("✅ backend built")
             if self._correctness_check:
                 description = f"{ctx.module_name}.{ctx.graph.name}.{backend.describe()}"
+                step_start = time.perf_counter()
                 check_correctness(backend, ctx.graph, ctx.data, description)
+                tune_data.record_step("correctness_check", time.perf_counter() - step_start)
                 if self._numeric_check and ctx.refs is not None:
                     cls = effective_precision_class(backend, ctx.module, ctx.device)
                     tolerance = resolve_tolerance(cls, backend.tolerance, self._tolerance)
+                    step_start = time.perf_counter()
                     summary = check_numeric(backend.infer, ctx.graph, ctx.data, ctx.refs, tolerance, cls)
+                    tune_data.record_step("numeric_check", time.perf_counter() - step_start)
+                    tune_data.record_correctness(summary)
                     result["correctness"] = {"precision_class": cls, "passed": summary.passed, **summary.worst}
                 self._log("✅ backend validated")
         except Exception as e:
@@ -227,6 +246,7 @@ class TuneStrategy(abc.ABC):
                 f.write("\n" + "".join(traceback.format_exception(e)))
             self._log("❌ backend failed (log file: %s)", log_file)
             result["error"] = f"{type(e).__name__}: {e}"
+            tune_data.end_build(False, e)
             backend.deactivate()
             ctx.module.to(ctx.device)
             if raise_on_failure:
@@ -237,4 +257,5 @@ class TuneStrategy(abc.ABC):
         finally:
             self._log("⏱️ completed in %s", format_duration(time.perf_counter() - start))
         result["success"] = True
+        tune_data.end_build(True)
         return backend

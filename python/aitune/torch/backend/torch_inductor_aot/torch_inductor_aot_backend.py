@@ -320,7 +320,7 @@ class TorchInductorAotBackend(Backend):
         the package accepts; None in a max shape means no upper bound (SPEC §4.2 profile)."""
         slots = self._profile_slots
         if slots is None or self._input_order is None:
-            return None
+            return super().input_profile()
         tensor_slots = [s for s in slots if s is not None]
         if len(tensor_slots) != len(self._input_order):
             return None

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+import aitune
+
 
 SCRIPT = r"""
 import os, sys, logging, torch
@@ -34,7 +35,11 @@ with torch.no_grad():
 
 
 def _run(cache: Path, out: Path, **env: str) -> str:
-    full = dict(os.environ, PYTHONPATH=str(ROOT / "python"), AITUNE_CACHE_DIR=str(cache), **env)
+    # The child imports the same aitune as this process (the installed package under ./run test,
+    # the source tree when PYTHONPATH points there).
+    package_root = str(Path(aitune.__file__).resolve().parents[1])
+    pythonpath = os.pathsep.join(p for p in [package_root, os.environ.get("PYTHONPATH", "")] if p)
+    full = dict(os.environ, PYTHONPATH=pythonpath, AITUNE_CACHE_DIR=str(cache), **env)
     if "AITUNE_REUSE_TUNING_RESULTS" not in env:
         full.pop("AITUNE_REUSE_TUNING_RESULTS", None)
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], capture_output=True, text=True, env=full,

@@ -12,6 +12,12 @@ import torch
 from aitune.torch.utils.tensors import cast_floats
 
 
+def check_autocast_dtype(value: Any) -> None:
+    """Config validation shared by the backends with autocast options."""
+    if value is not None and not isinstance(value, torch.dtype):
+        raise ValueError(f"autocast_dtype must be a torch.dtype or None, got {value!r}")
+
+
 def first_float_dtype(obj: Any) -> torch.dtype | None:
     if isinstance(obj, torch.Tensor):
         return obj.dtype if obj.is_floating_point() else None

@@ -5,6 +5,7 @@ from typing import Any
 
 import torch
 
+from aitune.torch.backend.autocast import check_autocast_dtype
 from aitune.torch.backend.backend import BackendConfig
 
 VALID_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -50,12 +51,4 @@ class TorchInductorJitBackendConfig(BackendConfig):
                 f"use_cuda_graphs=True cannot be combined with mode={self.mode!r}: that mode captures CUDA graphs "
                 "itself. Use mode='max-autotune-no-cudagraphs' or 'default', or set use_cuda_graphs=False."
             )
-        if self.autocast_dtype is not None and not isinstance(self.autocast_dtype, torch.dtype):
-            raise ValueError(f"autocast_dtype must be a torch.dtype or None, got {self.autocast_dtype!r}")
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TorchInductorJitBackendConfig:
-        data = dict(data)
-        if isinstance(data.get("autocast_dtype"), str):
-            data["autocast_dtype"] = getattr(torch, data["autocast_dtype"].removeprefix("torch."))
-        return cls(**data)
+        check_autocast_dtype(self.autocast_dtype)

@@ -127,7 +127,10 @@ struct CudaGraphRunner::Entry {
   Key key;
   uint64_t last_used = 0;
   std::vector<at::Tensor> static_inputs;  // written by copy-in, read by the graph
-  c10::cuda::CUDAEvent buffers_free;      // recorded after a call's last read of the buffers
+  // The stream of the last call that used the buffers, and the event that orders a call on
+  // another stream after it (recorded only when the stream changes: see replay()).
+  std::optional<c10::cuda::CUDAStream> last_stream;
+  c10::cuda::CUDAEvent buffers_free;
   std::unique_ptr<Graph> graph;
   std::vector<at::Tensor> static_outputs;  // in the graph's private pool, overwritten by each replay
 
@@ -136,7 +139,7 @@ struct CudaGraphRunner::Entry {
   Entry& operator=(const Entry&) = delete;
   ~Entry() {
     try {
-      buffers_free.synchronize();
+      if (last_stream) last_stream->synchronize();
     } catch (const std::exception&) {  // destructors never throw; a sticky CUDA error surfaces elsewhere
     }
   }
@@ -301,8 +304,15 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::replay(Entry& entry, const st
   const auto device = static_cast<c10::DeviceIndex>(entry.key.device_index);
   c10::cuda::CUDAGuard device_guard(device);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device);
-  // A previous call on another stream may still be reading the buffers on the device.
-  entry.buffers_free.block(stream);
+  // A previous call on another stream may still be reading the buffers on the device. Calls on
+  // one stream are ordered by the stream itself, so the event is only recorded (on the previous
+  // stream, covering its work so far: a superset of the last read) when the stream changes;
+  // recording and waiting on every call cost about 3 us of the per-call budget.
+  if (entry.last_stream && *entry.last_stream != stream) {
+    entry.buffers_free.record(*entry.last_stream);
+    entry.buffers_free.block(stream);
+  }
+  entry.last_stream = stream;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!is_same_buffer(inputs[i], entry.static_inputs[i])) entry.static_inputs[i].copy_(inputs[i], true);
   }
@@ -314,7 +324,6 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::replay(Entry& entry, const st
   } else {
     outputs = entry.static_outputs;
   }
-  entry.buffers_free.record(stream);
   return outputs;
 }
 

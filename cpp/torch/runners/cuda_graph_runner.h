@@ -13,8 +13,9 @@
 //
 // Thread-safe: one mutex serialises the cache, copy-in, replay, cloning and every call of the
 // (not thread-safe) inner runner. Calls from different streams are also ordered on the device:
-// each captured key keeps a "buffers free" event that a call waits on before writing the static
-// inputs and records after its last read of the static outputs. Callers holding the Python GIL
+// each captured key remembers the stream of its last call; a call on another stream first makes
+// its stream wait for that stream's work so far (an event recorded there), which covers the last
+// read of the static buffers. Calls on one stream need no event. Callers holding the Python GIL
 // must release it before calling run (PyCallableRunner takes it back inside).
 #pragma once
 

@@ -9,7 +9,9 @@
 
 #if __has_include(<c10/cuda/CUDAGuard.h>) && __has_include(<cuda_runtime_api.h>)
 #define AITUNE_TEST_HAS_CUDA 1
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAStream.h>
 #else
 #define AITUNE_TEST_HAS_CUDA 0
@@ -290,6 +292,36 @@ TEST(CudaGraphRunnerGpu, KillSwitchTurnsCapturingOff) {
   EXPECT_EQ(runner.stats().direct_calls, 2u);
   EXPECT_EQ(runner.stats().captures, 0u);
   EXPECT_EQ(inner->calls, 2);
+}
+
+TEST(CudaGraphRunnerGpu, CallOnAnotherStreamWaitsForTheLastReadOfTheBuffers) {
+  REQUIRE_GPU();
+#if AITUNE_TEST_HAS_CUDA
+  ScopedEnv env("AITUNE_DISABLE_CUDA_GRAPHS", nullptr);
+  CudaGraphRunner runner(std::make_shared<AffineRunner>(), CudaGraphOptions{});
+  const at::Tensor warm = at::zeros({256}, at::device(at::kCUDA));
+  ASSERT_TRUE(runner.run({warm}).ok());  // captured on the default stream
+  const c10::cuda::CUDAStream a = c10::cuda::getStreamFromPool();
+  const c10::cuda::CUDAStream b = c10::cuda::getStreamFromPool();
+  at::Tensor xa;
+  at::Tensor xb;
+  StatusOr<std::vector<at::Tensor>> ra = internal_error("not run");
+  StatusOr<std::vector<at::Tensor>> rb = internal_error("not run");
+  {
+    c10::cuda::CUDAStreamGuard guard(a);
+    xa = at::full({256}, 1.0, at::device(at::kCUDA));
+    at::cuda::sleep(200'000'000);  // stream a is busy: its replay runs much later than b's copy-in
+    ra = runner.run({xa});
+  }
+  {
+    c10::cuda::CUDAStreamGuard guard(b);
+    xb = at::full({256}, 7.0, at::device(at::kCUDA));
+    rb = runner.run({xb});  // must not overwrite the static input before a's replay read it
+  }
+  c10::cuda::device_synchronize();
+  expect_affine(ra, xa);
+  expect_affine(rb, xb);
+#endif
 }
 
 TEST(CudaGraphRunnerGpu, ConcurrentCallersGetTheirOwnResults) {

@@ -21,7 +21,10 @@ step() {  # step NAME CMD... : runs CMD, logs to $LOGS/NAME.log, records the exi
   return $rc
 }
 finish() {
-  for f in ctest pytest_gpu pytest_all; do echo "--- $f"; tail -4 "$LOGS/$f.log" 2>/dev/null; done >> "$summary"
+  for f in deps ctest pytest_gpu pytest_all aoti_diag aoti_diag_preload jit_resnet50; do
+    [ -f "$LOGS/$f.log" ] && { echo "--- $f"; tail -6 "$LOGS/$f.log"; }
+  done >> "$summary"
+  [ -f "$LOGS/aoti_diag_gdb.log" ] && { echo "--- aoti_diag_gdb"; grep -E '^#[0-9]+ ' "$LOGS/aoti_diag_gdb.log" | head -25; } >> "$summary"
   { echo "--- demo"; grep RESULT "$LOGS/demo.log"; echo "--- dispatch"; cat "$OUT/dispatch_overhead_gpu.json"
     echo "--- cuda graphs"; cat "$OUT/cuda_graph_overhead.json"; echo "--- zoo"; grep -A20 "^| model" "$LOGS/zoo.log"
   } >> "$summary" 2>/dev/null
@@ -30,19 +33,38 @@ finish() {
 }
 trap finish EXIT
 
-# STAGES selects what runs (default: everything but the zoo); ZOO_MODELS adds the model zoo.
+# STAGES selects what runs (default: everything but the zoo): build ctest tests bench demo aotidiag
+# roundtrip jit; ZOO_MODELS adds the model zoo.
 STAGES=${STAGES:-"build tests bench demo"}
 ZOO_MODELS=${ZOO_MODELS:-}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
-{ nvidia-smi; $PY -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0))'; } > "$LOGS/machine.log" 2>&1
+{ nvidia-smi; $PY -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0))'
+  $PY -m pip list 2>/dev/null; } > "$LOGS/machine.log" 2>&1
+# Python packages the image lacks travel as wheels in .gpu-carry/wheels (the device tool's carry;
+# the machine has no package index). Only missing ones are installed, never over the image's own.
+install_carried() {
+  local whl mod
+  for whl in .gpu-carry/wheels/*.whl; do
+    [ -f "$whl" ] || continue
+    mod=$(basename "$whl" | cut -d- -f1)
+    if $PY -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$mod') is None)"; then
+      echo "present: $mod"
+    else
+      $PY -m pip install --no-index --no-deps "$whl" && echo "installed: $whl"
+    fi
+  done
+}
+step deps install_carried
 if has build || ! $PY -c 'import aitune._C' 2>/dev/null; then
   step build $PY -m pip install --no-build-isolation --no-deps -v \
     -C cmake.define.AITUNE_BUILD_TESTS=ON -C cmake.define.AITUNE_BUILD_BENCHMARKS=ON . || exit 1
 fi
 BUILD=$(ls -d build/cp3*/ | head -n1)
-if has tests; then
+if has tests || has ctest; then
   step ctest ctest --test-dir "$BUILD" --output-on-failure
+fi
+if has tests; then
   step doctor_cli aitune doctor
   step doctor_py $PY -m aitune doctor
   step pytest_gpu bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -m gpu -rs"
@@ -55,9 +77,21 @@ if has bench; then
   step bench_cuda_graph $PY benchmarks/cuda_graph_overhead.py --out "$OUT/cuda_graph_overhead.json"
 fi
 has demo && step demo $PY -m aitune.torch.examples.demo
+if has aotidiag; then
+  # Why AOTInductor packages crash on this image: the libstdc++ copies mapped, then the same
+  # load with the system libstdc++ preloaded, then a native backtrace where gdb exists.
+  step aoti_diag $PY benchmarks/aoti_diag.py
+  step aoti_diag_preload env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 $PY benchmarks/aoti_diag.py
+  if command -v gdb >/dev/null; then
+    step aoti_diag_gdb gdb -q -batch -ex run -ex bt -ex "info sharedlibrary" --args $PY benchmarks/aoti_diag.py
+  fi
+fi
+# AOTI_PRELOAD=1 runs the AOTInductor-dependent stages with the system libstdc++ preloaded.
+AOTI_ENV=()
+[ "${AOTI_PRELOAD:-0}" = 1 ] && AOTI_ENV=(env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6)
 if [ -n "$ZOO_MODELS" ]; then
-  step zoo $PY benchmarks/zoo.py --models $ZOO_MODELS --out "$OUT/zoo.json"
+  step zoo "${AOTI_ENV[@]}" $PY benchmarks/zoo.py --models $ZOO_MODELS --out "$OUT/zoo.json"
 fi
 if has roundtrip; then
-  step roundtrip $PY benchmarks/checkpoint_roundtrip.py --out "$OUT/roundtrip.json"
+  step roundtrip "${AOTI_ENV[@]}" $PY benchmarks/checkpoint_roundtrip.py --out "$OUT/roundtrip.json"
 fi

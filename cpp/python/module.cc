@@ -13,6 +13,7 @@
 #include "dispatcher.h"
 #include "measure_bindings.h"
 #include "torch_runtime_bindings.h"
+#include "trt_profile_bindings.h"
 #include "env/environment.h"
 #include "errors.h"
 #include "flatten.h"
@@ -210,6 +211,7 @@ PYBIND11_MODULE(_C, m) {
   register_aoti_bindings(m);
   register_torch_runtime_bindings(m);
   register_checkpoint_bindings(m);
+  register_trt_profile_bindings(m);
 
   py::class_<Dispatcher>(m, "Dispatcher")
       .def(py::init([](const Signature& sig, bool strict, int llm_param, std::string name, py::object on_miss,

@@ -12,6 +12,7 @@
 #include "checkpoint/zip_archive.h"
 #include "env/environment.h"
 #include "runners/aoti_runner.h"
+#include "runtime/native_support.h"
 #include "runtime/safetensors_io.h"
 
 namespace aitune {
@@ -267,15 +268,10 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
         }
         const json artifacts = b.value("artifacts", json::object());
         const bool native_flag = b.value("native", false);
-        if (!native_flag) {
-          g.not_native_reason = "graph '" + g.name + "' of module '" + handle->name_ + "' uses " + g.backend_name +
-                                ", which needs Python (only AOT backends run in the C++ runtime)";
-        } else if (!artifacts.contains("package")) {
-          g.not_native_reason = "graph '" + g.name + "' of module '" + handle->name_ + "' uses " + g.backend_name +
-                                ", whose artifact this C++ runtime cannot serve yet (only AOTInductor packages)";
-        } else {
-          g.native = true;
-        }
+        g.not_native_reason = native_unsupported_reason("graph '" + g.name + "' of module '" + handle->name_ + "'",
+                                                        g.backend_name, native_flag, artifacts.contains("package"),
+                                                        artifacts.contains("plan"));
+        g.native = g.not_native_reason.empty();
         // Fingerprint (SPEC §10.3).
         std::vector<std::string> lines;
         for (const std::string& field : g.required_fields) {

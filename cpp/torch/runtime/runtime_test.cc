@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/native_support.h"
 #include "runtime/runtime.h"
 #include "runtime/safetensors_io.h"
 
@@ -84,6 +85,18 @@ TEST(Runtime, OutputsFindByAccessPath) {
   ASSERT_NE(o.find("output[1]"), nullptr);
   EXPECT_TRUE(at::equal(*o.find("output[1]"), at::zeros({1})));
   EXPECT_EQ(o.find("output"), nullptr);
+}
+
+TEST(Runtime, TensorRtPlanNeedsABuildWithTensorRt) {
+  const std::string where = "graph '0' of module 'm'";
+  const std::string reason = native_unsupported_reason(where, "TensorRTBackend", true, false, true);
+  EXPECT_EQ(reason.rfind(where + " uses TensorRTBackend: running a TensorRT plan from C++ needs aitune built with "
+                         "TensorRT", 0), 0u) << reason;
+  EXPECT_EQ(native_unsupported_reason(where, "TorchInductorAotBackend", true, true, false), "");
+  EXPECT_NE(native_unsupported_reason(where, "TorchEagerBackend", false, false, false).find("needs Python"),
+            std::string::npos);
+  EXPECT_NE(native_unsupported_reason(where, "MyBackend", true, false, false).find("only AOTInductor"),
+            std::string::npos);
 }
 
 }  // namespace

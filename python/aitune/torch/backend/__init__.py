@@ -5,6 +5,9 @@ from aitune.torch.backend.backend import ArtifactPath, Backend, BackendConfig, B
 from aitune.torch.backend.torch_eager import TorchEagerBackend, TorchEagerBackendConfig
 from aitune.torch.backend.torch_inductor_aot import TorchInductorAotBackend, TorchInductorAotBackendConfig
 from aitune.torch.backend.torch_inductor_jit import TorchInductorJitBackend, TorchInductorJitBackendConfig
+from aitune.torch.backend.torch_tensorrt_aot import TorchTensorRTAotBackend, TorchTensorRTAotBackendConfig
+from aitune.torch.backend.torch_tensorrt_config import TorchTensorRTConfig
+from aitune.torch.backend.torch_tensorrt_jit import TorchTensorRTJitBackend, TorchTensorRTJitBackendConfig
 
 __all__ = [
     "ArtifactPath",
@@ -17,4 +20,9 @@ __all__ = [
     "TorchInductorAotBackendConfig",
     "TorchInductorJitBackend",
     "TorchInductorJitBackendConfig",
+    "TorchTensorRTAotBackend",
+    "TorchTensorRTAotBackendConfig",
+    "TorchTensorRTConfig",
+    "TorchTensorRTJitBackend",
+    "TorchTensorRTJitBackendConfig",
 ]

@@ -34,6 +34,7 @@ from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.jit_warmup import run_warmup, warmup_calls
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_config import TorchInductorJitBackendConfig
 from aitune.torch.module.graph_spec import GraphSpec, Sample
 
@@ -214,16 +215,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             self._choose_variant(device)
 
     def _warmup_inputs(self, graph: GraphSpec | None, data: list[Sample]) -> list[tuple[tuple, dict]]:
-        calls = [(tuple(s.args), dict(s.kwargs)) for s in data]
-        if graph is not None and data and self._dynamic:
-            try:
-                from aitune.torch.backend.export_shapes import prepare_export_sample
-
-                widened = prepare_export_sample(graph, data[0])
-                calls.append(widened)
-            except Exception as e:  # noqa: BLE001 - an optional extra warm-up, never a build failure
-                logger.debug("TorchInductorJitBackend: no widened warm-up sample: %s", e)
-        return calls
+        return warmup_calls(graph, data, widen=bool(self._dynamic), backend_name=self.name)
 
     def _comparison_calls(self, graph: GraphSpec, data: list[Sample]) -> list[tuple[tuple, tuple[tuple, dict]]]:
         """The calls the variants are compared on: one per distinct shape of the stored samples,
@@ -375,10 +367,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
     def _compile_and_warm_up(self) -> None:
         self._recompile_armed = False
         self._compiled = self._compile()
-        with torch.no_grad(), self._autocast():
-            for args, kwargs in self._warmup_calls:
-                call_args, call_kwargs = copy.deepcopy((args, kwargs))
-                self._compiled(*call_args, **call_kwargs)
+        run_warmup(self._compiled, self._warmup_calls, self._autocast)
         self._recompile_armed = True
 
     def _on_guard_fail(self, failure: Any) -> None:

@@ -1,0 +1,100 @@
+"""TorchTensorRTJitBackend: torch.compile(backend="torch_tensorrt") of the module's original
+forward (SPEC §4.2).
+
+The build resets Dynamo, compiles with the config's Torch-TensorRT settings plus the tuning
+device as ``options``, and warms up on every stored sample (Torch-TensorRT builds its engines
+on the first calls, so tuning measures built engines). The engines live in Dynamo's cache and
+are not saved: a loaded checkpoint compiles again from the weights and samples (is_jit).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from aitune.exceptions import BackendUnavailableError
+from aitune.torch.backend.autocast import AutocastMixin
+from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.jit_warmup import original_forward, run_warmup, warmup_calls
+from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_backend import reset_compiler_caches
+from aitune.torch.backend.torch_tensorrt_config import (
+    import_torch_tensorrt,
+    settings_precision_class,
+    settings_values,
+    torch_tensorrt_availability,
+)
+from aitune.torch.backend.torch_tensorrt_jit.torch_tensorrt_jit_config import TorchTensorRTJitBackendConfig
+
+logger = logging.getLogger("aitune")
+COMPILE_BACKEND = "torch_tensorrt"
+
+
+class TorchTensorRTJitBackend(AutocastMixin, Backend):
+    config_class = TorchTensorRTJitBackendConfig
+    _devices = ("cuda",)
+
+    def __init__(self, config: TorchTensorRTJitBackendConfig | None = None, *, tolerance: Any = None) -> None:
+        super().__init__(config, tolerance=tolerance)
+        self._module: torch.nn.Module | None = None
+        self._forward: Callable | None = None
+        self._compiled: Callable | None = None
+        self._warmup_calls: list[tuple[tuple, dict]] = []
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def is_jit(self) -> bool:
+        return True  # runs the original module's weights; loading compiles again
+
+    @property
+    def precision_class(self) -> str:
+        if self.config.autocast_enabled:
+            return "bf16" if self.config.autocast_dtype == torch.bfloat16 else "fp16"
+        return settings_precision_class(self.config.compile_config) or "fp32"
+
+    def is_available(self) -> tuple[bool, str]:
+        return torch_tensorrt_availability()
+
+    def compile_options(self, device: torch.device) -> dict[str, Any]:
+        """torch.compile's ``options``: every Torch-TensorRT setting plus the tuning device."""
+        options = settings_values(self.config.compile_config)
+        options["device"] = device
+        return options
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
+               cache_dir: Path) -> None:
+        if import_torch_tensorrt() is None:  # registers the "torch_tensorrt" torch.compile backend
+            raise BackendUnavailableError(torch_tensorrt_availability()[1])
+        torch._dynamo.reset()
+        module.to(device)
+        self._module = module
+        self._forward = original_forward(module)
+        self._warmup_calls = warmup_calls(graph_spec, data, widen=bool(self.config.dynamic), backend_name=self.name)
+        self._detect_cast_back(self._forward, data)
+        self._compile_and_warm_up()
+
+    def _compile_and_warm_up(self) -> None:
+        config = self.config
+        self._compiled = torch.compile(
+            self._forward, backend=COMPILE_BACKEND, options=self.compile_options(self._device),
+            fullgraph=config.fullgraph, dynamic=config.dynamic,
+        )
+        run_warmup(self._compiled, self._warmup_calls, self._autocast)
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad(), self._autocast():
+            output = self._compiled(*args, **kwargs)
+        return self._cast_output(output)
+
+    def _activate(self) -> None:
+        if self._module is not None and self._device is not None:
+            self._module.to(self._device)
+        if self._forward is not None:
+            self._compile_and_warm_up()
+
+    def _deactivate(self) -> None:
+        self._compiled = None
+        reset_compiler_caches()  # frees the engines held by Dynamo's cache

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from aitune.torch.backend.autocast import check_autocast_dtype
+from aitune.torch.backend.backend import BackendConfig
+from aitune.torch.backend.torch_tensorrt_config import CompileConfigMixin, default_compile_config, settings_values
+
+
+@dataclasses.dataclass
+class TorchTensorRTJitBackendConfig(CompileConfigMixin, BackendConfig):
+    """torch.compile(backend="torch_tensorrt") (SPEC §4.2).
+
+    Args:
+        compile_config: Torch-TensorRT settings (``TorchTensorRTConfig`` /
+            ``torch_tensorrt.dynamo.CompilationSettings``); the tuning device is added at build
+            time and is never stored.
+        fullgraph: torch.compile(fullgraph=...): graph breaks become errors.
+        dynamic: torch.compile(dynamic=...): True compiles dynamic engines up front, False
+            always specialises, None lets Dynamo detect dynamic axes and recompile.
+        autocast_enabled: compile and run under torch.autocast.
+        autocast_dtype: autocast dtype (None: torch's default for the device).
+        use_cuda_graphs: serve through aitune's CUDA-graph runner (SPEC §9.3).
+    """
+
+    compile_config: Any = dataclasses.field(default_factory=default_compile_config)
+    fullgraph: bool = False
+    dynamic: bool | None = None
+    autocast_enabled: bool = False
+    autocast_dtype: torch.dtype | None = None
+    use_cuda_graphs: bool = False
+
+    def __post_init__(self) -> None:
+        settings_values(self.compile_config)  # raises a TypeError naming the wrong type
+        if self.dynamic is not None and not isinstance(self.dynamic, bool):
+            raise ValueError(f"dynamic must be True, False or None, got {self.dynamic!r}")
+        check_autocast_dtype(self.autocast_dtype)

@@ -1,0 +1,268 @@
+"""Torch-TensorRT JIT and AOT backends (SPEC §1.2, §4.1, §4.2). Torch-TensorRT cannot be installed
+on the CPU test hosts, so besides the "library absent" behaviour, our glue is tested against the
+recording fake of tests/unit/fake_torch_tensorrt.py, with the backends allowed on the CPU for the
+test (the real ones need CUDA): the arguments we pass, and the artifact's save/load round trip."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import aitune.torch as ait
+import fake_torch_tensorrt
+from aitune.exceptions import BackendUnavailableError
+from aitune.torch.backend import (
+    TorchTensorRTAotBackend,
+    TorchTensorRTAotBackendConfig,
+    TorchTensorRTConfig,
+    TorchTensorRTJitBackend,
+    TorchTensorRTJitBackendConfig,
+)
+from aitune.torch.backend import torch_tensorrt_config as trt_config
+from aitune.torch.global_context import published_batch_size
+from aitune.torch.module.state import ModuleState
+
+from fake_backend import FakeBackend, FakeBackendConfig, SleepyLinear
+from fake_torch_tensorrt import FakeCompilationSettings, FakeInput, calls_named
+
+TRT_ABSENT = trt_config.import_torch_tensorrt() is None
+needs_absent = pytest.mark.skipif(not TRT_ABSENT, reason="checks the behaviour without torch_tensorrt, which is "
+                                                          "installed here")
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
+
+
+def _dataset(n: int = 4) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(6, generator=g) for _ in range(n)]
+
+
+def _serving(backend):
+    strategy = ait.OneBackendStrategy(backend)
+    strategy.enable_performance_validation(False)
+    strategy.enable_find_max_batch_size(False)
+    return strategy
+
+
+@pytest.fixture
+def fake_trt(monkeypatch):
+    """The fake library, and the two backends allowed on the CPU (the real ones need CUDA)."""
+    trt = fake_torch_tensorrt.install(monkeypatch)
+    monkeypatch.setattr(TorchTensorRTJitBackend, "_devices", ("cpu", "cuda"))
+    monkeypatch.setattr(TorchTensorRTAotBackend, "_devices", ("cpu", "cuda"))
+    return trt
+
+
+# -- configs ---------------------------------------------------------------------------------------
+@needs_absent
+def test_without_the_library_the_config_is_a_keyword_stand_in_that_serialises():
+    assert TorchTensorRTConfig is trt_config.CompilationSettingsStandIn
+    settings = TorchTensorRTConfig(workspace_size=1 << 30, enabled_precisions={torch.float16},
+                                   use_explicit_typing=False, debug=True, device="cuda:1")
+    config = TorchTensorRTJitBackendConfig(compile_config=settings, fullgraph=True)
+    data = config.to_dict()
+    assert data["compile_config"] == {"debug": True, "enabled_precisions": ["torch.float16"],
+                                      "use_explicit_typing": False, "workspace_size": 1 << 30}  # no device
+    restored = TorchTensorRTJitBackendConfig.from_dict(data)
+    assert restored.compile_config.enabled_precisions == {torch.float16}
+    assert restored.compile_config.extra == {"debug": True}
+    assert restored.fullgraph is True and restored.to_dict() == data
+    described = TorchTensorRTJitBackend(config).describe()
+    assert described.startswith("TorchTensorRTJitBackend(compile_config=CompilationSettingsStandIn(")
+    assert "workspace_size=1073741824" in described and "fullgraph=True" in described and "device" not in described
+    assert TorchTensorRTJitBackend().describe() == "TorchTensorRTJitBackend()"
+    assert TorchTensorRTAotBackend().describe() == "TorchTensorRTAotBackend()"
+    assert TorchTensorRTJitBackend(config).precision_class == "fp16"  # weak typing with fp16 kernels
+    assert TorchTensorRTJitBackend().precision_class == "fp32"
+
+
+def test_the_config_is_compilation_settings_when_the_library_is_importable(monkeypatch):
+    fake_torch_tensorrt.install(monkeypatch)
+    assert trt_config.resolve_compilation_settings_class() is FakeCompilationSettings
+    settings = FakeCompilationSettings(workspace_size=123, enabled_precisions={torch.float16, torch.float32},
+                                       device=torch.device("cuda:0"))
+    config = TorchTensorRTAotBackendConfig(compile_config=settings, pickle_protocol=4)
+    data = config.to_dict()["compile_config"]
+    assert data == {"enabled_precisions": ["torch.float16", "torch.float32"], "workspace_size": 123}
+    restored = trt_config.settings_from_dict(data, FakeCompilationSettings)
+    assert restored == FakeCompilationSettings(workspace_size=123, enabled_precisions={torch.float16, torch.float32})
+    # the device never changes the identity: it is the tuning device, added at build time
+    other = TorchTensorRTAotBackendConfig(compile_config=FakeCompilationSettings(
+        workspace_size=123, enabled_precisions={torch.float16, torch.float32}, device="cuda:1"), pickle_protocol=4)
+    assert other.key() == config.key()
+
+
+def test_config_errors_name_the_input():
+    with pytest.raises(TypeError, match="compile_config must be a TorchTensorRTConfig.*got int"):
+        TorchTensorRTJitBackendConfig(compile_config=3)
+    with pytest.raises(ValueError, match="pickle_protocol must be an int from 0 to .*got 'five'"):
+        TorchTensorRTAotBackendConfig(pickle_protocol="five")
+    with pytest.raises(ValueError, match="autocast_dtype must be a torch.dtype"):
+        TorchTensorRTJitBackendConfig(autocast_dtype="fp16")
+    with pytest.raises(ValueError, match="dynamic must be True, False or None, got 'yes'"):
+        TorchTensorRTJitBackendConfig(dynamic="yes")
+
+
+# -- availability ----------------------------------------------------------------------------------
+@needs_absent
+@pytest.mark.parametrize("cls", [TorchTensorRTJitBackend, TorchTensorRTAotBackend])
+def test_without_the_library_construction_works_and_build_names_the_package(cls, tmp_path):
+    backend = cls()  # never fails for a missing package (SPEC §1.2)
+    assert backend.is_available() == (False, "torch-tensorrt is not installed. Please install `torch-tensorrt`.")
+    with pytest.raises(BackendUnavailableError, match=r"torch-tensorrt is not installed\. Please install "
+                                                      r"`torch-tensorrt`\."):
+        backend.build(torch.nn.Linear(2, 2), None, [], "cuda", tmp_path)
+
+
+@pytest.mark.parametrize("cls", [TorchTensorRTJitBackend, TorchTensorRTAotBackend])
+def test_the_cpu_is_not_a_torch_tensorrt_device(cls, monkeypatch, tmp_path):
+    fake_torch_tensorrt.install(monkeypatch)
+    backend = cls()
+    assert backend.is_available() == (True, "")
+    with pytest.raises(BackendUnavailableError, match=f"Device cpu is not supported by the backend {cls.__name__}"):
+        backend.build(torch.nn.Linear(2, 2), None, [], "cpu", tmp_path)
+
+
+@needs_absent
+@pytest.mark.parametrize("strategy_class", [ait.FirstWinsStrategy, ait.MaxThroughputStrategy])
+def test_strategies_skip_the_unavailable_backends_with_the_reason(strategy_class, aitune_log):
+    model = SleepyLinear(0.004).eval()
+    strategy = strategy_class([TorchTensorRTJitBackend(), TorchTensorRTAotBackend(),
+                               FakeBackend(FakeBackendConfig(name="good"))])
+    strategy.enable_find_max_batch_size(False)
+    m = ait.Module(model, "m", strategy=strategy)
+    ait.tune(m, [torch.randn(8) for _ in range(2)], batch_sizes=[1, 2], device="cpu")
+    reason = "torch-tensorrt is not installed. Please install `torch-tensorrt`."
+    for name in ("TorchTensorRTJitBackend", "TorchTensorRTAotBackend"):
+        assert f"⏭️ backend skipped: {name}() — {reason}" in aitune_log.text
+    assert m.state is ModuleState.TUNED
+    assert [type(b).__name__ for _, b in m.tuned_module.backends] == ["FakeBackend"]
+    skipped = [r for r in strategy.backend_results if r.get("skipped")]
+    assert [r["skipped"] for r in skipped] == [reason, reason]
+
+
+@needs_absent
+def test_one_backend_strategy_raises_for_the_unavailable_backend():
+    m = ait.Module(_mlp(), "m", strategy=_serving(TorchTensorRTAotBackend()))
+    with pytest.raises(BackendUnavailableError, match="torch-tensorrt is not installed"):
+        ait.tune(m, _dataset(), batch_sizes=[1], device="cpu", ignore_failing_modules=False)
+
+
+# -- JIT glue (fake library) -----------------------------------------------------------------------
+def test_jit_compiles_with_the_settings_and_the_tuning_device_and_recompiles_on_load(fake_trt, monkeypatch,
+                                                                                    tmp_path):
+    compile_kwargs = []
+    real_compile = torch.compile
+
+    def recording_compile(fn, **kwargs):
+        compile_kwargs.append(kwargs)
+        return real_compile(fn, **kwargs)
+
+    monkeypatch.setattr(torch, "compile", recording_compile)
+    model = _mlp()
+    reference = copy.deepcopy(model)
+    settings = TorchTensorRTConfig(workspace_size=1 << 20)
+    backend = TorchTensorRTJitBackend(TorchTensorRTJitBackendConfig(compile_config=settings, fullgraph=True,
+                                                                    dynamic=False))
+    m = ait.Module(model, "mlp", strategy=_serving(backend))
+    ait.tune(m, _dataset(), batch_sizes=[1, 2], device="cpu")
+    assert m.state is ModuleState.TUNED
+    [(_, built)] = m.tuned_module.backends
+    assert built.is_jit and isinstance(built, TorchTensorRTJitBackend)
+    [kwargs] = compile_kwargs
+    assert kwargs["backend"] == "torch_tensorrt" and kwargs["fullgraph"] is True and kwargs["dynamic"] is False
+    assert kwargs["options"]["workspace_size"] == 1 << 20
+    assert kwargs["options"]["device"] == torch.device("cpu")
+    engine_builds = calls_named(fake_trt, "torch.compile")
+    assert engine_builds and all(c["options"]["device"] == torch.device("cpu") for c in engine_builds)
+    x = torch.randn(2, 6)
+    torch.testing.assert_close(m(x), reference(x))
+
+    path = ait.save(m, tmp_path / "jit.ait")
+    before = len(compile_kwargs)
+    loaded = ait.load(_mlp(), path)
+    assert len(compile_kwargs) == before + 1  # loading compiles again (is_jit)
+    assert compile_kwargs[-1]["options"]["workspace_size"] == 1 << 20
+    torch.testing.assert_close(loaded(x), reference(x))
+
+
+def test_jit_autocast_runs_under_autocast_and_returns_eager_dtypes(fake_trt):
+    backend = TorchTensorRTJitBackend(TorchTensorRTJitBackendConfig(autocast_enabled=True,
+                                                                    autocast_dtype=torch.bfloat16))
+    assert backend.precision_class == "bf16"
+    model = _mlp()
+    m = ait.Module(model, "mlp", strategy=_serving(backend))
+    ait.tune(m, _dataset(), batch_sizes=[1], device="cpu")
+    out = m(torch.randn(1, 6))
+    assert out.dtype == torch.float32  # cast back to what eager returns
+
+
+# -- AOT glue (fake library) -----------------------------------------------------------------------
+class TwoInputs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor, *, bias: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        return self.linear(x) * scale + bias
+
+
+def test_aot_exports_compiles_saves_and_loads_with_the_recorded_ranges(fake_trt, monkeypatch, tmp_path):
+    export_kwargs = []
+    real_export = torch.export.export
+
+    def recording_export(*args, **kwargs):
+        export_kwargs.append(kwargs)
+        return real_export(*args, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", recording_export)
+    torch.manual_seed(0)
+    model = TwoInputs().eval()
+    reference = copy.deepcopy(model)
+    settings = TorchTensorRTConfig(workspace_size=1 << 20)
+    backend = TorchTensorRTAotBackend(TorchTensorRTAotBackendConfig(compile_config=settings, pickle_protocol=4))
+    m = ait.Module(model, "two", strategy=_serving(backend))
+    with torch.no_grad():
+        for bs in (1, 4):  # a float keyword: recorded directly (a dataset's collate would batch it)
+            with published_batch_size(bs):
+                m(torch.randn(bs, 6), bias=torch.randn(bs, 3), scale=2.0)
+    m.tune(device="cpu")
+    assert m.state is ModuleState.TUNED
+    [(_, built)] = m.tuned_module.backends
+
+    assert export_kwargs and export_kwargs[0]["strict"] is False
+    dims = export_kwargs[0]["dynamic_shapes"]
+    assert dims["x"][0].__name__ == "batch" and dims["bias"][0].__name__ == "batch"
+    [compiled] = calls_named(fake_trt, "dynamo.compile")
+    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x")]
+    assert compiled["kwarg_inputs"] == {"bias": FakeInput([1, 3], [4, 3], [4, 3], torch.float32, "input_bias"),
+                                        "scale": 2.0}
+    assert compiled["device"] == torch.device("cpu") and compiled["workspace_size"] == 1 << 20
+    assert "enabled_precisions" not in compiled  # only the settings the user changed
+    [saved] = calls_named(fake_trt, "save")
+    assert saved["retrace"] is False and saved["pickle_protocol"] == 4
+    assert saved["output_format"] == "exported_program"
+    assert built.artifact_path.name == "exported_model.pt" and saved["file_path"] == str(built.artifact_path)
+    assert calls_named(fake_trt, "load")[-1]["file_path"] == str(built.artifact_path)
+    assert built.input_profile() == [([1, 6], [4, 6]), ([1, 3], [4, 3])]
+    assert not built.is_jit
+
+    for bs in (1, 3, 4):
+        x, bias = torch.randn(bs, 6), torch.randn(bs, 3)
+        torch.testing.assert_close(m(x, bias=bias, scale=2.0), reference(x, bias=bias, scale=2.0))
+
+    path = ait.save(m, tmp_path / "aot.ait")
+    loads = len(calls_named(fake_trt, "load"))
+    loaded = ait.load(TwoInputs(), path)
+    [(_, restored)] = loaded.tuned_module.backends
+    assert isinstance(restored, TorchTensorRTAotBackend) and len(calls_named(fake_trt, "load")) == loads + 1
+    assert calls_named(fake_trt, "load")[-1]["file_path"].endswith("exported_model.pt")
+    assert restored.config.pickle_protocol == 4 and restored.config.compile_config.workspace_size == 1 << 20
+    assert restored.input_profile() == [([1, 6], [4, 6]), ([1, 3], [4, 3])]
+    x, bias = torch.randn(2, 6), torch.randn(2, 3)
+    torch.testing.assert_close(loaded(x, bias=bias, scale=2.0), reference(x, bias=bias, scale=2.0))

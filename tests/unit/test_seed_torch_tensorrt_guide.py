@@ -269,18 +269,38 @@ print("SNIPPET_OK")
 """
 
 
+BOOTSTRAP_GROUP = "aitune_enable_jit_tuning"
+
+
+def _source_tree_entry_point(folder: Path) -> Path:
+    """aitune runs from the source tree here, without installed entry points: a minimal
+    .dist-info with pyproject's `aitune_enable_jit_tuning` entry point, for the child's sys.path."""
+    pyproject = Path(aitune.__file__).resolve().parents[2] / "pyproject.toml"
+    if not pyproject.is_file():
+        pytest.skip(f"no installed `{BOOTSTRAP_GROUP}` entry point and no pyproject.toml at {pyproject}")
+    import tomllib
+
+    points = tomllib.loads(pyproject.read_text()).get("project", {}).get("entry-points", {}).get(BOOTSTRAP_GROUP)
+    if not points:
+        pytest.skip(f"pyproject.toml declares no `{BOOTSTRAP_GROUP}` entry point yet (JIT tuning is being written)")
+    info = folder / "aitune_source_tree-0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: aitune-source-tree\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(f"[{BOOTSTRAP_GROUP}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
+    return folder
+
+
 def test_the_bootstrap_environment_variable_snippet_runs_a_script(tmp_path):
     """`export AUTOWRAPT_BOOTSTRAP=aitune_enable_jit_tuning`, then a script with the guide's
     jit_config lines: on a host without Torch-TensorRT both backends are skipped with the reason
     and the model keeps serving correct results."""
     _jit_config_or_skip()
-    if not list(importlib.metadata.entry_points(group="aitune_enable_jit_tuning")):
-        pytest.skip("the `aitune_enable_jit_tuning` entry point is not installed (aitune runs from the source "
-                    "tree here), so AUTOWRAPT_BOOTSTRAP has nothing to load")
     package_root = str(Path(aitune.__file__).resolve().parents[1])
-    pythonpath = os.pathsep.join(p for p in [package_root, os.environ.get("PYTHONPATH", "")] if p)
-    env = dict(os.environ, PYTHONPATH=pythonpath, AITUNE_CACHE_DIR=str(tmp_path / "cache"),
-               AITUNE_JIT_CACHE_DIR=str(tmp_path / "jit"), AUTOWRAPT_BOOTSTRAP="aitune_enable_jit_tuning")
+    paths = [package_root, os.environ.get("PYTHONPATH", "")]
+    if not list(importlib.metadata.entry_points(group=BOOTSTRAP_GROUP)):
+        paths.insert(0, str(_source_tree_entry_point(tmp_path / "entry_point")))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p), AITUNE_CACHE_DIR=str(tmp_path / "cache"),
+               AITUNE_JIT_CACHE_DIR=str(tmp_path / "jit"), AUTOWRAPT_BOOTSTRAP=BOOTSTRAP_GROUP)
     proc = subprocess.run([sys.executable, "-c", JIT_SCRIPT], capture_output=True, text=True, env=env, timeout=300,
                           errors="replace")
     log = proc.stdout + proc.stderr

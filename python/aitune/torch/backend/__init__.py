@@ -8,6 +8,15 @@ from aitune.torch.backend.torch_inductor_jit import TorchInductorJitBackend, Tor
 from aitune.torch.backend.torch_tensorrt_aot import TorchTensorRTAotBackend, TorchTensorRTAotBackendConfig
 from aitune.torch.backend.torch_tensorrt_config import TorchTensorRTConfig
 from aitune.torch.backend.torch_tensorrt_jit import TorchTensorRTJitBackend, TorchTensorRTJitBackendConfig
+from aitune.torch.backend.tensorrt import (
+    ONNXAutoCastConfig,
+    ONNXQuantizationConfig,
+    ProfileMode,
+    TensorRTBackend,
+    TensorRTBackendConfig,
+    TensorRTProfile,
+    TorchQuantizationConfig,
+)
 
 __all__ = [
     "ArtifactPath",
@@ -25,4 +34,11 @@ __all__ = [
     "TorchTensorRTConfig",
     "TorchTensorRTJitBackend",
     "TorchTensorRTJitBackendConfig",
+    "ONNXAutoCastConfig",
+    "ONNXQuantizationConfig",
+    "ProfileMode",
+    "TensorRTBackend",
+    "TensorRTBackendConfig",
+    "TensorRTProfile",
+    "TorchQuantizationConfig",
 ]

@@ -9,6 +9,9 @@ from aitune.torch.config import aitune_cache_dir, config
 from aitune.torch.dataloader import DataLoaderFactory
 from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
 from aitune.torch.inspecting import InspectedModulesInfo, inspect, wrap
+from aitune.torch.jit.config import config as jit_config
+from aitune.torch.jit.patched_module import PatchedModule
+from aitune.torch.jit.patcher import patch_for_jit_tuning
 from aitune.torch.module.wrapper import Module
 from aitune.torch.tune_strategy import (
     FirstWinsStrategy,
@@ -32,13 +35,16 @@ __all__ = [
     "MaxThroughputStrategy",
     "MinLatencyStrategy",
     "Module",
+    "PatchedModule",
     "OneBackendStrategy",
     "TuneStrategy",
     "aitune_cache_dir",
     "backend",
     "config",
     "inspect",
+    "jit_config",
     "load",
+    "patch_for_jit_tuning",
     "save",
     "snapshot_tuning_data",
     "tune",

@@ -15,6 +15,7 @@ from aitune.exceptions import AITuneUserInputError
 from aitune.torch import module_registry
 from aitune.torch.config import config, normalize_device
 from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.module.graph_tuning import tune_graphs
 from aitune.torch.module.recording import Recorder
 from aitune.torch.module.state import ModuleState
 from aitune.torch.module.tuned import TunedModule
@@ -203,28 +204,9 @@ class Module(wrapt.CallableObjectProxy):
         strategies = self._strategies_for(graphs, strategy, dry_run)
         module = self.__wrapped__
         policy = self._self_fallback_policy or config.fallback_policy
-        store = None
-        if config.reuse_tuning_results and not dry_run:  # SPEC §3.3: dry_run neither reads nor writes
-            from aitune.torch.results import ResultsStore
-
-            store = ResultsStore(module, name, self._self_recorder.params, device, policy)
-        selected = []
-        for graph, graph_strategy in zip(graphs, strategies):
-            cache_dir = Path(config.cache_dir) / name / graph.name
-            if dry_run:
-                if graph_strategy is not None:
-                    graph_strategy.tune_dry_run(module, name, graph, graph.samples, device, cache_dir)
-                else:
-                    logger.info("🚀 Tuning graph `%s` for module `%s` (DRY RUN):\n%s", graph.display_name, name,
-                                graph.describe())
-                continue
-            key = store.key(graph, graph_strategy) if store is not None else None  # before the strategy runs
-            backend = store.lookup(key, graph, graph_strategy) if key is not None else None
-            if backend is None:
-                backend = graph_strategy.tune(module, name, graph, graph.samples, device, cache_dir)
-                if key is not None:
-                    store.write(key, graph, backend)
-            selected.append((graph, backend))
+        results_root = Path(config.cache_dir) / "results" if config.reuse_tuning_results else None
+        selected = tune_graphs(module, name, graphs, strategies, device, policy, self._self_recorder.params,
+                               build_root=Path(config.cache_dir) / name, results_root=results_root, dry_run=dry_run)
         if dry_run:
             return
         self._self_tuned = TunedModule(name, self._self_recorder, selected, self._self_original_forward, policy,

@@ -1,0 +1,286 @@
+"""PatchedModule (SPEC §12): the JIT state machine attached to every patched nn.Module.
+
+The module's instance `forward` becomes a `_Router` (it keeps the original signature), and
+`_aitune_original_forward` holds the class forward that backends build from, as for ait.Module.
+Unpatching removes both instance attributes, so the class forward is used again at no cost.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+import time
+from typing import Any, Callable
+
+import torch
+
+from aitune.torch.jit.config import JITMode
+from aitune.torch.jit.config import config as jit_config
+from aitune.torch.jit.state import JITModuleState, runtime
+
+logger = logging.getLogger("aitune")
+_ATTR = "_aitune_patched"
+
+
+class _Router:
+    """The instance `forward` of a patched module. A callable object rather than a closure, so
+    that `copy.deepcopy(module)` gives the copy its own (fresh) PatchedModule."""
+
+    def __init__(self, patched: PatchedModule, original: Callable) -> None:
+        self.patched = patched
+        self.__wrapped__ = original
+        self.__name__ = getattr(original, "__name__", "forward")
+        self.__doc__ = getattr(original, "__doc__", None)
+        try:
+            self.__signature__ = inspect.signature(original)  # e.g. HF generate() inspects forward
+        except (TypeError, ValueError):
+            pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        patched = self.patched
+        dispatch = patched._dispatch
+        if dispatch is not None:  # TUNED: straight into the native dispatcher
+            return dispatch(*args, **kwargs)
+        return patched._route(args, kwargs)
+
+
+def get_patched(module: torch.nn.Module) -> PatchedModule | None:
+    return module.__dict__.get(_ATTR)
+
+
+def attach(module: torch.nn.Module) -> PatchedModule:
+    """Patches `module` (called from the wrapped nn.Module.__init__)."""
+    existing = get_patched(module)
+    return existing if existing is not None else PatchedModule(module)
+
+
+class PatchedModule:
+    """States INIT → RECORDING → TUNED | EAGER; SKIPPED; DETACHED (SPEC §12)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+        self.original_forward: Callable = type(module).forward.__get__(module)
+        self.state = JITModuleState.INIT
+        self.name = ""
+        self.level = 0
+        self.parent: PatchedModule | None = None
+        self.children: list[PatchedModule] = []
+        self.recorder: Any = None
+        self.tuned: Any = None
+        self.tuning_device: torch.device | None = None
+        self.reason = ""  # why EAGER / SKIPPED / unpatched, for the exit diagnostics
+        self.num_calls = 0
+        self.stats: Any = None  # inspection statistics (INSPECT mode)
+        self._dispatch: Callable | None = None
+        self._dry_tuned = False
+        self._router = _Router(self, self.original_forward)
+        self.route()
+        object.__setattr__(module, _ATTR, self)
+
+    def __deepcopy__(self, memo: dict) -> PatchedModule | None:
+        # Reached from a deep copy of the module (through its router): the copy starts afresh.
+        new_module = memo.get(id(self.module))
+        if new_module is None:
+            new_module = copy.deepcopy(self.module, memo)
+        fresh = PatchedModule.__new__(PatchedModule)
+        memo[id(self)] = fresh
+        fresh.__init__(new_module)
+        return fresh
+
+    # -- routing ----------------------------------------------------------------------------
+    def route(self) -> None:
+        """(Re)installs the router; instance attributes bypass nn.Module.__setattr__."""
+        object.__setattr__(self.module, "_aitune_original_forward", self.original_forward)
+        object.__setattr__(self.module, "forward", self._router)
+
+    def unroute(self) -> None:
+        for attr in ("forward", "_aitune_original_forward"):
+            if attr in self.module.__dict__:
+                object.__delattr__(self.module, attr)
+
+    def unpatch(self, reason: str) -> None:
+        """The module becomes plain again and leaves JIT tuning for good."""
+        self.unroute()
+        self.module.__dict__.pop(_ATTR, None)
+        if self.name:
+            runtime.event(self.name, f"unpatched: {reason}")
+
+    @property
+    def is_routed(self) -> bool:
+        return self.module.__dict__.get("forward") is self._router
+
+    def _route(self, args: tuple, kwargs: dict) -> Any:
+        if runtime.suspended:
+            return self.original_forward(*args, **kwargs)
+        if self.state is JITModuleState.INIT:
+            with runtime.lock:
+                if self.state is JITModuleState.INIT:
+                    self._first_call()
+            if self.state is JITModuleState.INIT:  # unpatched by the first-call rules
+                return self.original_forward(*args, **kwargs)
+        state = self.state
+        if state is JITModuleState.SKIPPED:  # transparent: its submodules are judged without it
+            return self.original_forward(*args, **kwargs)
+        if state is JITModuleState.RECORDING and self.tunable and jit_config.mode is JITMode.TUNE_DEFERRED \
+                and runtime.deferred_requested:
+            self._tune_now()
+            if self._dispatch is not None:
+                return self._dispatch(*args, **kwargs)
+            state = self.state
+        stack = runtime.stack()
+        stack.append(self)
+        try:
+            if state is JITModuleState.RECORDING:
+                output = self._record(args, kwargs)
+            else:  # EAGER, or TUNED in a dry run
+                output = self.original_forward(*args, **kwargs)
+        finally:
+            stack.pop()
+        self.num_calls += 1
+        if state is JITModuleState.RECORDING and self.tunable and self._eager_trigger_ready():
+            self._tune_now()
+        return output
+
+    # -- the first call ---------------------------------------------------------------------
+    def _first_call(self) -> None:
+        module = self.module
+        cls = type(module)
+        stack = runtime.stack()
+        parent = stack[-1] if stack else None
+        if cls.__name__ in set(jit_config.skip_modules) or cls.__qualname__ in set(jit_config.skip_modules):
+            self.state = JITModuleState.SKIPPED
+            self.name = runtime.unique_name(cls.__name__)
+            self.reason = f"class {cls.__name__} is in jit_config.skip_modules"
+            runtime.event(self.name, f"skipped: {self.reason}")
+            return
+        num_params = sum(p.numel() for p in module.parameters())
+        if num_params <= jit_config.min_parameters:
+            self.unpatch(f"{num_params} parameters <= min_parameters={jit_config.min_parameters}")
+            return
+        if parent is not None:
+            if parent.level + 1 >= jit_config.max_depth_level:
+                self.unpatch("below max_depth_level")
+                return
+            self.parent, self.level = parent, parent.level + 1
+            attr = next((n for n, m in parent.module.named_modules() if m is module and n), cls.__name__)
+            self.name = runtime.unique_name(f"{parent.name}.{attr}")
+            parent.children.append(self)
+        else:
+            self.name = runtime.unique_name(cls.__name__)
+            runtime.heads.append(self)
+        self.state = JITModuleState.RECORDING
+        if jit_config.mode is not JITMode.INSPECT:
+            from aitune.torch.module.recording import Recorder
+
+            self.recorder = Recorder(self.name, self.original_forward)
+        runtime.event(self.name, f"{'head' if self.parent is None else 'child'} at level {self.level}, "
+                                 f"{num_params:,} parameters; recording")
+
+    @property
+    def tunable(self) -> bool:
+        """Heads, and children whose parent fell back to eager."""
+        return jit_config.mode is not JITMode.INSPECT and (
+            self.parent is None or self.parent.state is JITModuleState.EAGER)
+
+    # -- recording --------------------------------------------------------------------------
+    def _record(self, args: tuple, kwargs: dict) -> Any:
+        if self.recorder is None:  # INSPECT: statistics only
+            from aitune.torch.jit.inspection import timed_call
+
+            return timed_call(self, args, kwargs)
+        progress = {"started": False, "done": False, "output": None}
+
+        def run() -> Any:
+            progress["started"] = True
+            progress["output"] = self.original_forward(*args, **kwargs)
+            progress["done"] = True
+            return progress["output"]
+
+        try:
+            return self.recorder.record(args, kwargs, run)
+        except Exception as e:
+            if progress["started"] and not progress["done"]:
+                raise  # the user's own forward failed
+            self.give_up(f"recording failed: {type(e).__name__}: {e}")
+            return progress["output"] if progress["done"] else self.original_forward(*args, **kwargs)
+
+    def _eager_trigger_ready(self) -> bool:
+        if jit_config.mode is not JITMode.TUNE_EAGER or self.recorder is None:
+            return False
+        if self.num_calls < jit_config.min_samples:
+            return False
+        if jit_config.min_samples == 1 or not jit_config.batch_axis_required:
+            return True
+        return any(g.input_spec.has_dynamic_axis() for g in self.recorder.graphs)
+
+    def give_up(self, reason: str) -> None:
+        """EAGER without trying children (recording could not work)."""
+        self.state = JITModuleState.EAGER
+        self.reason = reason
+        runtime.event(self.name, f"eager: {reason}")
+        logger.warning("⚠️ JIT: module `%s` runs eagerly: %s", self.name, reason)
+
+    def _tune_now(self) -> None:
+        from aitune.torch.jit.jit_tuning import tune_patched
+
+        with runtime.lock:
+            if self.state is JITModuleState.RECORDING:
+                tune_patched(self)
+
+    # -- public surface ---------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """The tuning device once TUNED, otherwise the device of the module's first parameter."""
+        if self.state is JITModuleState.TUNED and self.tuning_device is not None:
+            return self.tuning_device
+        return next((p.device for p in self.module.parameters()), torch.device("cpu"))
+
+    @property
+    def graph_specs(self) -> list:
+        return list(self.recorder.graphs) if self.recorder is not None else []
+
+    def descendants(self) -> list[PatchedModule]:
+        out = []
+        for child in self.children:
+            out.append(child)
+            out.extend(child.descendants())
+        return out
+
+    def describe(self) -> str:
+        text = f"{self.name} [{type(self.module).__name__}] {self.state.name}"
+        if self.tuned is not None:
+            text += " → " + ", ".join(f"graph {g.name}: {b.describe()}" for g, b in self.tuned.backends)
+        elif self._dry_tuned:
+            text += " (dry run)"
+        if self.reason and self.state in (JITModuleState.EAGER, JITModuleState.SKIPPED):
+            text += f" ({self.reason})"
+        return text
+
+    @staticmethod
+    def hierarchy_text() -> str:
+        lines: list[str] = []
+
+        def walk(node: PatchedModule, depth: int) -> None:
+            lines.append("  " * depth + node.describe())
+            for child in node.children:
+                walk(child, depth + 1)
+
+        for head in runtime.heads:
+            walk(head, 0)
+        return "\n".join(lines) if lines else "(no patched module has been called)"
+
+    @staticmethod
+    def print_hierarchy() -> None:
+        """Prints the tree of heads and children with their states."""
+        print(PatchedModule.hierarchy_text())
+
+    @staticmethod
+    def print_history() -> None:
+        """Prints every JIT event in order (first calls, tuning, fallbacks, unpatching)."""
+        start = runtime.history[0][0] if runtime.history else time.time()
+        for when, name, text in runtime.history:
+            print(f"+{when - start:8.3f}s  {name}: {text}")
+
+    def __repr__(self) -> str:
+        return f"PatchedModule({self.describe()})"

@@ -1,0 +1,149 @@
+"""Patching `torch.nn.Module.__init__` (SPEC §12 "Activation", "Patching").
+
+Every module constructed while the patch is on, and whose class is not excluded, gets a
+PatchedModule. `enable()` patches for the rest of the process (until `disable()`);
+`patch_for_jit_tuning` and `prepare_for_jit_tuning()` patch only while the model is built.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import logging
+import weakref
+from typing import Any, Callable, Iterator, TypeVar
+
+import torch
+
+from aitune.torch.jit.config import config as jit_config
+from aitune.torch.jit.patched_module import attach, get_patched
+from aitune.torch.jit.state import JITModuleState, runtime
+
+logger = logging.getLogger("aitune")
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Classes from these packages are torch's own machinery (tracing, compiling, exporting).
+BUILTIN_EXCLUDED_PACKAGES = ("torch.jit", "torch._inductor", "torch._dynamo", "torch.fx", "torch.export",
+                             "torch_tensorrt", "aitune")
+BUILTIN_EXCLUDED_CLASSES = (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential, torch.nn.ParameterList,
+                            torch.nn.ParameterDict)
+
+
+class _Patcher:
+    original_init: Callable | None = None
+    global_enabled = False  # enable() (as opposed to a scoped patch)
+    scoped_depth = 0
+    atexit_registered = False
+    patched_modules: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+
+
+_patcher = _Patcher()
+
+
+def _in_package(module_name: str, prefix: str) -> bool:
+    return module_name == prefix or module_name.startswith(prefix + ".")
+
+
+def is_excluded(cls: type) -> bool:
+    """Built-in exclusions, plus `jit_config.patch_exclude` package prefixes or class names."""
+    if cls in BUILTIN_EXCLUDED_CLASSES or cls.forward is torch.nn.Module.forward:
+        return True
+    module_name = cls.__module__ or ""
+    if any(_in_package(module_name, p) for p in BUILTIN_EXCLUDED_PACKAGES):
+        return True
+    qualified = f"{module_name}.{cls.__qualname__}"
+    for entry in jit_config.patch_exclude:
+        if entry in (cls.__name__, cls.__qualname__, qualified) or _in_package(module_name, entry):
+            return True
+    return False
+
+
+def _patched_init(self: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
+    _patcher.original_init(self, *args, **kwargs)  # type: ignore[misc]
+    if runtime.suspended or get_patched(self) is not None:
+        return
+    try:
+        if not is_excluded(type(self)):
+            attach(self)
+            _patcher.patched_modules.add(self)
+    except Exception as e:  # noqa: BLE001 - JIT tuning must never break model construction
+        logger.debug("JIT: %s was not patched: %s: %s", type(self).__name__, type(e).__name__, e)
+
+
+def _install() -> None:
+    if _patcher.original_init is None:
+        _patcher.original_init = torch.nn.Module.__init__
+        torch.nn.Module.__init__ = functools.wraps(_patcher.original_init)(_patched_init)  # type: ignore[method-assign]
+
+
+def _uninstall() -> None:
+    if _patcher.original_init is not None:
+        torch.nn.Module.__init__ = _patcher.original_init  # type: ignore[method-assign]
+        _patcher.original_init = None
+
+
+def is_patching() -> bool:
+    return _patcher.original_init is not None
+
+
+def _start_session() -> None:
+    from aitune.torch.config import AITuneMode, config
+    from aitune.torch.logging_utils import setup_logging
+
+    jit_config.validate()
+    config.mode = AITuneMode.JIT
+    setup_logging()
+    if not _patcher.atexit_registered:
+        from aitune.torch.jit.exit_report import at_exit
+
+        atexit.register(at_exit)
+        _patcher.atexit_registered = True
+
+
+def enable() -> None:
+    """Patches nn.Module construction for the rest of the process."""
+    _start_session()
+    _install()
+    _patcher.global_enabled = True
+    logger.info("🧪 JIT tuning enabled (mode %s): modules built from now on are patched", jit_config.mode.name)
+
+
+def disable() -> None:
+    """Stops patching, and returns every patched module that is not tuned to its plain forward
+    (a TUNED module keeps serving: its weights may have been offloaded)."""
+    _patcher.global_enabled = False
+    _patcher.scoped_depth = 0
+    _uninstall()
+    for module in list(_patcher.patched_modules):
+        patched = get_patched(module)
+        if patched is not None and patched.state is not JITModuleState.TUNED:
+            patched.unpatch("JIT tuning disabled")
+            if patched.state is not JITModuleState.INIT:
+                patched.state = JITModuleState.DETACHED
+    logger.info("JIT tuning disabled")
+
+
+@contextlib.contextmanager
+def prepare_for_jit_tuning() -> Iterator[None]:
+    """Patches only the modules constructed inside the block."""
+    _start_session()
+    _install()
+    _patcher.scoped_depth += 1
+    try:
+        yield
+    finally:
+        _patcher.scoped_depth = max(0, _patcher.scoped_depth - 1)
+        if _patcher.scoped_depth == 0 and not _patcher.global_enabled:
+            _uninstall()
+
+
+def patch_for_jit_tuning(func: F) -> F:
+    """Decorator: the modules `func` constructs are patched for JIT tuning."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with prepare_for_jit_tuning():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,69 @@
+"""Process-wide state of JIT tuning (SPEC §12): module states, the stack of patched modules whose
+forward is running (it decides parent and child), the tuning suspension, the deferred trigger,
+the tunable heads and the event history."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import threading
+import time
+from typing import Any, Iterator
+
+
+class JITModuleState(enum.Enum):
+    INIT = "init"
+    RECORDING = "recording"
+    TUNED = "tuned"
+    EAGER = "eager"
+    SKIPPED = "skipped"
+    DETACHED = "detached"
+
+
+class _Runtime:
+    def __init__(self) -> None:
+        self.local = threading.local()  # .stack: patched modules whose forward runs on this thread
+        self.suspended = 0  # > 0 while tuning: routers pass through and new modules stay plain
+        self.deferred_requested = False
+        self.heads: list[Any] = []  # tunable heads in discovery order
+        self.names: set[str] = set()
+        self.history: list[tuple[float, str, str]] = []  # (time, module name, event)
+        self.lock = threading.RLock()  # first-call decisions and tuning are serialised
+
+    def stack(self) -> list[Any]:
+        stack = getattr(self.local, "stack", None)
+        if stack is None:
+            stack = self.local.stack = []
+        return stack
+
+    def event(self, name: str, text: str) -> None:
+        self.history.append((time.time(), name, text))
+
+    def unique_name(self, base: str) -> str:
+        name, index = base, 0
+        while name in self.names:
+            index += 1
+            name = f"{base}.{index}"
+        self.names.add(name)
+        return name
+
+    def reset(self) -> None:
+        """Forgets every head and event (tests; a fresh JIT session)."""
+        self.deferred_requested = False
+        self.heads.clear()
+        self.names.clear()
+        self.history.clear()
+
+
+runtime = _Runtime()
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """While a module is tuned, its builds and measurements call forwards and construct modules:
+    none of them may be recorded, patched or traced through a router."""
+    runtime.suspended += 1
+    try:
+        yield
+    finally:
+        runtime.suspended -= 1

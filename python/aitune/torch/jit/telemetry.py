@@ -1,0 +1,102 @@
+"""JIT telemetry (SPEC §3.4): each tuned module is one run span of the shared telemetry, merged
+into one process-wide run, written as JSON after every module and as the HTML report at exit."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from aitune.torch.tune_data import report as tune_data
+
+logger = logging.getLogger("aitune")
+
+
+class _Telemetry:
+    run: Any = None  # the merged RunReport (None until a module is tuned)
+    started: float = 0.0
+
+
+_telemetry = _Telemetry()
+
+
+def merged_run() -> Any:
+    return _telemetry.run
+
+
+def reset() -> None:
+    _telemetry.run = None
+
+
+@contextlib.contextmanager
+def jit_module_span(name: str) -> Iterator[None]:
+    spans: list[Any] = []
+    try:
+        with tune_data.run_span("JIT", write_html=False) as run:
+            spans.append(run)
+            with tune_data.module_span(name):
+                yield
+    finally:
+        if spans:
+            _merge(spans[0])
+
+
+def _merge(run: Any) -> None:
+    from aitune.torch.jit.config import config as jit_config
+
+    if _telemetry.run is None:
+        _telemetry.run, _telemetry.started = run, time.perf_counter() - (run.duration_s or 0.0)
+        with contextlib.suppress(Exception):
+            run.config = dict(run.config, jit=jit_config.to_dict())
+    elif run is not _telemetry.run:
+        _telemetry.run.modules.extend(run.modules)
+    _telemetry.run.duration_s = round(time.perf_counter() - _telemetry.started, 3)
+    write_json()
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json() -> Path | None:
+    from aitune.torch.config import config
+
+    if _telemetry.run is None:
+        return None
+    path = Path(config.tuning_data_output_path)
+    try:
+        _atomic_write(path, json.dumps(_telemetry.run.to_json_dict(), indent=2, default=str))
+    except OSError as e:
+        logger.warning("⚠️ JIT: could not write the tuning data to %s: %s", path, e)
+        return None
+    return path
+
+
+def write_html() -> Path | None:
+    """The HTML report of every module tuned in this process (SPEC §3.4: at JIT exit)."""
+    from aitune.torch.config import config
+    from aitune.torch.tune_data.html_report import render_html
+
+    if _telemetry.run is None:
+        return None
+    path = Path(config.tuning_report_path)
+    try:
+        _atomic_write(path, render_html(_telemetry.run.to_json_dict(), path))
+    except Exception as e:  # noqa: BLE001 - the report is best effort at exit
+        logger.warning("⚠️ JIT: could not write the tuning report to %s: %s: %s", path, type(e).__name__, e)
+        return None
+    return path

@@ -1,0 +1,66 @@
+"""Tuning one module's recorded graphs: results store first, then the strategy (SPEC §3.1 per
+module, §3.3). Shared by ait.Module.tune (declarative) and PatchedModule (JIT, §12), which
+differ only in where builds and stored results live."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aitune.exceptions import DiskSpaceError
+from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.tune_data import report as tune_data
+
+logger = logging.getLogger("aitune")
+
+
+def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], strategies: list[Any],
+                device: torch.device, fallback_policy: str, forward_params: Any, *, build_root: Path,
+                results_root: Path | None, dry_run: bool = False, model_fingerprint: dict | None = None) -> list:
+    """Returns [(graph, backend)] in graph order; with `dry_run` logs each graph and returns [].
+    `build_root/<graph>` holds the builds; `results_root` None disables results reuse.
+    `model_fingerprint`, when the caller already computed it, spares a second pass over the weights."""
+    store = None
+    if results_root is not None and not dry_run:  # SPEC §3.3: dry_run neither reads nor writes
+        from aitune.torch.results import ResultsStore
+
+        store = ResultsStore(module, name, forward_params, device, fallback_policy, root=results_root)
+        if model_fingerprint is not None:
+            store._model_fp = model_fingerprint
+    selected = []
+    for graph, graph_strategy in zip(graphs, strategies):
+        cache_dir = Path(build_root) / graph.name
+        if dry_run:
+            if graph_strategy is not None:
+                graph_strategy.tune_dry_run(module, name, graph, graph.samples, device, cache_dir)
+            else:
+                logger.info("🚀 Tuning graph `%s` for module `%s` (DRY RUN):\n%s", graph.display_name, name,
+                            graph.describe())
+            continue
+        key = store.key(graph, graph_strategy) if store is not None else None  # before the strategy runs
+        backend = store.lookup(key, graph, graph_strategy) if key is not None else None
+        if backend is not None:
+            _record_reuse(graph_strategy, name, graph, device, cache_dir, backend, store.path(key))
+        else:
+            backend = graph_strategy.tune(module, name, graph, graph.samples, device, cache_dir)
+            if key is not None:
+                store.write(key, graph, backend)
+        selected.append((graph, backend))
+    return selected
+
+
+def _record_reuse(strategy: Any, name: str, graph: GraphSpec, device: torch.device, cache_dir: Path, backend: Any,
+                  path: Path) -> None:
+    """A graph served from the results store still appears in the telemetry, with no builds and
+    the stored file as its selection rule, so a report shows why nothing was built."""
+    try:
+        with tune_data.graph_span(strategy, name, graph, len(graph.samples), device, cache_dir) as report:
+            report.selection_rule = f"reused stored tuning result {path}"
+            tune_data.record_selection(backend)
+    except DiskSpaceError:
+        raise
+    except Exception as e:  # noqa: BLE001 - telemetry is best effort
+        logger.debug("Could not record the reuse of module `%s` graph `%s`: %s", name, graph.name, e)

@@ -85,6 +85,8 @@ def main() -> None:
     with_clone = tuned(copy.deepcopy(base), clone=True)
     eager = copy.deepcopy(base)
     no_clone_dispatch = no_clone.tuned_module.dispatcher
+    serving = no_clone.tuned_module.backends[0][1]._cuda_graph  # the shared runner's Python adapter
+    native_runner = serving.runner
     with torch.no_grad():
         assert torch.allclose(with_clone(x), eager(x), atol=1e-5)
         assert torch.allclose(no_clone(x), eager(x), atol=1e-5)
@@ -93,6 +95,8 @@ def main() -> None:
                  # The native dispatcher called directly (no nn.Module.__call__, proxy or router):
                  # splits the overhead between the Python module call and the C++ path.
                  "dispatcher_no_clone": lambda: no_clone_dispatch(x),
+                 # The native CudaGraphRunner alone (key, mutex, copy-in, replay), called from Python.
+                 "runner_no_clone": lambda: native_runner.run([x]),
                  "eager": lambda: eager(x)}
         for fn in cases.values():
             for _ in range(100):
@@ -105,6 +109,8 @@ def main() -> None:
                                                            - result[f"{mode}_bare_replay_us"], 2)
             result[f"{mode}_overhead_clone_us"] = round(result[f"{mode}_tuned_clone_us"]
                                                         - result[f"{mode}_bare_replay_us"], 2)
+    # Whether the dispatcher returns the single output itself or calls the Python rebuild.
+    result["native_rebuild_in_python"] = serving.native()[2] is not None
     stats = with_clone.tuned_module.backends[0][1].cuda_graph_stats
     result["cuda_graph_stats"] = stats
     print(json.dumps(result))

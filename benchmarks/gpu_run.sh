@@ -21,9 +21,10 @@ step() {  # step NAME CMD... : runs CMD, logs to $LOGS/NAME.log, records the exi
   return $rc
 }
 finish() {
-  for f in deps ctest pytest_gpu pytest_all aoti_diag aoti_diag_preload jit_resnet50; do
+  for f in deps ctest pytest_gpu pytest_all aoti_diag aoti_diag_preload aoti_diag_global_first aoti_diag_global_after jit_resnet50; do
     [ -f "$LOGS/$f.log" ] && { echo "--- $f"; tail -6 "$LOGS/$f.log"; }
   done >> "$summary"
+  [ -f "$LOGS/aoti_bindings.log" ] && { echo "--- aoti_bindings"; head -60 "$LOGS/aoti_bindings.log"; } >> "$summary"
   [ -f "$LOGS/aoti_diag_gdb.log" ] && { echo "--- aoti_diag_gdb"; grep -E '^#[0-9]+ ' "$LOGS/aoti_diag_gdb.log" | head -25; } >> "$summary"
   { echo "--- demo"; grep RESULT "$LOGS/demo.log"; echo "--- dispatch"; cat "$OUT/dispatch_overhead_gpu.json"
     echo "--- cuda graphs"; cat "$OUT/cuda_graph_overhead.json"; echo "--- zoo"; grep -A20 "^| model" "$LOGS/zoo.log"
@@ -80,8 +81,17 @@ has demo && step demo $PY -m aitune.torch.examples.demo
 if has aotidiag; then
   # Why AOTInductor packages crash on this image: the libstdc++ copies mapped, then the same
   # load with the system libstdc++ preloaded, then a native backtrace where gdb exists.
-  step aoti_diag $PY benchmarks/aoti_diag.py
+  step aoti_diag $PY benchmarks/aoti_diag.py plain
   step aoti_diag_preload env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 $PY benchmarks/aoti_diag.py
+  step aoti_diag_global_first $PY benchmarks/aoti_diag.py global-first
+  step aoti_diag_global_after $PY benchmarks/aoti_diag.py global-after
+  # Which objects the package's symbols bind to when the load crashes (first 400 lines of them).
+  env LD_DEBUG=bindings LD_DEBUG_OUTPUT="$LOGS/ld" $PY benchmarks/aoti_diag.py plain > "$LOGS/aoti_ld.log" 2>&1
+  cat "$LOGS"/ld.* 2>/dev/null | grep -E "binding file /tmp/[^ ]*\.so" | grep -vE "to (/usr/lib|/lib)/x86_64-linux-gnu/lib(c|m|stdc\+\+|gcc_s)\.so" \
+    > "$LOGS/aoti_bindings_all.log"
+  { sed -E 's/.* to ([^ ]+) .*/\1/' "$LOGS/aoti_bindings_all.log" | sort | uniq -c | sort -rn
+    grep -v "/torch/lib/" "$LOGS/aoti_bindings_all.log" | head -200; } > "$LOGS/aoti_bindings.log"
+  rm -f "$LOGS"/ld.* "$LOGS/aoti_bindings_all.log"
   if command -v gdb >/dev/null; then
     step aoti_diag_gdb gdb -q -batch -ex run -ex bt -ex "info sharedlibrary" --args $PY benchmarks/aoti_diag.py
   fi

@@ -12,7 +12,7 @@ import torch
 
 import aitune.torch as ait
 import fake_torch_tensorrt
-from aitune.exceptions import BackendUnavailableError
+from aitune.exceptions import BackendUnavailableError, ProfileShapeError
 from aitune.torch.backend import (
     TorchTensorRTAotBackend,
     TorchTensorRTAotBackendConfig,
@@ -255,6 +255,9 @@ def test_aot_exports_compiles_saves_and_loads_with_the_recorded_ranges(fake_trt,
     for bs in (1, 3, 4):
         x, bias = torch.randn(bs, 6), torch.randn(bs, 3)
         torch.testing.assert_close(m(x, bias=bias, scale=2.0), reference(x, bias=bias, scale=2.0))
+
+    with pytest.raises(ProfileShapeError):  # outside the engine's Input range: refused before execution
+        m(torch.randn(5, 6), bias=torch.randn(5, 3), scale=2.0)
 
     path = ait.save(m, tmp_path / "aot.ait")
     loads = len(calls_named(fake_trt, "load"))

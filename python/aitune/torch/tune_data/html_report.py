@@ -19,6 +19,7 @@ h1{font-size:22px}h2{font-size:19px;border-bottom:2px solid #ccc;padding-bottom:
 h3{font-size:16px;margin-top:24px}h4{font-size:14px;margin:16px 0 6px}
 table{border-collapse:collapse;margin:6px 0 12px;font-size:13px;background:#fff}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}th{background:#eee}
+td a,td code{overflow-wrap:anywhere}
 .ok{color:#19752b;font-weight:600}.fail{color:#b00020;font-weight:600}.skip{color:#8a6d00;font-weight:600}
 .graph{border:1px solid #ddd;border-radius:6px;padding:8px 16px;margin:12px 0;background:#fff}
 .charts{display:flex;flex-wrap:wrap;gap:16px}pre{white-space:pre-wrap;font-size:12px;background:#f3f3f3;padding:6px}
@@ -66,6 +67,21 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
+def _nice_step(span: float, count: int = 4) -> float:
+    """A 1-2-5 step that splits `span` into about `count` intervals (round axis labels)."""
+    raw = span / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    return next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+
+
+def _tick_label(value: float) -> str:
+    """Short axis labels: 3300 -> 3.3k (scientific notation would overlap the axis title)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
 def _line_chart(title: str, y_label: str, series: list[tuple[str, str, list[dict[str, Any]]]], key: str,
                 whiskers: tuple[str, str] | None = None) -> str:
     """series: (label, color, points with batch_size and the key). X is log2 batch size."""
@@ -89,7 +105,8 @@ def _line_chart(title: str, y_label: str, series: list[tuple[str, str, list[dict
     x0, x1 = math.log2(min(xs)), math.log2(max(xs))
     if x1 - x0 < 1e-9:
         x0, x1 = x0 - 1, x1 + 1
-    y1 = max(ys) * 1.1 or 1.0
+    step = _nice_step(max(ys) * 1.05 or 1.0)
+    y1 = step * math.ceil(max(ys) * 1.05 / step) if max(ys) > 0 else 1.0
     pw, ph = width - left - right, height - top - bottom
 
     def sx(x: float) -> float:
@@ -103,10 +120,10 @@ def _line_chart(title: str, y_label: str, series: list[tuple[str, str, list[dict
              f'<text x="{width / 2 - right / 2}" y="18" text-anchor="middle" font-size="13">{_e(title)}</text>',
              f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#333"/>',
              f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#333"/>']
-    for i in range(5):
-        y = y1 * i / 4
+    for i in range(round(y1 / step) + 1):
+        y = step * i
         parts.append(f'<line x1="{left - 4}" y1="{sy(y):.1f}" x2="{left + pw}" y2="{sy(y):.1f}" stroke="#eee"/>')
-        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end" font-size="10">{y:.3g}</text>')
+        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end" font-size="10">{_tick_label(y)}</text>')
     for x in sorted(set(xs)):
         parts.append(f'<text x="{sx(x):.1f}" y="{top + ph + 14}" text-anchor="middle" font-size="10">{int(x)}</text>')
     parts.append(f'<text x="{left + pw / 2}" y="{height - 8}" text-anchor="middle" font-size="11">batch size</text>')
@@ -180,9 +197,11 @@ def _status(build: dict[str, Any]) -> str:
 def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
     builds = graph.get("builds") or []
     out = [f'<div class="graph"><h3>Graph <code>{_e(graph.get("display_name") or graph.get("name"))}</code></h3>']
+    # long paths are links, which may wrap anywhere (CSS), so the table fits the page
     out.append(_table(["Strategy", "Description", "Device", "Samples", "Duration [s]", "Cache dir"],
-                      [[graph.get("strategy"), graph.get("strategy_description"), graph.get("device"),
-                        graph.get("num_samples"), graph.get("duration_s"), graph.get("cache_dir")]]))
+                      [[_e(graph.get("strategy")), _e(graph.get("strategy_description")), _e(graph.get("device")),
+                        _fmt(graph.get("num_samples")), _fmt(graph.get("duration_s")),
+                        _link(graph.get("cache_dir"), base)]], raw=True))
     if graph.get("exception"):
         exc = graph["exception"]
         out.append(f'<p class="fail">Graph tuning failed: {_e(exc.get("type"))}: {_e(exc.get("message"))}</p>'

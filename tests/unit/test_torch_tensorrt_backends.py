@@ -269,3 +269,26 @@ def test_aot_exports_compiles_saves_and_loads_with_the_recorded_ranges(fake_trt,
     assert restored.input_profile() == [([1, 6], [4, 6]), ([1, 3], [4, 3])]
     x, bias = torch.randn(2, 6), torch.randn(2, 3)
     torch.testing.assert_close(loaded(x, bias=bias, scale=2.0), reference(x, bias=bias, scale=2.0))
+
+
+def test_aot_gives_recorded_dim_axes_named_dims_and_input_ranges(fake_trt, monkeypatch):
+    export_kwargs = []
+    real_export = torch.export.export
+    monkeypatch.setattr(torch.export, "export", lambda *a, **k: export_kwargs.append(k) or real_export(*a, **k))
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2).eval()
+    m = ait.Module(model, "seq", strategy=_serving(TorchTensorRTAotBackend()))
+    with torch.no_grad():
+        for bs, length in ((1, 3), (2, 5)):
+            with published_batch_size(bs):
+                m(torch.randn(bs, length, 4))
+    m.tune(device="cpu")
+    [(_, built)] = m.tuned_module.backends
+    batch, length = export_kwargs[0]["dynamic_shapes"]["input"].values()
+    assert batch.__name__ == "batch" and (batch.min, batch.max) == (1, 2)
+    assert length.__name__ == "input_input_1" and (length.min, length.max) == (3, 5)  # named, not Dim.AUTO
+    [compiled] = calls_named(fake_trt, "dynamo.compile")
+    assert compiled["arg_inputs"] == [FakeInput([1, 3, 4], [2, 5, 4], [2, 5, 4], torch.float32, "input_input")]
+    assert built.input_profile() == [([1, 3, 4], [2, 5, 4])]
+    x = torch.randn(2, 4, 4)
+    torch.testing.assert_close(m(x), model(x))

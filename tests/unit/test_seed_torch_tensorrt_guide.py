@@ -286,7 +286,8 @@ def _source_tree_entry_point(folder: Path) -> Path:
     info = folder / "aitune_source_tree-0.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: aitune-source-tree\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text(f"[{BOOTSTRAP_GROUP}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
+    lines = "".join(f"{name} = {target}\n" for name, target in points.items())
+    (info / "entry_points.txt").write_text(f"[{BOOTSTRAP_GROUP}]\n{lines}")
     return folder
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 

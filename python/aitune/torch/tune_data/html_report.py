@@ -123,7 +123,8 @@ def _line_chart(title: str, y_label: str, series: list[tuple[str, str, list[dict
     for i in range(round(y1 / step) + 1):
         y = step * i
         parts.append(f'<line x1="{left - 4}" y1="{sy(y):.1f}" x2="{left + pw}" y2="{sy(y):.1f}" stroke="#eee"/>')
-        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end" font-size="10">{_tick_label(y)}</text>')
+        parts.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end" font-size="10">'
+                     f'{_tick_label(y)}</text>')
     for x in sorted(set(xs)):
         parts.append(f'<text x="{sx(x):.1f}" y="{top + ph + 14}" text-anchor="middle" font-size="10">{int(x)}</text>')
     parts.append(f'<text x="{left + pw / 2}" y="{height - 8}" text-anchor="middle" font-size="11">batch size</text>')

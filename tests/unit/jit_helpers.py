@@ -78,3 +78,68 @@ def reset_jit() -> None:
     runtime.reset()
     telemetry.reset()
     jit_config.reset_to_defaults()
+
+
+# -- child processes started with AUTOWRAPT_BOOTSTRAP ---------------------------------------------
+BOOTSTRAP_GROUP = "aitune_enable_jit_tuning"
+
+
+def _entry_point_dir(folder: Path) -> Path | None:
+    import pytest
+
+    """A .dist-info holding pyproject's `aitune_enable_jit_tuning` entry point, for a child run
+    from the source tree (an installed aitune declares it itself); None when none is needed."""
+    import importlib.metadata
+
+    import aitune
+
+    if any(ep.value == "aitune.jit_bootstrap:enable_jit_tuning"
+           for ep in importlib.metadata.entry_points(group=BOOTSTRAP_GROUP)):
+        return None
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        pytest.skip("aitune is not installed and Python < 3.11 has no tomllib to read pyproject's entry point")
+    pyproject = Path(aitune.__file__).resolve().parents[2] / "pyproject.toml"
+    points = tomllib.loads(pyproject.read_text())["project"]["entry-points"][BOOTSTRAP_GROUP]
+    info = folder / "aitune_jit_tests-0.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: aitune-jit-tests\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(f"[{BOOTSTRAP_GROUP}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
+    return folder
+
+
+def run_jit_child(script: str, tmp_path: Path, *args: str, bootstrap: bool = True, timeout: int = 300,
+                  **env: str) -> tuple[str, Path]:
+    """Runs `script` in a fresh interpreter (with AUTOWRAPT_BOOTSTRAP unless `bootstrap` is False),
+    importing the same aitune as this process, with caches and reports under `tmp_path`.
+    Returns (log, telemetry JSON path)."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    import aitune
+
+    try:
+        import autowrapt  # noqa: F401
+    except ImportError:
+        pytest.skip("autowrapt is not installed (pip install autowrapt): AUTOWRAPT_BOOTSTRAP cannot start JIT tuning")
+    paths = [str(Path(aitune.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+    entry = _entry_point_dir(tmp_path / "entry_point") if bootstrap else None
+    if entry is not None:
+        paths.insert(0, str(entry))
+    report = tmp_path / "report.json"
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p), AITUNE_CACHE_DIR=str(tmp_path / "cache"),
+                AITUNE_JIT_CACHE_DIR=str(tmp_path / "jit"), AITUNE_TUNING_DATA_PATH=str(report), **env)
+    full.pop("AITUNE_TUNING_REPORT_PATH", None)
+    if bootstrap:
+        full["AUTOWRAPT_BOOTSTRAP"] = BOOTSTRAP_GROUP
+    else:
+        full.pop("AUTOWRAPT_BOOTSTRAP", None)
+    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=full,
+                          timeout=timeout, errors="replace", cwd=tmp_path)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log
+    return log, report

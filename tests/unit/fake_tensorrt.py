@@ -3,7 +3,10 @@ glue on hosts without TensorRT (allowed by the project's testing rules). Class, 
 names follow the TensorRT Python API (Builder, IBuilderConfig, OnnxParser, ITimingCache, Runtime,
 ICudaEngine, IExecutionContext, ILogger, IOutputAllocator). Every call lands in `calls`.
 
-The "plan" is JSON describing the engine's I/O, so the runner side can be exercised too."""
+The "plan" is JSON describing the engine's I/O, so the runner side can be exercised too. With
+reset(ort=True) the engine really computes on the CPU: it reads its inputs from the addresses it
+was given, runs the parsed ONNX in onnxruntime and writes the results to the output addresses, so
+a whole tune -> serve -> save -> load cycle runs through aitune's TensorRT glue without a GPU."""
 
 from __future__ import annotations
 
@@ -127,6 +130,8 @@ class OnnxParser:
         initializers = {i.name for i in model.graph.initializer}
         self.network.inputs = [_Input(i.name) for i in model.graph.input if i.name not in initializers]
         state["onnx_outputs"] = [o.name for o in model.graph.output]
+        state["onnx_path"] = path
+        state["onnx_types"] = {v.name: v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output]}
         return True
 
     @property
@@ -209,8 +214,12 @@ class Builder:
             return None
         self.logger.log(ILogger.Severity.INFO, "engine built")
         outputs = state.get("outputs") or {n: (None, "FLOAT") for n in state.get("onnx_outputs", [])}
+        if state.get("ort"):
+            outputs = {n: (None, _ONNX_TO_TRT[state["onnx_types"][n]]) for n in state["onnx_outputs"]}
         plan = {"inputs": [i.name for i in network.inputs], "profiles": [p.shapes for p in config.profiles],
-                "outputs": outputs}
+                "outputs": outputs, "onnx": state.get("onnx_path") if state.get("ort") else None,
+                "input_types": {i.name: _ONNX_TO_TRT[state["onnx_types"][i.name]] for i in network.inputs}
+                if state.get("ort") else {}}
         return IHostMemory(json.dumps(plan).encode())
 
 
@@ -234,7 +243,9 @@ class ICudaEngine:
         return TensorIOMode.INPUT if name in self.plan["inputs"] else TensorIOMode.OUTPUT
 
     def get_tensor_dtype(self, name: str) -> DataType:
-        return DataType[self.plan["outputs"][name][1]] if name in self.plan["outputs"] else DataType.FLOAT
+        if name in self.plan["outputs"]:
+            return DataType[self.plan["outputs"][name][1]]
+        return DataType[self.plan["input_types"].get(name, "FLOAT")]
 
     def create_execution_context(self) -> IExecutionContext:
         return IExecutionContext(self)
@@ -253,9 +264,12 @@ class IExecutionContext:
     def set_input_shape(self, name: str, shape: tuple) -> bool:
         _record("set_input_shape", name, tuple(shape))
         self.input_shapes[name] = tuple(shape)
+        self._results = None
         return True
 
     def get_tensor_shape(self, name: str) -> tuple:
+        if self.engine.plan.get("onnx"):
+            return tuple(self._computed()[name].shape)
         shape = self.engine.plan["outputs"][name][0]
         if shape is None:  # default: like the first input (elementwise models)
             shape = next(iter(self.input_shapes.values()))
@@ -271,14 +285,54 @@ class IExecutionContext:
         self.allocator = allocator
         return True
 
+    def _computed(self) -> dict:
+        """onnxruntime on the inputs at their bound addresses (computed once per execution)."""
+        if getattr(self, "_results", None) is None:
+            import onnxruntime
+
+            plan = self.engine.plan
+            if not hasattr(self.engine, "session"):
+                self.engine.session = onnxruntime.InferenceSession(plan["onnx"], providers=["CPUExecutionProvider"])
+            feeds = {n: _view(self.addresses[n], self.input_shapes[n], plan["input_types"][n]).numpy()
+                     for n in plan["inputs"]}
+            names = list(plan["outputs"])
+            self._results = dict(zip(names, self.engine.session.run(names, feeds)))
+        return self._results
+
     def execute_async_v3(self, stream: int) -> bool:
         _record("execute_async_v3", stream)
+        if self.engine.plan.get("onnx"):
+            import torch
+
+            for name, value in self._computed().items():
+                _view(self.addresses[name], value.shape, self.engine.plan["outputs"][name][1]).copy_(torch.from_numpy(value))
+            self._results = None
+            return True
         for name, (shape, _) in self.engine.plan["outputs"].items():
             if shape is not None and any(d < 0 for d in shape):  # data-dependent: report a shape
                 real = tuple(state.get("data_dependent_shape", (3,)))
                 self.allocator.reallocate_output(name, 0, 4 * max(1, _numel(real)), 256)
                 self.allocator.notify_shape(name, real)
         return True
+
+
+_ONNX_TO_TRT = {1: "FLOAT", 10: "HALF", 16: "BF16", 3: "INT8", 6: "INT32", 7: "INT64", 9: "BOOL"}
+
+
+def _view(address: int, shape: tuple, trt_type: str) -> Any:
+    """A CPU tensor over `address` (what a real engine reads and writes on the device)."""
+    import ctypes
+
+    import torch
+
+    dtype = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT8": torch.int8,
+             "INT32": torch.int32, "INT64": torch.int64, "BOOL": torch.bool}[trt_type]
+    count = _numel(tuple(shape))
+    if count == 0:
+        return torch.empty(tuple(shape), dtype=dtype)
+    size = count * torch.empty((), dtype=dtype).element_size()
+    buffer = (ctypes.c_char * size).from_address(address)
+    return torch.frombuffer(buffer, dtype=dtype, count=count).reshape(tuple(shape))
 
 
 def _numel(shape: tuple) -> int:

@@ -144,3 +144,15 @@ def test_cpu_device_is_rejected_with_the_spec_reason(monkeypatch, tmp_path):
     assert availability(backend, torch.device("cpu")) == (False, "Device cpu is not supported by the backend TensorRTBackend")
     with pytest.raises(BackendUnavailableError, match=r"^Device cpu is not supported by the backend TensorRTBackend$"):
         backend.build(torch.nn.Linear(2, 2), None, [], "cpu", tmp_path)
+
+
+def test_precision_class_follows_the_spec_table():
+    def cls(**fields):
+        return TensorRTBackend(TensorRTBackendConfig(**fields)).precision_class
+
+    assert cls() == "tf32" and cls(enable_tf32=False) == "fp32"
+    assert cls(quantization_config=ONNXAutoCastConfig(precision="bf16")) == "bf16"
+    assert cls(quantization_config=ONNXQuantizationConfig(precision="int8")) == "int8"
+    assert cls(quantization_config=ONNXQuantizationConfig(precision="int4")) == "fp8"
+    assert cls(quantization_config=TorchQuantizationConfig("INT8_SMOOTHQUANT_CFG")) == "int8"
+    assert cls(quantization_config=TorchQuantizationConfig("NVFP4_DEFAULT_CFG")) == "fp8"

@@ -75,14 +75,17 @@ class TensorRTBackend(Backend):
     # -- identity ----------------------------------------------------------------------------
     @property
     def precision_class(self) -> str:
+        """SPEC §7.2: int8; fp8 for fp8/int4/nvfp4 (the loose class); the autocast precision;
+        tf32 when the TF32 builder flag is on (CUDA); else fp32."""
         q = self.config.quantization_config
         if isinstance(q, ONNXAutoCastConfig):
             return q.precision
         if isinstance(q, ONNXQuantizationConfig):
-            return q.precision
+            return "int8" if q.precision == "int8" else "fp8"
         if isinstance(q, TorchQuantizationConfig):
-            return q.quantization_config.split("_", 1)[0].lower()
-        return "tf32" if self.config.enable_tf32 else "fp32"
+            return "int8" if q.quantization_config.startswith("INT8") else "fp8"
+        on_cuda = self._device is None or self._device.type == "cuda"
+        return "tf32" if self.config.enable_tf32 and on_cuda else "fp32"
 
     def is_available(self) -> tuple[bool, str]:
         try:

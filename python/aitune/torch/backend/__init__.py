@@ -2,6 +2,7 @@
 issues and keep these import paths."""
 
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendConfig, BackendState
+from aitune.torch.backend.onnx_runtime import ONNXExecutionProvider, ONNXRuntimeBackend, ONNXRuntimeBackendConfig
 from aitune.torch.backend.torch_eager import TorchEagerBackend, TorchEagerBackendConfig
 from aitune.torch.backend.torch_inductor_aot import TorchInductorAotBackend, TorchInductorAotBackendConfig
 from aitune.torch.backend.torch_inductor_jit import TorchInductorJitBackend, TorchInductorJitBackendConfig
@@ -23,6 +24,9 @@ __all__ = [
     "Backend",
     "BackendConfig",
     "BackendState",
+    "ONNXExecutionProvider",
+    "ONNXRuntimeBackend",
+    "ONNXRuntimeBackendConfig",
     "TorchEagerBackend",
     "TorchEagerBackendConfig",
     "TorchInductorAotBackend",

@@ -15,4 +15,20 @@ def first_wins_defaults() -> list[Backend]:
 def profiling_defaults() -> list[Backend]:
     from aitune.torch.backend import TorchInductorAotBackend, TorchInductorJitBackend
 
-    return [TorchInductorJitBackend(), TorchInductorAotBackend()]
+    backends: list[Backend] = [TorchInductorJitBackend(), TorchInductorAotBackend()]
+    if _onnxruntime_imports():
+        from aitune.torch.backend import ONNXRuntimeBackend, ONNXRuntimeBackendConfig
+
+        # SPEC §6.2: ORT with the dynamo export, then with the TorchScript-trace export
+        backends += [ONNXRuntimeBackend(), ONNXRuntimeBackend(ONNXRuntimeBackendConfig(use_dynamo=False))]
+    return backends
+
+
+def _onnxruntime_imports() -> bool:
+    """ONNX Runtime is a candidate only where it is installed and loads (SPEC §4.1: building the
+    default list never fails; a backend that cannot run is left out or skipped)."""
+    try:
+        import onnxruntime  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken install (missing CUDA libraries) counts as absent
+        return False
+    return True

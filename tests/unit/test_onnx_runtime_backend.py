@@ -4,6 +4,7 @@ build (export + session + IO binding), serving through ait.Module, strategies, c
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -325,3 +326,44 @@ def test_session_maps_dtypes_and_rejects_unknown_ones():
     assert onnx_runtime_session.onnx_type(torch.float16) == 10 and onnx_runtime_session.onnx_type(torch.bool) == 9
     with pytest.raises(TypeError, match="ONNX Runtime cannot take a torch.quint8 tensor"):
         onnx_runtime_session.onnx_type(torch.quint8)
+
+
+@dataclasses.dataclass
+class Request:
+    image: torch.Tensor
+    scale: float = 1.0
+
+
+@dataclasses.dataclass
+class Response:
+    logits: torch.Tensor
+    features: list
+
+
+class DataclassModel(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = torch.nn.Linear(4, 2)
+
+    def forward(self, request):
+        features = request.image * request.scale
+        return Response(logits=self.proj(features), features=[features, features.sum(-1)])
+
+
+def test_dataclass_inputs_and_outputs_survive_export_and_checkpoint(tmp_path):
+    model = DataclassModel().eval()
+    reference = copy.deepcopy(model)
+    calls = [(bs, (Request(torch.randn(bs, 4), 2.0),), {}) for bs in (1, 3)]
+    m = _recorded(model, calls, name="dc")
+    assert [t.name for t in m.graph_specs[0].input_spec.tensors] == ["input_request_image"]
+    m.tune(device="cpu", strategy=_strategy(ONNXRuntimeBackend()))
+    path = ait.save(m, tmp_path / "dc.ait")
+    loaded = ait.load(DataclassModel().eval(), path)
+    assert all(isinstance(t.tuned_module.backends[0][1], ONNXRuntimeBackend) for t in (m, loaded))
+    request = Request(torch.randn(2, 4), 2.0)
+    for served in (m, loaded):
+        with torch.no_grad():
+            out, expected = served(request), reference(request)
+        assert isinstance(out, Response) and isinstance(out.features, list)
+        torch.testing.assert_close(dataclasses.asdict(out), dataclasses.asdict(expected), rtol=1e-5, atol=1e-5)

@@ -9,5 +9,5 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/aitune-jit-out}
 mkdir -p "$OUT"
 ${PYTHON:-python3} benchmarks/jit_resnet50.py --device "${DEVICE:-cuda}" --image-size "${IMAGE_SIZE:-224}" \
-  --depth "${DEPTH:-resnet50}" --iters "${ITERS:-50}" --work-dir "$OUT/jit_resnet50_work" \
+  --depth "${DEPTH:-resnet50}" --iters "${ITERS:-50}" --work-dir "${WORK_DIR:-$(mktemp -d)}" \
   --out "$OUT/jit_resnet50.json" 2>&1 | tee "$OUT/jit_resnet50.log"

@@ -58,6 +58,18 @@ def _tune(backend: TensorRTBackend) -> ait.Module:
     return m
 
 
+def _find_steps(node):
+    """Every telemetry build step, wherever the report nests it."""
+    if isinstance(node, dict):
+        if "steps" in node and isinstance(node["steps"], list):
+            yield from node["steps"]
+        for value in node.values():
+            yield from _find_steps(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _find_steps(value)
+
+
 def _check_matches_eager(m: ait.Module, batch: int) -> None:
     x, options = _sample(batch)
     out = m(x, options)
@@ -68,6 +80,9 @@ def _check_matches_eager(m: ait.Module, batch: int) -> None:
 
 def test_tune_serve_and_hard_range(cpu_trt):
     m = _tune(TensorRTBackend())
+    report = json.loads(Path(config.tuning_data_output_path).read_text())
+    steps = [s["name"] for s in _find_steps(report)]
+    assert {"tensorrt_onnx_export", "tensorrt_engine_build"} <= set(steps)
     _check_matches_eager(m, 2)
     _check_matches_eager(m, 4)
     with pytest.raises(ProfileShapeError, match=r"^Input shape \[8, 6\] exceeds max profile shape \[4, 6\] for input "

@@ -104,15 +104,20 @@ class TensorRTBackend(Backend):
 
     # -- build -------------------------------------------------------------------------------
     def _step(self, name: str, output: Path, fn: Callable[[], Any]) -> Any:
-        """One pipeline step: timed, and its partial output removed when it fails (SPEC §5.1)."""
+        """One pipeline step: timed, its duration and output size sent to telemetry, and its
+        partial output removed when it fails (SPEC §5.1)."""
+        from aitune.torch.tune_data import report as tune_data
+
         start = time.perf_counter()
         try:
             result = fn()
         except BaseException:
             shutil.rmtree(output.parent, ignore_errors=True)
+            tune_data.record_step(f"tensorrt_{name}", time.perf_counter() - start, failed=True)
             raise
         self.step_times_s[name] = time.perf_counter() - start
-        size = sum(p.stat().st_size for p in output.parent.glob("*") if p.is_file()) if output.parent.exists() else 0
+        size = sum(p.stat().st_size for p in output.parent.rglob("*") if p.is_file()) if output.parent.exists() else 0
+        tune_data.record_step(f"tensorrt_{name}", self.step_times_s[name], output_bytes=size)
         logger.info("TensorRT %s: %.2f s, %d bytes in %s", name, self.step_times_s[name], size, output.parent)
         return result
 

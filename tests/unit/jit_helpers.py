@@ -101,6 +101,9 @@ def _entry_point_dir(folder: Path) -> Path | None:
     except ImportError:  # Python 3.10
         pytest.skip("aitune is not installed and Python < 3.11 has no tomllib to read pyproject's entry point")
     pyproject = Path(aitune.__file__).resolve().parents[2] / "pyproject.toml"
+    if not pyproject.is_file():
+        pytest.skip(f"the installed aitune declares no `{BOOTSTRAP_GROUP}` entry point (reinstall it) and there is "
+                    f"no source tree pyproject.toml at {pyproject}")
     points = tomllib.loads(pyproject.read_text())["project"]["entry-points"][BOOTSTRAP_GROUP]
     info = folder / "aitune_jit_tests-0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)

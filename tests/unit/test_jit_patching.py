@@ -4,7 +4,9 @@ children, triggers, deferred tuning, hierarchy fallback, exclusions, disable, de
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
+import sys
 
 import pytest
 import torch
@@ -186,17 +188,25 @@ def test_exclusions_min_parameters_skip_modules_and_patch_exclude():
     assert get_patched(net).state is JITModuleState.SKIPPED
     # A skipped module is transparent: its blocks are judged as heads of their own.
     assert get_patched(net.a).state is JITModuleState.TUNED and get_patched(net.a).parent is None
-    assert [h.name for h in runtime.heads] == ["Block", "Block.1"]
+    assert [h.name for h in runtime.heads] == ["Net", "Block", "Block.1"]
+    assert any(line.startswith("module `Net` skipped: class Net is in jit_config.skip_modules")
+               for line in exit_report.diagnostics())
+
+
+def _import_fresh(name: str) -> None:
+    # A side-effect module runs once per process: reload it when an earlier test imported it.
+    module = sys.modules.get(name)
+    importlib.reload(module) if module is not None else importlib.import_module(name)
 
 
 def test_enable_and_disable_patch_and_unpatch():
-    patcher.enable()
+    _import_fresh("aitune.torch.jit.enable")
     assert torch.nn.Module.__init__ is not patcher._patcher.original_init and patcher.is_patching()
     tuned_net, plain_net = Net().eval(), Net().eval()
     with torch.no_grad():
         tuned_net(torch.randn(1, 4))
     assert get_patched(tuned_net).state is JITModuleState.TUNED
-    patcher.disable()
+    _import_fresh("aitune.torch.jit.disable")
     assert not patcher.is_patching()
     assert get_patched(plain_net) is None and "forward" not in plain_net.__dict__
     assert get_patched(tuned_net).state is JITModuleState.TUNED  # keeps serving
@@ -228,3 +238,22 @@ def test_history_and_config_validation(capsys):
     jit_config.min_samples = 0
     with pytest.raises(ValueError, match="jit_config.min_samples must be an integer >= 1, got 0"):
         jit_config.validate()
+
+
+class _Breaking(Net):
+    def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        y = self.a(x)
+        torch._dynamo.graph_break()
+        return self.b(y) * scale
+
+
+def test_detect_graph_breaks_sends_tuning_to_the_children():
+    jit_config.detect_graph_breaks = True
+    jit_config.max_depth_level = 2
+    net = _build(_Breaking)
+    with torch.no_grad():
+        out = net(torch.randn(2, 4))
+    head = get_patched(net)
+    assert head.state is JITModuleState.EAGER and head.reason.startswith("RuntimeError: graph break detected")
+    assert get_patched(net.a).state is JITModuleState.TUNED and get_patched(net.b).state is JITModuleState.TUNED
+    assert out.shape == (2, 4)

@@ -67,7 +67,7 @@ def tune_patched(patched: PatchedModule) -> None:
     setup_logging()
     jit_config.validate()
     subs = _submodules(patched)
-    with suspended():
+    with suspended(), torch.no_grad():
         for sub in subs:  # builds trace the original forwards, never a router
             sub.unroute()
         try:

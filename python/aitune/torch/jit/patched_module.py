@@ -153,6 +153,8 @@ class PatchedModule:
             self.name = runtime.unique_name(cls.__name__)
             self.reason = f"class {cls.__name__} is in jit_config.skip_modules"
             runtime.event(self.name, f"skipped: {self.reason}")
+            if parent is None:
+                runtime.heads.append(self)  # shown in the hierarchy and the exit diagnostics
             return
         num_params = sum(p.numel() for p in module.parameters())
         if num_params <= jit_config.min_parameters:

@@ -203,8 +203,8 @@ def test_script_failure_names_the_exporter_and_leaves_no_files(tmp_path):
     with pytest.raises(RuntimeError) as raised:
         export_onnx(m.module, graph, graph.samples, target, use_dynamo=False)
     message = str(raised.value)
-    assert message.startswith("ONNX export of graph '0' with the TorchScript exporter (torch.onnx.export(dynamo=False)) "
-                              "failed: ")
+    assert message.startswith("ONNX export of graph '0' with the TorchScript exporter "
+                              "(torch.onnx.export(dynamo=False)) failed: ")
     assert "linalg_inv" in message and "use_dynamo=True" in message
     assert list(tmp_path.iterdir()) == []
 
@@ -232,3 +232,29 @@ def test_single_tensor_output_is_named_output_and_uses_original_forward(tmp_path
     assert info.output_names == ["output"] and info.input_names == ["input_input"]  # Sequential.forward(input)
     x = torch.randn(3, 3)
     torch.testing.assert_close(_run_onnx(info, [x])[0], model(x).detach(), rtol=1e-5, atol=1e-5)
+
+
+class PassThrough(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 3)
+
+    def forward(self, x, mask):
+        y = self.proj(x)
+        return {"y": y, "again": y, "mask": mask, "count": 5}
+
+
+@BOTH_EXPORTERS
+def test_repeated_and_pass_through_outputs_keep_their_own_names(tmp_path, use_dynamo):
+    calls = [(bs, (torch.randn(bs, 4), torch.ones(bs, 2, dtype=torch.bool)), {}) for bs in (1, 3)]
+    m, graph = _record(PassThrough().eval(), calls)
+    info, template = export_onnx_with_template(m.module, graph, graph.samples, tmp_path / "m.onnx",
+                                               use_dynamo=use_dynamo)
+    assert info.output_names == ["output_again", "output_mask", "output_y"]
+    x, mask = torch.randn(2, 4), torch.tensor([[True, False], [False, True]])
+    outputs = _run_onnx(info, [x, mask])
+    rebuilt = rebuild_outputs(template, output_leaf_paths(template), outputs)
+    assert rebuilt["count"] == 5 and torch.equal(rebuilt["mask"], mask)
+    expected = m.module.proj(x).detach()
+    torch.testing.assert_close(rebuilt["y"], expected)
+    torch.testing.assert_close(rebuilt["again"], expected)

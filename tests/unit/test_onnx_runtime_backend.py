@@ -230,7 +230,8 @@ def test_cpu_provider_needs_a_cpu_device():
 def test_tuned_module_serves_through_ort(use_dynamo):
     model = _MLP().eval()
     reference = copy.deepcopy(model)
-    m = ait.Module(model, "mlp", strategy=_strategy(ONNXRuntimeBackend(ONNXRuntimeBackendConfig(use_dynamo=use_dynamo))))
+    backend = ONNXRuntimeBackend(ONNXRuntimeBackendConfig(use_dynamo=use_dynamo))
+    m = ait.Module(model, "mlp", strategy=_strategy(backend))
     ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cpu")
     assert m.state is ModuleState.TUNED
     (_, backend), = m.tuned_module.backends

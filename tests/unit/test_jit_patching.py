@@ -43,9 +43,10 @@ def test_head_is_tuned_after_first_call_and_children_detach():
     assert head.state is JITModuleState.INIT and get_patched(net.a) is not None
     x = torch.randn(2, 4)
     with torch.no_grad():
-        eager = net.compute(x)
         out = net(x)
+        eager = net.compute(x)  # the children are plain again once the head is tuned
     torch.testing.assert_close(out, eager)
+    assert [h.name for h in runtime.heads] == ["Net"]
     assert head.state is JITModuleState.TUNED and head.name == "Net"
     assert head.tuned.backends[0][1].name == "SelectiveFakeBackend"
     assert get_patched(net.a) is None and "forward" not in net.a.__dict__  # detached: plain class forward
@@ -257,3 +258,17 @@ def test_detect_graph_breaks_sends_tuning_to_the_children():
     assert head.state is JITModuleState.EAGER and head.reason.startswith("RuntimeError: graph break detected")
     assert get_patched(net.a).state is JITModuleState.TUNED and get_patched(net.b).state is JITModuleState.TUNED
     assert out.shape == (2, 4)
+
+
+def test_pickled_and_traced_patched_modules_stay_plain(tmp_path):
+    net = _build()
+    torch.save(net, tmp_path / "net.pt")
+    loaded = torch.load(tmp_path / "net.pt", weights_only=False)
+    assert get_patched(loaded) is None and get_patched(loaded.a) is None
+    with torch.no_grad():
+        expected = loaded(torch.ones(1, 4))
+    assert not runtime.heads  # the loaded copy is plain
+    traced = torch.fx.symbolic_trace(net)  # a trace is not a call: nothing recorded
+    assert get_patched(net).state is JITModuleState.INIT and not runtime.heads
+    with torch.no_grad():
+        torch.testing.assert_close(traced(torch.ones(1, 4)), expected)

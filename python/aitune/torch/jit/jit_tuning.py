@@ -78,6 +78,9 @@ def tune_patched(patched: PatchedModule) -> None:
             raise
     if ok:
         for sub in subs:
+            if sub.tuned is not None:  # tuned earlier as a head of its own: its backends are not used now
+                sub.tuned.deactivate()
+                sub._dispatch = None
             sub.state = JITModuleState.DETACHED
             sub.unpatch(f"ancestor `{patched.name}` was tuned")
         return

@@ -44,6 +44,24 @@ class _Router:
             return dispatch(*args, **kwargs)
         return patched._route(args, kwargs)
 
+    def __reduce__(self) -> tuple:
+        # Pickling a patched module (torch.save(model)) stores a plain forward, not JIT state.
+        return _class_forward, (self.patched.module,)
+
+
+def _class_forward(module: torch.nn.Module) -> Callable:
+    return type(module).forward.__get__(module)
+
+
+def _none() -> None:
+    return None
+
+
+def _tracing() -> bool:
+    """True while torch.compile / torch.export or torch.fx trace through a forward: the call is
+    not a real one and must be neither recorded nor routed."""
+    return torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_tracing()
+
 
 def get_patched(module: torch.nn.Module) -> PatchedModule | None:
     return module.__dict__.get(_ATTR)
@@ -78,6 +96,9 @@ class PatchedModule:
         self.route()
         object.__setattr__(module, _ATTR, self)
 
+    def __reduce__(self) -> tuple:
+        return _none, ()  # see _Router.__reduce__
+
     def __deepcopy__(self, memo: dict) -> PatchedModule | None:
         # Reached from a deep copy of the module (through its router): the copy starts afresh.
         new_module = memo.get(id(self.module))
@@ -111,7 +132,7 @@ class PatchedModule:
         return self.module.__dict__.get("forward") is self._router
 
     def _route(self, args: tuple, kwargs: dict) -> Any:
-        if runtime.suspended:
+        if runtime.suspended or _tracing():
             return self.original_forward(*args, **kwargs)
         if self.state is JITModuleState.INIT:
             with runtime.lock:

@@ -368,3 +368,44 @@ def test_dataclass_inputs_and_outputs_survive_export_and_checkpoint(tmp_path):
             out, expected = served(request), reference(request)
         assert isinstance(out, Response) and isinstance(out.features, list)
         torch.testing.assert_close(dataclasses.asdict(out), dataclasses.asdict(expected), rtol=1e-5, atol=1e-5)
+
+
+class _FakeStream:
+    cuda_stream = 1234
+
+
+@pytest.fixture
+def gpu_onnxruntime(monkeypatch):
+    """ORT's provider list as onnxruntime-gpu reports it, and a CUDA stream, so the provider
+    choice can be checked on a machine without either (nothing runs on them)."""
+    available = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(ort, "get_available_providers", lambda: list(available))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _FakeStream())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return available
+
+
+def test_provider_lists_prefer_tensorrt_then_cuda_on_the_callers_stream(gpu_onnxruntime, aitune_log):
+    providers_for = onnx_runtime_session.providers_for
+    cuda = ("CUDAExecutionProvider", {"device_id": "1", "user_compute_stream": "1234"})
+    assert providers_for(ONNXExecutionProvider.CUDA, torch.device("cuda:1")) == [cuda, "CPUExecutionProvider"]
+    # No TensorRT provider in this onnxruntime: TENSORRT falls back to CUDA, with a warning.
+    assert providers_for(ONNXExecutionProvider.TENSORRT, torch.device("cuda:1")) == [cuda, "CPUExecutionProvider"]
+    assert "falls back to CUDA" in aitune_log.text
+    gpu_onnxruntime.insert(0, "TensorrtExecutionProvider")
+    assert providers_for(ONNXExecutionProvider.TENSORRT, torch.device("cuda:1")) == [
+        ("TensorrtExecutionProvider", {"device_id": "1"}), cuda, "CPUExecutionProvider"]
+    assert providers_for(ONNXExecutionProvider.CPU, torch.device("cpu")) == ["CPUExecutionProvider"]
+    # The default provider follows the device; CUDA needs a CUDA device.
+    backend = ONNXRuntimeBackend()
+    assert backend._provider(torch.device("cuda:0")) is ONNXExecutionProvider.CUDA
+    assert backend._provider(torch.device("cpu")) is ONNXExecutionProvider.CPU
+    with pytest.raises(AITuneUserInputError, match=r"execution_provider='cuda' needs a CUDA tuning device, got cpu"):
+        ONNXRuntimeBackend(ONNXRuntimeBackendConfig(execution_provider="cuda"))._provider(torch.device("cpu"))
+
+
+def test_default_provider_on_cuda_with_cpu_only_onnxruntime_names_onnxruntime_gpu(monkeypatch):
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    with pytest.raises(BackendUnavailableError, match=r"^onnxruntime-gpu is not installed\. Please install "
+                                                      r"`onnxruntime-gpu`\. execution_provider='cuda' needs"):
+        ONNXRuntimeBackend()._provider(torch.device("cuda:0"))

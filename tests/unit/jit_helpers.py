@@ -108,7 +108,8 @@ def _entry_point_dir(folder: Path) -> Path | None:
     info = folder / "aitune_jit_tests-0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: aitune-jit-tests\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text(f"[{BOOTSTRAP_GROUP}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
+    lines = "".join(f"{k} = {v}\n" for k, v in points.items())
+    (info / "entry_points.txt").write_text(f"[{BOOTSTRAP_GROUP}]\n{lines}")
     return folder
 
 

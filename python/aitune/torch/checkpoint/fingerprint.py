@@ -40,12 +40,25 @@ def _major(version: str | None) -> str | None:
     return version.split(".")[0] if version else None
 
 
+def _ampere_plus(sm: Any) -> bool:
+    try:
+        return int(str(sm).split(".")[0]) >= 8
+    except ValueError:
+        return False
+
+
 def mismatches(saved: dict[str, Any], current: dict[str, Any], requires: list[str], context: str) -> list[tuple]:
     """(component, saved, current, context) for every required field that differs."""
     out = []
     for field in requires:
         if field == "cuda_major":
             a, b = _major(saved.get("cuda_runtime")), _major(current.get("cuda_runtime"))
+        elif field == "gpu_sm_ampere_plus":
+            # A TensorRT plan built with HardwareCompatibilityLevel.AMPERE_PLUS runs on any SM >= 8.
+            field = "gpu_sm"
+            a, b = saved.get(field), current.get(field)
+            if _ampere_plus(a) and _ampere_plus(b):
+                continue
         else:
             a, b = saved.get(field), current.get(field)
         if a != b:

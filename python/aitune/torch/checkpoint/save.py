@@ -44,6 +44,9 @@ def _requires(backend: Backend, device: torch.device | None) -> list[str]:
     """Fingerprint fields a backend's artifact depends on (SPEC §10.3)."""
     if backend.is_jit:
         return []  # JIT and eager backends rebuild from weights and samples
+    own = getattr(backend, "fingerprint_requires", None)
+    if own is not None:  # artifacts that do not depend on torch (a TensorRT plan) name their own fields
+        return own(device)
     fields = ["torch"]
     if device is not None and device.type == "cuda":
         fields += ["gpu_sm", "cuda_major"]

@@ -94,6 +94,12 @@ class TensorRTBackend(Backend):
             return False, "tensorrt is not installed. Please install `tensorrt`."
         return True, ""
 
+    def fingerprint_requires(self, device: torch.device | None) -> list[str]:
+        """What a plan depends on (SPEC §10.3): TensorRT version, CUDA major and the GPU SM, or
+        any SM >= 8 for an AMPERE_PLUS plan; not torch."""
+        sm = "gpu_sm_ampere_plus" if self.config.compatibility_level == "AMPERE_PLUS" else "gpu_sm"
+        return ["tensorrt", "cuda_major", sm]
+
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
         if self._plan is not None:

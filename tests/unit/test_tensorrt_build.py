@@ -69,6 +69,7 @@ def _calls(name):
 
 
 def test_builder_settings_map_every_field():
+    fake.reset()
     cfg = fake.IBuilderConfig()
     trt_builder.apply_builder_settings(fake, cfg, TensorRTBackendConfig(
         workspace_size=1 << 30, optimization_level=5, compatibility_level="AMPERE_PLUS"))

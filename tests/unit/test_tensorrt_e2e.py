@@ -132,6 +132,9 @@ def test_checkpoint_round_trip_and_cpp_runtime_message(cpu_trt, tmp_path):
     with pytest.raises(ProfileShapeError, match="exceeds max profile shape"):
         loaded(*_sample(8))
 
+    bare = ait.save(m, tmp_path / "bare.ait", include_samples=False)  # the output structure comes with the plan
+    _check_matches_eager(ait.load(_head().to("meta"), bare), 2)
+
     env = dict(os.environ, AITUNE_CACHE_DIR=str(tmp_path / "cache"))
     r = subprocess.run([_cli(), "inspect", str(path)], capture_output=True, text=True, env=env, timeout=120)
     assert "running a TensorRT plan from C++ needs aitune built with TensorRT" in r.stdout + r.stderr, r.stdout + r.stderr

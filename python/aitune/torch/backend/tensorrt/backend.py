@@ -5,7 +5,6 @@ through `_import_tensorrt`, which tests replace with a recording fake."""
 
 from __future__ import annotations
 
-import copy
 import importlib
 import json
 import logging
@@ -19,6 +18,7 @@ import torch
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
 from aitune.torch.backend.tensorrt import builder as trt_builder
+from aitune.torch.backend.tensorrt import output_template
 from aitune.torch.backend.tensorrt import quantization as quant
 from aitune.torch.backend.tensorrt.config import (
     ONNXAutoCastConfig,
@@ -31,6 +31,7 @@ from aitune.torch.backend.tensorrt.engine_runner import EngineRunner
 from aitune.torch.backend.tensorrt.profiles import SAMPLES_USED_NEEDS_SAMPLES, build_profiles, read_profiles, write_profiles
 from aitune.torch.config import config as global_config
 from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.module.tree import map_tensors
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")
@@ -203,7 +204,8 @@ class TensorRTBackend(Backend):
         self._plan = ArtifactPath(cache_dir, PLAN_PATH)
         self._profiles_file = ArtifactPath(cache_dir, PROFILES_PATH)
         self._io_file = ArtifactPath(cache_dir, IO_PATH)
-        io = {"inputs": names, "outputs": output_names, "output_paths": [list(p) for p in self._output_paths]}
+        io = {"inputs": names, "outputs": output_names, "output_paths": [list(p) for p in self._output_paths],
+              "output_template": output_template.encode(template)}
         (cache_dir / IO_PATH).write_text(json.dumps(io, indent=2))
 
     def _start_runner(self, trt: Any, plan: bytes, device: torch.device, graph: GraphSpec, names: list,
@@ -263,6 +265,12 @@ class TensorRTBackend(Backend):
         for p in range(count):
             profiles.append([by_name[n][p] if n is not None else self._unused_range(i) for i, n in enumerate(names)])
         self._output_paths = [tuple(p) for p in io["output_paths"]]
+        if self._template is None and io.get("output_template") is not None:
+            self._template = output_template.decode(io["output_template"])
+        if self._template is None and self._output_paths != [()]:
+            raise RuntimeError(
+                f"Cannot rebuild the outputs of graph {self._graph_spec.name}: its output type is not stored with the "
+                "TensorRT plan and the checkpoint holds no reference outputs (save with include_samples=True)")
         self._start_runner(trt, self._plan.path.read_bytes(), device, self._graph_spec, names, profiles, io["outputs"])
 
     def _unused_range(self, index: int) -> tuple:
@@ -281,9 +289,11 @@ class TensorRTBackend(Backend):
         backend._plan = ArtifactPath.from_existing(Path(artifacts["plan"]), root)
         backend._profiles_file = ArtifactPath.from_existing(Path(artifacts["optimization_profiles"]), root)
         backend._io_file = ArtifactPath.from_existing(Path(artifacts["io"]), root)
-        backend._template = copy.deepcopy(graph.reference_outputs[0]) if graph.reference_outputs else None
+        if graph.reference_outputs:  # the structure only: tensors become placeholders
+            backend._template = map_tensors(graph.reference_outputs[0], lambda _path, _t: torch.empty(0))
         backend._load_runner(backend._device)
-        backend._start_cuda_graphs()
+        if backend._device.type == "cuda":
+            backend._start_cuda_graphs()
         backend._state = BackendState.ACTIVE
         return backend
 

@@ -34,6 +34,7 @@ from aitune.torch.backend.export_shapes import (
     prepare_export_sample,
     var_keyword_names,
 )
+from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_libstdcxx
 from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_config import TorchInductorAotBackendConfig
 from aitune.torch.module.graph_spec import GraphSpec
 from aitune.torch.module.tree import canonical_call
@@ -43,7 +44,10 @@ NUM_INPUTS_METADATA_KEY = "aitune_num_inputs"  # read by the C++ runner (AotiRun
 # Set to 0 to skip the out-of-process load check of freshly built packages.
 LOAD_PROBE_ENV = "AITUNE_AOTI_LOAD_PROBE"
 _PROBE_SCRIPT = (
-    "import sys, torch; torch._C._aoti.AOTIModelPackageLoader(sys.argv[1], 'model', False, 1, int(sys.argv[2]))"
+    "import sys, torch\n"
+    "from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_libstdcxx\n"
+    "promote_libstdcxx()\n"
+    "torch._C._aoti.AOTIModelPackageLoader(sys.argv[1], 'model', False, 1, int(sys.argv[2]))"
 )
 
 
@@ -244,6 +248,7 @@ class TorchInductorAotBackend(Backend):
             index = device.index if device.index is not None else torch.cuda.current_device()
         if probe and os.environ.get(LOAD_PROBE_ENV, "1") != "0":
             probe_package_load(path, index)
+        promote_libstdcxx()  # see global_libstdcxx.py: packages can crash without it
         self._runner = _C.AotiRunner.load(str(path), index)
         in_spec, out_spec = self._runner.call_spec
         self._in_spec = pytree.treespec_loads(in_spec)

@@ -41,6 +41,33 @@ def per_call_us(fn, iterations: int, pipelined: bool) -> float:
     return statistics.median(samples) / 1e3
 
 
+def device_profile(fn, calls: int = 200) -> dict:
+    """GPU-side view of `calls` calls (torch.profiler/CUPTI): device activities per call, their
+    total device time per call, and the most frequent names. Says whether a path's extra cost is
+    host work or extra device work (more kernels or copies in the captured graph)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    names: dict[str, int] = {}
+    for e in device:
+        names[e.name[:60]] = names.get(e.name[:60], 0) + 1
+    host_ops: dict[str, int] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith(("aten::", "cuda")):
+            host_ops[e.name] = host_ops.get(e.name, 0) + 1
+    return {
+        "device_events_per_call": round(len(device) / calls, 2),
+        "device_us_per_call": round(sum(e.time_range.elapsed_us() for e in device) / calls, 2),
+        "device_names": dict(sorted(names.items(), key=lambda kv: -kv[1])[:6]),
+        "host_ops_per_call": {k: round(v / calls, 2) for k, v in sorted(host_ops.items(), key=lambda kv: -kv[1])[:8]},
+    }
+
+
 def tuned(model: torch.nn.Module, clone: bool) -> torch.nn.Module:
     config.cuda_graph_clone_outputs = clone
     backend = TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True))
@@ -109,6 +136,11 @@ def main() -> None:
                                                            - result[f"{mode}_bare_replay_us"], 2)
             result[f"{mode}_overhead_clone_us"] = round(result[f"{mode}_tuned_clone_us"]
                                                         - result[f"{mode}_bare_replay_us"], 2)
+        for name in ("bare_replay", "copy_replay", "runner_no_clone", "tuned_clone"):
+            try:
+                result[f"profile_{name}"] = device_profile(cases[name])
+            except Exception as e:  # noqa: BLE001 - the profile is a diagnosis, not the benchmark
+                result[f"profile_{name}"] = f"{type(e).__name__}: {e}"
     # Whether the dispatcher returns the single output itself or calls the Python rebuild.
     result["native_rebuild_in_python"] = serving.native()[2] is not None
     stats = with_clone.tuned_module.backends[0][1].cuda_graph_stats

@@ -70,12 +70,13 @@ def tune_patched(patched: PatchedModule) -> None:
     with suspended(), torch.no_grad():
         for sub in subs:  # builds trace the original forwards, never a router
             sub.unroute()
+        ok = False
         try:
-            ok = _tune(patched)
-        except DiskSpaceError:
-            for sub in subs:
-                sub.route()
-            raise
+            ok = _tune(patched)  # DiskSpaceError (and interrupts) propagate, with the routers restored
+        finally:
+            if not ok:
+                for sub in subs:
+                    sub.route()
     if ok:
         for sub in subs:
             if sub.tuned is not None:  # tuned earlier as a head of its own: its backends are not used now
@@ -84,8 +85,6 @@ def tune_patched(patched: PatchedModule) -> None:
             sub.state = JITModuleState.DETACHED
             sub.unpatch(f"ancestor `{patched.name}` was tuned")
         return
-    for sub in subs:
-        sub.route()
     for child in patched.children:  # hierarchy fallback (SPEC §12 EAGER)
         if child.state is JITModuleState.RECORDING and child.recorder is not None and child.recorder.graphs:
             if jit_config.mode is not JITMode.TUNE_EAGER or child._eager_trigger_ready():

@@ -87,6 +87,8 @@ def test_min_samples_with_batch_axis_required_waits_for_a_dynamic_axis():
     assert head.state is JITModuleState.TUNED
     spec = head.graph_specs[0].input_spec.tensors[0].spec
     assert spec.min_shape == [2, 4] and spec.max_shape == [5, 4]
+    assert spec.shape == ["dim0", 4]  # SPEC §2.4 row 4: the batch size is unknown, so a dim axis
+    assert not head.graph_specs[0].has_batch_axis()
 
 
 def test_min_samples_without_batch_axis_tunes_after_n_calls():

@@ -73,7 +73,8 @@ def _variants(name: str) -> list[tuple[str, dict]]:
         ("fp32-single", {}),
         ("fp32-single-cudagraphs", {"use_cuda_graphs": True}),
         ("fp16-single", {"quantization_config": ONNXAutoCastConfig(precision="fp16")}),
-        ("fp16-single-cudagraphs", {"quantization_config": ONNXAutoCastConfig(precision="fp16"), "use_cuda_graphs": True}),
+        ("fp16-single-cudagraphs", {"quantization_config": ONNXAutoCastConfig(precision="fp16"),
+                                    "use_cuda_graphs": True}),
         ("fp32-samples-used", {"profiles": ProfileMode.SAMPLES_USED}),
         ("fp32-custom", {"profiles": custom}),
     ]

@@ -63,9 +63,9 @@ std::vector<InputShapeDef> defs_from_python(const py::list& items) {
         continue;
       }
       auto d = axis.cast<py::tuple>();
-      def.axes.emplace_back(DimDef{d[0].cast<std::string>(), d[1].cast<bool>(), d[2].cast<int64_t>(),
-                                   d[3].cast<int64_t>(),
-                                   d[4].is_none() ? std::nullopt : std::optional<int64_t>(d[4].cast<int64_t>())});
+      def.axes.emplace_back(
+          DimDef{d[0].cast<std::string>(), d[1].cast<bool>(), d[2].cast<int64_t>(), d[3].cast<int64_t>(),
+                 d[4].is_none() ? std::nullopt : std::optional<int64_t>(d[4].cast<int64_t>())});
     }
     out.push_back(std::move(def));
   }
@@ -78,7 +78,9 @@ class ProfileSelector {
   ProfileSelector(std::vector<std::string> names, const py::list& profiles)
       : names_(std::move(names)), profiles_(profiles_from_python(profiles)) {}
 
-  size_t select(const std::vector<Shape>& shapes) const { return value_or_throw(select_profile(names_, profiles_, shapes)); }
+  size_t select(const std::vector<Shape>& shapes) const {
+    return value_or_throw(select_profile(names_, profiles_, shapes));
+  }
   size_t size() const { return profiles_.size(); }
   py::list profiles() const { return profiles_to_python(profiles_); }
   std::vector<std::pair<Shape, Shape>> envelope() const { return profile_envelope(profiles_); }
@@ -96,12 +98,14 @@ void register_trt_profile_bindings(py::module_& m) {
     out.append(profile_to_python(single_profile(recorded_from_python(recorded))));
     return out;
   });
-  m.def("trt_samples_used_profiles", [](const py::list& recorded, const std::vector<std::vector<Shape>>& samples) {
+  m.def("trt_samples_used_profiles", [](const py::list& recorded,
+                                        const std::vector<std::vector<Shape>>& samples) {
     return profiles_to_python(value_or_throw(samples_used_profiles(recorded_from_python(recorded), samples)));
   });
   m.def("trt_dynamic_shapes_profile", [](const py::list& recorded, const py::list& defs) {
     py::list out;
-    out.append(profile_to_python(dynamic_shapes_profile(recorded_from_python(recorded), defs_from_python(defs))));
+    out.append(
+        profile_to_python(dynamic_shapes_profile(recorded_from_python(recorded), defs_from_python(defs))));
     return out;
   });
   m.def("trt_validate_profiles", [](const py::list& recorded, const py::list& user_profiles) {
@@ -116,7 +120,8 @@ void register_trt_profile_bindings(py::module_& m) {
     }
     return profiles_to_python(value_or_throw(validate_user_profiles(recorded_from_python(recorded), users)));
   });
-  m.def("trt_profile_envelope", [](const py::list& profiles) { return profile_envelope(profiles_from_python(profiles)); });
+  m.def("trt_profile_envelope",
+        [](const py::list& profiles) { return profile_envelope(profiles_from_python(profiles)); });
   py::class_<ProfileSelector>(m, "TrtProfileSelector")
       .def(py::init<std::vector<std::string>, const py::list&>(), py::arg("names"), py::arg("profiles"))
       .def("select", &ProfileSelector::select, py::arg("shapes"),

@@ -305,7 +305,8 @@ class IExecutionContext:
             import torch
 
             for name, value in self._computed().items():
-                _view(self.addresses[name], value.shape, self.engine.plan["outputs"][name][1]).copy_(torch.from_numpy(value))
+                target = _view(self.addresses[name], value.shape, self.engine.plan["outputs"][name][1])
+                target.copy_(torch.from_numpy(value))
             self._results = None
             return True
         for name, (shape, _) in self.engine.plan["outputs"].items():

@@ -71,7 +71,8 @@ def test_basic_usage_builds_the_objects():
 @pytest.mark.skipif(not (HAS_TENSORRT and torch.cuda.is_available()), reason=NEEDS_TRT_GPU)
 def test_basic_usage_tunes():
     ns = run(BASIC_USAGE_SETUP, model=_model().cuda())
-    run(BASIC_USAGE_TUNE, ait=ns["ait"], model=ns["model"], input_data=[torch.randn(8, device="cuda") for _ in range(4)])
+    input_data = [torch.randn(8, device="cuda") for _ in range(4)]
+    run(BASIC_USAGE_TUNE, ait=ns["ait"], model=ns["model"], input_data=input_data)
     assert ns["model"](torch.randn(2, 8, device="cuda")).shape == (2, 8)
 
 
@@ -302,7 +303,8 @@ def test_custom_profiles_snippet_validates_against_a_forward_input_module():
 
     graph = _image_graph([(2, 3, 224, 224), (8, 3, 512, 512)])
     assert build_profiles(graph, ns["config"].profiles) == [
-        [([1, 3, 224, 224], [4, 3, 224, 224], [8, 3, 224, 224])], [([1, 3, 512, 512], [4, 3, 512, 512], [8, 3, 512, 512])]]
+        [([1, 3, 224, 224], [4, 3, 224, 224], [8, 3, 224, 224])],
+        [([1, 3, 512, 512], [4, 3, 512, 512], [8, 3, 512, 512])]]
 
 
 class _Image(torch.nn.Module):

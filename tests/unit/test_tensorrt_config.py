@@ -105,8 +105,8 @@ def test_describe_key_and_round_trip():
     assert data["quantization_config"]["type"] == "ONNXQuantizationConfig"
     again = TensorRTBackendConfig.from_dict(data)
     assert again == full and again.key() == full.key()
-    assert TensorRTBackendConfig.from_dict(TensorRTBackendConfig(profiles=ProfileMode.SAMPLES_USED).to_dict()).profiles \
-        is ProfileMode.SAMPLES_USED
+    samples_used = TensorRTBackendConfig(profiles=ProfileMode.SAMPLES_USED).to_dict()
+    assert TensorRTBackendConfig.from_dict(samples_used).profiles is ProfileMode.SAMPLES_USED
 
 
 def test_samples_used_needs_more_than_one_stored_sample():
@@ -141,7 +141,8 @@ def test_cpu_device_is_rejected_with_the_spec_reason(monkeypatch, tmp_path):
     monkeypatch.setattr(trt_backend, "_import_tensorrt", fake_tensorrt.as_module)
     backend = TensorRTBackend()
     assert backend.is_available() == (True, "")
-    assert availability(backend, torch.device("cpu")) == (False, "Device cpu is not supported by the backend TensorRTBackend")
+    reason = "Device cpu is not supported by the backend TensorRTBackend"
+    assert availability(backend, torch.device("cpu")) == (False, reason)
     with pytest.raises(BackendUnavailableError, match=r"^Device cpu is not supported by the backend TensorRTBackend$"):
         backend.build(torch.nn.Linear(2, 2), None, [], "cpu", tmp_path)
 

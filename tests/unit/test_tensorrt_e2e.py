@@ -137,4 +137,5 @@ def test_checkpoint_round_trip_and_cpp_runtime_message(cpu_trt, tmp_path):
 
     env = dict(os.environ, AITUNE_CACHE_DIR=str(tmp_path / "cache"))
     r = subprocess.run([_cli(), "inspect", str(path)], capture_output=True, text=True, env=env, timeout=120)
-    assert "running a TensorRT plan from C++ needs aitune built with TensorRT" in r.stdout + r.stderr, r.stdout + r.stderr
+    text = r.stdout + r.stderr
+    assert "running a TensorRT plan from C++ needs aitune built with TensorRT" in text, text

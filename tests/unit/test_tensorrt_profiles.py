@@ -11,7 +11,12 @@ from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError, ProfileShapeError
 from aitune.torch import BatchDim, DynamicDim
 from aitune.torch.backend.tensorrt import ProfileMode, TensorRTProfile
-from aitune.torch.backend.tensorrt.profiles import DYNAMIC_SHAPES_CONFLICT, build_profiles, read_profiles, write_profiles
+from aitune.torch.backend.tensorrt.profiles import (
+    DYNAMIC_SHAPES_CONFLICT,
+    build_profiles,
+    read_profiles,
+    write_profiles,
+)
 from aitune.torch.config import config
 from aitune.torch.global_context import published_batch_size
 
@@ -65,7 +70,8 @@ def test_module_dynamic_shapes_give_one_profile_and_reject_user_profiles():
     with pytest.raises(AITuneUserInputError) as info:
         build_profiles(graph, user)
     assert str(info.value) == DYNAMIC_SHAPES_CONFLICT
-    assert DYNAMIC_SHAPES_CONFLICT == "TensorRT profiles cannot be provided together with module dynamic shape definitions."
+    assert DYNAMIC_SHAPES_CONFLICT == ("TensorRT profiles cannot be provided together with module dynamic shape "
+                                       "definitions.")
 
 
 def test_user_profile_keys_resolve_by_semantic_or_access_path():
@@ -87,7 +93,8 @@ def _error(graph, profile) -> str:
 
 def test_user_profile_errors_have_the_spec_messages():
     graph = _record(Image(), _images([(2, 3, 224, 224), (8, 3, 448, 448)]))
-    assert _error(graph, TensorRTProfile().add_input_shape("image", (1, 3, 224, 224), (4, 3, 224, 224), (8, 3, 224, 224))) == (
+    unknown = TensorRTProfile().add_input_shape("image", (1, 3, 224, 224), (4, 3, 224, 224), (8, 3, 224, 224))
+    assert _error(graph, unknown) == (
         "TensorRT profile inputs ['image'] do not match recorded tensor inputs ['input'] (missing: ['input'], "
         "unknown: ['image']).")
     assert _error(graph, TensorRTProfile().add_input_shape("input", (1, 3, 224), (4, 3, 224), (8, 3, 224))) == (
@@ -125,7 +132,8 @@ def test_selection_errors_name_the_shapes():
 
 
 def test_profiles_json_is_tensor_name_to_min_opt_max(tmp_path):
-    profiles = [[([1, 8], [2, 8], [4, 8]), ([1, 8], [2, 8], [4, 8])], [([8, 8], [8, 8], [8, 8]), ([8, 8], [8, 8], [8, 8])]]
+    profiles = [[([1, 8], [2, 8], [4, 8]), ([1, 8], [2, 8], [4, 8])],
+                [([8, 8], [8, 8], [8, 8]), ([8, 8], [8, 8], [8, 8])]]
     path = tmp_path / "tensorrt" / "model_optimization_profiles.json"
     write_profiles(path, profiles, ["input_inputs_mask", None])
     import json

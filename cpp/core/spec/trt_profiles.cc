@@ -61,15 +61,15 @@ OptimizationProfile single_profile(const std::vector<RecordedInput>& inputs) {
   return profile;
 }
 
-StatusOr<std::vector<OptimizationProfile>> samples_used_profiles(const std::vector<RecordedInput>& inputs,
-                                                                 const std::vector<std::vector<Shape>>& sample_shapes) {
+StatusOr<std::vector<OptimizationProfile>> samples_used_profiles(
+    const std::vector<RecordedInput>& inputs, const std::vector<std::vector<Shape>>& sample_shapes) {
   std::vector<OptimizationProfile> profiles;
   std::set<std::vector<Shape>> seen;
   for (size_t s = 0; s < sample_shapes.size(); ++s) {
     const std::vector<Shape>& shapes = sample_shapes[s];
-    AITUNE_CHECK_ARG(shapes.size() == inputs.size(), "Stored sample " + std::to_string(s) + " has " +
-                                                         std::to_string(shapes.size()) + " tensor inputs, the graph has " +
-                                                         std::to_string(inputs.size()));
+    AITUNE_CHECK_ARG(shapes.size() == inputs.size(),
+                     "Stored sample " + std::to_string(s) + " has " + std::to_string(shapes.size()) +
+                         " tensor inputs, the graph has " + std::to_string(inputs.size()));
     if (!seen.insert(shapes).second) continue;
     OptimizationProfile profile;
     for (const Shape& shape : shapes) profile.inputs.push_back({shape, shape, shape});
@@ -105,15 +105,16 @@ StatusOr<std::vector<OptimizationProfile>> validate_user_profiles(const std::vec
     std::vector<std::string> given, missing, unknown;
     for (const NamedProfileRange& entry : user) {
       given.push_back(entry.name);
-      if (std::find(recorded.begin(), recorded.end(), entry.name) == recorded.end()) unknown.push_back(entry.name);
+      if (std::find(recorded.begin(), recorded.end(), entry.name) == recorded.end())
+        unknown.push_back(entry.name);
     }
     for (const std::string& name : recorded) {
       if (std::find(given.begin(), given.end(), name) == given.end()) missing.push_back(name);
     }
     AITUNE_CHECK_ARG(missing.empty() && unknown.empty(),
                      "TensorRT profile inputs " + name_list(given) + " do not match recorded tensor inputs " +
-                         name_list(recorded) + " (missing: " + name_list(missing) + ", unknown: " +
-                         name_list(unknown) + ").");
+                         name_list(recorded) + " (missing: " + name_list(missing) +
+                         ", unknown: " + name_list(unknown) + ").");
     OptimizationProfile profile;
     for (const RecordedInput& input : inputs) {
       const auto entry = std::find_if(user.begin(), user.end(),
@@ -149,13 +150,14 @@ std::string describe_profile(const std::vector<std::string>& names, const Optimi
   std::string text = "{";
   for (size_t i = 0; i < profile.inputs.size(); ++i) {
     const ProfileRange& r = profile.inputs[i];
-    text += (i ? ", " : "") + quoted(i < names.size() ? names[i] : std::to_string(i)) + ": [" + format_shape(r.min) +
-            ", " + format_shape(r.opt) + ", " + format_shape(r.max) + "]";
+    text += (i ? ", " : "") + quoted(i < names.size() ? names[i] : std::to_string(i)) + ": [" +
+            format_shape(r.min) + ", " + format_shape(r.opt) + ", " + format_shape(r.max) + "]";
   }
   return text + "}";
 }
 
-StatusOr<size_t> select_profile(const std::vector<std::string>& names, const std::vector<OptimizationProfile>& profiles,
+StatusOr<size_t> select_profile(const std::vector<std::string>& names,
+                                const std::vector<OptimizationProfile>& profiles,
                                 const std::vector<Shape>& shapes) {
   for (size_t p = 0; p < profiles.size(); ++p) {
     const OptimizationProfile& profile = profiles[p];
@@ -170,8 +172,8 @@ StatusOr<size_t> select_profile(const std::vector<std::string>& names, const std
     const std::string name = i < names.size() ? names[i] : std::to_string(i);
     if (shapes[i].size() != low.size()) {
       return profile_shape_error("Input shape " + format_shape(shapes[i]) + " for input " + quoted(name) +
-                                 " has rank " + std::to_string(shapes[i].size()) + ", the TensorRT profiles have rank " +
-                                 std::to_string(low.size()));
+                                 " has rank " + std::to_string(shapes[i].size()) +
+                                 ", the TensorRT profiles have rank " + std::to_string(low.size()));
     }
     for (size_t axis = 0; axis < low.size(); ++axis) {
       if (shapes[i][axis] > high[axis]) {
@@ -188,11 +190,13 @@ StatusOr<size_t> select_profile(const std::vector<std::string>& names, const std
   }
   std::string given = "{";
   for (size_t i = 0; i < shapes.size(); ++i) {
-    given += (i ? ", " : "") + quoted(i < names.size() ? names[i] : std::to_string(i)) + ": " + format_shape(shapes[i]);
+    given += (i ? ", " : "") + quoted(i < names.size() ? names[i] : std::to_string(i)) + ": " +
+             format_shape(shapes[i]);
   }
   given += "}";
   std::string listed = "[";
-  for (size_t p = 0; p < profiles.size(); ++p) listed += (p ? ", " : "") + describe_profile(names, profiles[p]);
+  for (size_t p = 0; p < profiles.size(); ++p)
+    listed += (p ? ", " : "") + describe_profile(names, profiles[p]);
   listed += "]";
   return profile_shape_error("No TensorRT optimization profile matches the input shapes: " + given +
                              "; profiles: " + listed);

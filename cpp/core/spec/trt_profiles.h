@@ -15,10 +15,10 @@ namespace aitune {
 
 // One recorded tensor input of a graph, in the graph's input order.
 struct RecordedInput {
-  std::string name;           // display path, as the log table's Access Path column ("inputs[\"tokens\"]")
-  std::string semantic_repr;  // Python repr of the semantic path ("'x'", "('inputs', 'tokens')")
-  Shape min;                  // recorded min shape (per axis)
-  Shape max;                  // recorded max shape, including the max-batch search's batch
+  std::string name;             // display path, as the log table's Access Path column ("inputs[\"tokens\"]")
+  std::string semantic_repr;    // Python repr of the semantic path ("'x'", "('inputs', 'tokens')")
+  Shape min;                    // recorded min shape (per axis)
+  Shape max;                    // recorded max shape, including the max-batch search's batch
   std::vector<bool> is_static;  // per axis: static in the recorded graph
 };
 
@@ -46,8 +46,8 @@ OptimizationProfile single_profile(const std::vector<RecordedInput>& inputs);
 
 // ProfileMode.SAMPLES_USED: one static profile (min = opt = max) per distinct sample shape,
 // in order of first appearance. `sample_shapes[s][i]` is input i's shape in stored sample s.
-StatusOr<std::vector<OptimizationProfile>> samples_used_profiles(const std::vector<RecordedInput>& inputs,
-                                                                 const std::vector<std::vector<Shape>>& sample_shapes);
+StatusOr<std::vector<OptimizationProfile>> samples_used_profiles(
+    const std::vector<RecordedInput>& inputs, const std::vector<std::vector<Shape>>& sample_shapes);
 
 // Module dynamic_shapes: one profile (min, opt or max, max) from the definitions (matched by
 // semantic_repr); inputs without a definition use (recorded min, recorded max, recorded max).
@@ -64,7 +64,8 @@ StatusOr<std::vector<OptimizationProfile>> validate_user_profiles(const std::vec
 // kProfileShape with "Input shape X exceeds max profile shape Y for input 'n'" (Y = element-wise
 // max over the profiles), "... is below min profile shape Y ..." or "No TensorRT optimization
 // profile matches the input shapes: {...}; profiles: [...]".
-StatusOr<size_t> select_profile(const std::vector<std::string>& names, const std::vector<OptimizationProfile>& profiles,
+StatusOr<size_t> select_profile(const std::vector<std::string>& names,
+                                const std::vector<OptimizationProfile>& profiles,
                                 const std::vector<Shape>& shapes);
 
 // Per input: (element-wise min of the mins, element-wise max of the maxes) over all profiles,

@@ -13,7 +13,9 @@ std::vector<RecordedInput> recorded() {
   };
 }
 
-ProfileRange range(Shape min, Shape opt, Shape max) { return {std::move(min), std::move(opt), std::move(max)}; }
+ProfileRange range(Shape min, Shape opt, Shape max) {
+  return {std::move(min), std::move(opt), std::move(max)};
+}
 
 UserProfile valid_user_profile() {
   return {{"inputs[\"mask\"]", range({4, 4}, {4, 4}, {4, 4})},
@@ -87,16 +89,18 @@ TEST(TrtProfilesTest, UserProfileMustBeOrderedOnEveryAxis) {
 TEST(TrtProfilesTest, UserProfileStaticAxesMustEqualRecorded) {
   UserProfile p = valid_user_profile();
   p[1].range = range({1, 1, 224, 224}, {4, 3, 224, 224}, {8, 3, 224, 224});
-  expect_invalid(validate_user_profiles(recorded(), {p}).status(),
-                 "TensorRT profile for input 'input' axis 1 is static (3) in the recorded graph, got min=1, max=3");
+  expect_invalid(
+      validate_user_profiles(recorded(), {p}).status(),
+      "TensorRT profile for input 'input' axis 1 is static (3) in the recorded graph, got min=1, max=3");
 }
 
 TEST(TrtProfilesTest, UserProfileSizesMustBeNonNegative) {
   UserProfile p = valid_user_profile();
   p[1].range = range({-1, 3, 224, 224}, {4, 3, 224, 224}, {8, 3, 224, 224});
-  expect_invalid(validate_user_profiles(recorded(), {p}).status(),
-                 "TensorRT profile for input 'input' sizes must be non-negative integers, got min=[-1, 3, 224, 224], "
-                 "opt=[4, 3, 224, 224], max=[8, 3, 224, 224]");
+  expect_invalid(
+      validate_user_profiles(recorded(), {p}).status(),
+      "TensorRT profile for input 'input' sizes must be non-negative integers, got min=[-1, 3, 224, 224], "
+      "opt=[4, 3, 224, 224], max=[8, 3, 224, 224]");
   expect_invalid(validate_user_profiles(recorded(), {}).status(),
                  "TensorRT profiles list is empty: give at least one TensorRTProfile");
 }
@@ -128,10 +132,11 @@ TEST(TrtProfilesTest, SelectErrorsNameTheEnvelopeOrTheProfiles) {
             "Input shape [0, 3, 224, 224] is below min profile shape [1, 3, 224, 224] for input 'input'");
   auto between = select_profile(names, two_profiles(), {{2, 3, 300, 300}});
   EXPECT_EQ(between.status().code(), StatusCode::kProfileShape);
-  EXPECT_EQ(between.status().message(),
-            "No TensorRT optimization profile matches the input shapes: {'input': [2, 3, 300, 300]}; profiles: "
-            "[{'input': [[1, 3, 224, 224], [4, 3, 224, 224], [8, 3, 224, 224]]}, {'input': [[1, 3, 512, 512], "
-            "[4, 3, 512, 512], [8, 3, 512, 512]]}]");
+  EXPECT_EQ(
+      between.status().message(),
+      "No TensorRT optimization profile matches the input shapes: {'input': [2, 3, 300, 300]}; profiles: "
+      "[{'input': [[1, 3, 224, 224], [4, 3, 224, 224], [8, 3, 224, 224]]}, {'input': [[1, 3, 512, 512], "
+      "[4, 3, 512, 512], [8, 3, 512, 512]]}]");
 }
 
 TEST(TrtProfilesTest, EnvelopeIsElementwiseMinAndMax) {

@@ -28,7 +28,12 @@ from aitune.torch.backend.tensorrt.config import (
     TorchQuantizationConfig,
 )
 from aitune.torch.backend.tensorrt.engine_runner import EngineRunner
-from aitune.torch.backend.tensorrt.profiles import SAMPLES_USED_NEEDS_SAMPLES, build_profiles, read_profiles, write_profiles
+from aitune.torch.backend.tensorrt.profiles import (
+    SAMPLES_USED_NEEDS_SAMPLES,
+    build_profiles,
+    read_profiles,
+    write_profiles,
+)
 from aitune.torch.config import config as global_config
 from aitune.torch.module.graph_spec import GraphSpec
 from aitune.torch.module.tree import map_tensors
@@ -164,7 +169,7 @@ class TensorRTBackend(Backend):
             opset_version=self.config.opset_version, forward=forward))
         if export_module is not module:
             del export_module
-        module.to("cpu")  # offload: the engine build needs the GPU memory
+        module.to("cpu")  # offload while TensorRT builds: the builder needs the GPU memory
         if device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -186,8 +191,12 @@ class TensorRTBackend(Backend):
             major, minor = torch.cuda.get_device_capability(device)
             timing_cache = trt_builder.default_timing_cache_path(trt, Path(global_config.cache_dir), f"{major}{minor}")
         plan_path = cache_dir / PLAN_PATH
-        plan = self._step("engine_build", plan_path, lambda: trt_builder.build_engine(
-            trt, onnx_path, plan_path, profiles, names, self.config, timing_cache))
+        try:
+            plan = self._step("engine_build", plan_path, lambda: trt_builder.build_engine(
+                trt, onnx_path, plan_path, profiles, names, self.config, timing_cache))
+        finally:
+            # Back where the strategy left it: other candidates and the eager fallback use it.
+            module.to(device)
         write_profiles(cache_dir / PROFILES_PATH, profiles, names)
         self._output_paths = output_leaf_paths(template) if template is not None else []
         self._record_io(cache_dir, graph, names, info.output_names, template)
@@ -200,7 +209,8 @@ class TensorRTBackend(Backend):
 
         return [_sample_tensors(graph, sample) for sample in data]
 
-    def _record_io(self, cache_dir: Path, graph: GraphSpec, names: list, output_names: list[str], template: Any) -> None:
+    def _record_io(self, cache_dir: Path, graph: GraphSpec, names: list, output_names: list[str],
+                   template: Any) -> None:
         self._plan = ArtifactPath(cache_dir, PLAN_PATH)
         self._profiles_file = ArtifactPath(cache_dir, PROFILES_PATH)
         self._io_file = ArtifactPath(cache_dir, IO_PATH)

@@ -116,7 +116,8 @@ def apply_builder_settings(trt: Any, builder_config: Any, config: TensorRTBacken
     if config.optimization_level is not None:
         builder_config.builder_optimization_level = config.optimization_level
     if config.compatibility_level is not None:
-        builder_config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel, config.compatibility_level)
+        level = getattr(trt.HardwareCompatibilityLevel, config.compatibility_level)
+        builder_config.hardware_compatibility_level = level
     if config.enable_tf32:
         builder_config.set_flag(trt.BuilderFlag.TF32)
     else:

@@ -73,7 +73,8 @@ class TensorRTProfile:
         return isinstance(other, TensorRTProfile) and self.inputs == other.inputs
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{p!r}: min={list(s[0])}, opt={list(s[1])}, max={list(s[2])}" for p, s in self.inputs.items())
+        parts = ", ".join(f"{p!r}: min={list(s[0])}, opt={list(s[1])}, max={list(s[2])}"
+                          for p, s in self.inputs.items())
         return f"TensorRTProfile({parts})"
 
 
@@ -86,7 +87,9 @@ class ONNXAutoCastConfig:
 
     def __post_init__(self) -> None:
         if self.precision not in AUTOCAST_PRECISIONS:
-            raise ValueError(f"Unsupported autocast precision {self.precision!r}; expected one of {list(AUTOCAST_PRECISIONS)}")
+            raise ValueError(
+                f"Unsupported autocast precision {self.precision!r}; expected one of {list(AUTOCAST_PRECISIONS)}"
+            )
 
 
 @dataclasses.dataclass
@@ -117,7 +120,8 @@ class TorchQuantizationConfig:
     def __post_init__(self) -> None:
         if self.quantization_config not in TORCH_QUANT_PRESETS:
             raise ValueError(
-                f"Unsupported quantization_config {self.quantization_config!r}; expected one of {list(TORCH_QUANT_PRESETS)}"
+                f"Unsupported quantization_config {self.quantization_config!r}; expected one of "
+                f"{list(TORCH_QUANT_PRESETS)}"
             )
 
 
@@ -134,7 +138,8 @@ def _compatibility_name(value: Any) -> str | None:
         name = str(value).rsplit(".", 1)[-1]
     if name not in COMPATIBILITY_LEVELS:
         raise ValueError(
-            f"compatibility_level must be a trt.HardwareCompatibilityLevel member or one of {list(COMPATIBILITY_LEVELS)}, "
+            "compatibility_level must be a trt.HardwareCompatibilityLevel member or one of "
+            f"{list(COMPATIBILITY_LEVELS)}, "
             f"got {value!r}"
         )
     return name
@@ -173,13 +178,16 @@ class TensorRTBackendConfig(BackendConfig):
         if isinstance(self.profiles, (list, tuple)):
             self.profiles = [TensorRTProfile.from_dict(p) if isinstance(p, dict) else p for p in self.profiles]
             if not self.profiles or not all(isinstance(p, TensorRTProfile) for p in self.profiles):
-                raise ValueError(f"profiles must be a ProfileMode or a non-empty list of TensorRTProfile, got {self.profiles!r}")
+                raise ValueError(
+                    f"profiles must be a ProfileMode or a non-empty list of TensorRTProfile, got {self.profiles!r}"
+                )
         elif not isinstance(self.profiles, ProfileMode):
             raise ValueError(f"profiles must be a ProfileMode or a list of TensorRTProfile, got {self.profiles!r}")
         if isinstance(self.quantization_config, dict):
             data = dict(self.quantization_config)
             self.quantization_config = _QUANT_CLASSES[data.pop("type")](**data)
-        if self.quantization_config is not None and not isinstance(self.quantization_config, tuple(_QUANT_CLASSES.values())):
+        quant_types = tuple(_QUANT_CLASSES.values())
+        if self.quantization_config is not None and not isinstance(self.quantization_config, quant_types):
             raise ValueError(
                 "quantization_config must be ONNXAutoCastConfig, ONNXQuantizationConfig, TorchQuantizationConfig or "
                 f"None, got {self.quantization_config!r}"

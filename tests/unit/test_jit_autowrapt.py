@@ -124,7 +124,7 @@ def test_inspection_report_at_exit_and_on_request(tmp_path):
     html = page.read_text()
     for name in ("Model", "Model.enc", "Model.dec", "Model.enc.lin", "Model.dec.lin"):
         assert f">{name}</td>" in html, name
-    row = re.search(r">Model\.enc</td><td>Block</td><td>RECORDING</td><td class=num>(\d+)</td>", html)
+    row = re.search(r">Model\.enc</td><td>Block</td><td>INSPECTED</td><td class=num>(\d+)</td>", html)
     assert row and row.group(1) == "3"
     assert "Tensor[float32, 2d, cpu]" in html and "Tensor[bool, 1d, cpu]" in html  # argument types
     assert "tuple[" in html  # output type of Model

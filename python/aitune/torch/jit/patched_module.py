@@ -60,7 +60,12 @@ def _none() -> None:
 def _tracing() -> bool:
     """True while torch.compile / torch.export or torch.fx trace through a forward: the call is
     not a real one and must be neither recorded nor routed."""
-    return torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_tracing()
+    return torch.compiler.is_compiling() or _is_fx_symbolic_tracing()
+
+
+# Newer torch names fx's own tracing apart (is_fx_tracing also covers torch.export and warns).
+_is_fx_symbolic_tracing = getattr(torch.fx._symbolic_trace, "is_fx_symbolic_tracing",
+                                  torch.fx._symbolic_trace.is_fx_tracing)
 
 
 def get_patched(module: torch.nn.Module) -> PatchedModule | None:

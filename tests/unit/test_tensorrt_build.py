@@ -233,3 +233,17 @@ def test_checkpoint_fingerprint_fields_follow_the_plan():
         ("gpu_sm", "9.0", "8.6", "ctx")]
     assert mismatches(saved, dict(saved, tensorrt="10.3.0"), requires, "ctx") == [
         ("tensorrt", "10.9.0", "10.3.0", "ctx")]
+
+
+def test_engine_io_types_are_converted_to_and_from_the_model(trt, tmp_path):
+    """An autocast engine with keep_io_types=False takes and returns fp16: inputs are cast for it
+    and outputs come back in eager's dtype."""
+    fake.reset(outputs={"output": ((2, 4), "HALF")})
+    backend = _build(TensorRTBackendConfig(), tmp_path)
+    backend._runner._input_dtypes["input_input"] = torch.float16
+    x = torch.randn(3, 3, 8, 8)
+    fake.calls.clear()
+    out = backend._infer(x)
+    assert out.dtype == torch.float32
+    address = next(c[2] for c in fake.calls if c[:2] == ("set_tensor_address", "input_input"))
+    assert address != x.data_ptr()  # a converted copy, not the caller's float32 memory

@@ -76,6 +76,7 @@ class TensorRTBackend(Backend):
         self._output_paths: list[tuple] = []
         self._template: Any = None
         self._signature: Any = None
+        self._cast_back: list[torch.dtype] | None = None  # eager's output dtypes, in output order
         self.step_times_s: dict[str, float] = {}
 
     # -- identity ----------------------------------------------------------------------------
@@ -228,6 +229,8 @@ class TensorRTBackend(Backend):
         self._output_names = list(output_names)
         self._signature = _C.Signature(graph.forward_params)
         self._runner = EngineRunner(trt, plan, device, names, profiles, self._display_names)
+        recorded = [leaf.dtypes[0] for leaf in graph.output_spec.tensors]
+        self._cast_back = recorded if len(recorded) == len(output_names) else None
         extra = set(self._runner.output_names) - set(output_names)
         if extra:
             logger.warning("TensorRT engine of graph %s has outputs %s that the forward does not return; ignored",
@@ -253,6 +256,8 @@ class TensorRTBackend(Backend):
         tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
         outputs = self._runner.run(tensors)
         flat = [outputs[name] for name in self._output_names]
+        if self._cast_back is not None:  # engine I/O in another precision than the model's outputs
+            flat = [t if t.dtype == d else t.to(d) for t, d in zip(flat, self._cast_back)]
         return rebuild_outputs(self._template, self._output_paths, flat)
 
     def _activate(self) -> None:

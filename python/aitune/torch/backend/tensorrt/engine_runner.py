@@ -86,6 +86,8 @@ class EngineRunner:
             raise RuntimeError(f"TensorRT engine inputs {sorted(unknown)} match no tensor input of the graph")
         self._selector = _C.TrtProfileSelector(display_names, [list(p) for p in profiles])
         self._output_dtypes = {name: torch_dtype(self.engine.get_tensor_dtype(name)) for name in outputs}
+        # An engine may take other input types than the model (autocast with keep_io_types=False).
+        self._input_dtypes = {name: torch_dtype(self.engine.get_tensor_dtype(name)) for name in inputs}
         self._allocator = None
         self._lock = threading.Lock()  # one context: setup + enqueue are one critical section (SPEC §9.4)
         self._profile = -1
@@ -105,8 +107,9 @@ class EngineRunner:
             keep = []
             for i, name in self._bindings:
                 tensor = tensors[i]
-                if tensor.device != self._device or not tensor.is_contiguous():
-                    tensor = tensor.to(self._device).contiguous()
+                dtype = self._input_dtypes[name]
+                if tensor.device != self._device or tensor.dtype != dtype or not tensor.is_contiguous():
+                    tensor = tensor.to(self._device, dtype).contiguous()
                 keep.append(tensor)
                 context.set_input_shape(name, tuple(tensor.shape))
                 context.set_tensor_address(name, tensor.data_ptr())

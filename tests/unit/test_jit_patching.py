@@ -274,3 +274,19 @@ def test_pickled_and_traced_patched_modules_stay_plain(tmp_path):
     assert get_patched(net).state is JITModuleState.INIT and not runtime.heads
     with torch.no_grad():
         torch.testing.assert_close(traced(torch.ones(1, 4)), expected)
+
+
+def test_a_backend_not_faster_than_eager_leaves_the_module_eager():
+    from aitune.torch.task.profiling import NumStepsMeasuringStopStrategy, ProfilingConfig
+    from jit_helpers import SelectiveFakeBackend, SelectiveFakeConfig
+
+    profiling = ProfilingConfig(batch_sizes=[1], measurement_stop_strategy=NumStepsMeasuringStopStrategy(3, 1))
+    slow = SelectiveFakeBackend(SelectiveFakeConfig(delay_s=0.02))
+    jit_config.strategy = ait.FirstWinsStrategy([slow], profiling_config=profiling)  # the gate is on
+    net = _build()
+    with torch.no_grad():
+        net(torch.randn(2, 4))
+    head = get_patched(net)
+    assert head.state is JITModuleState.EAGER
+    assert "There is no valid backend for a module: Net" in head.reason
+    assert "SelectiveFakeBackend(delay_s=0.02): not faster than eager" in head.reason

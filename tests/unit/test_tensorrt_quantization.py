@@ -104,3 +104,11 @@ def test_missing_preset_names_the_package(trt, modelopt, tmp_path):
         _build(TensorRTBackendConfig(quantization_config=TorchQuantizationConfig("NVFP4_FP8_MHA_CONFIG", device="cpu")),
                tmp_path)
     assert torch.is_grad_enabled()
+
+
+def test_single_sample_calibration_suggests_storing_more(aitune_log):
+    from aitune.torch.backend.tensorrt.quantization import calibration_data
+
+    data = calibration_data([[torch.ones(2, 4)]], ["input_x"], [0])
+    assert data["input_x"].shape == (2, 4)
+    assert "raise aitune.torch.config.max_num_samples_stored" in aitune_log.text

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from jit_helpers import Block, Net, fake_strategy, reset_jit
+from jit_helpers import Net, fake_strategy, reset_jit
 
 import aitune.torch as ait
 import aitune.torch.jit.tune

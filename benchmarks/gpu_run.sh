@@ -21,12 +21,13 @@ step() {  # step NAME CMD... : runs CMD, logs to $LOGS/NAME.log, records the exi
   return $rc
 }
 finish() {
-  for f in deps ctest pytest_gpu pytest_all aoti_diag aoti_diag_preload aoti_diag_global_first aoti_diag_global_after jit_resnet50; do
+  for f in deps ctest pytest_gpu pytest_all pytest_sel aoti_diag aoti_diag_preload aoti_diag_global_first aoti_diag_global_after jit_resnet50; do
     [ -f "$LOGS/$f.log" ] && { echo "--- $f"; tail -6 "$LOGS/$f.log"; }
   done >> "$summary"
   [ -f "$LOGS/aoti_bindings.log" ] && { echo "--- aoti_bindings"; head -60 "$LOGS/aoti_bindings.log"; } >> "$summary"
   [ -f "$LOGS/aoti_diag_gdb.log" ] && { echo "--- aoti_diag_gdb"; grep -E '^#[0-9]+ ' "$LOGS/aoti_diag_gdb.log" | head -25; } >> "$summary"
-  { echo "--- demo"; grep RESULT "$LOGS/demo.log"; echo "--- dispatch"; cat "$OUT/dispatch_overhead_gpu.json"
+  { echo "--- jit"; cat "$OUT/jit_resnet50.json"; echo "--- roundtrip"; cat "$OUT/roundtrip.json"
+    echo "--- demo"; grep RESULT "$LOGS/demo.log"; echo "--- dispatch"; cat "$OUT/dispatch_overhead_gpu.json"
     echo "--- cuda graphs"; cat "$OUT/cuda_graph_overhead.json"; echo "--- zoo"; grep -A20 "^| model" "$LOGS/zoo.log"
   } >> "$summary" 2>/dev/null
   tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
@@ -65,11 +66,15 @@ BUILD=$(ls -d build/cp3*/ | head -n1)
 if has tests || has ctest; then
   step ctest ctest --test-dir "$BUILD" --output-on-failure
 fi
-if has tests; then
+if has tests || has gputests; then
   step doctor_cli aitune doctor
   step doctor_py $PY -m aitune doctor
   step pytest_gpu bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -m gpu -rs"
-  step pytest_all bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs"
+fi
+has tests && step pytest_all bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs"
+# gputests: the GPU-marked tests plus the test files named in PYTEST_FILES (relative to tests/).
+if has gputests && [ -n "${PYTEST_FILES:-}" ]; then
+  step pytest_sel bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs $PYTEST_FILES"
 fi
 if has bench; then
   step bench_core "$BUILD/cpp/core/aitune_core_bench" --benchmark_repetitions=5 \
@@ -101,6 +106,11 @@ AOTI_ENV=()
 [ "${AOTI_PRELOAD:-0}" = 1 ] && AOTI_ENV=(env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6)
 if [ -n "$ZOO_MODELS" ]; then
   step zoo "${AOTI_ENV[@]}" $PY benchmarks/zoo.py --models $ZOO_MODELS --out "$OUT/zoo.json"
+fi
+if has jit; then
+  # JIT tuning of ResNet-50 through AUTOWRAPT_BOOTSTRAP, twice (the second run reuses the first).
+  step jit_resnet50 env OUT="$LOGS/jit" PYTHON=$PY bash benchmarks/jit_resnet50.sh
+  cp "$LOGS/jit/jit_resnet50.json" "$OUT/" 2>/dev/null
 fi
 if has roundtrip; then
   step roundtrip "${AOTI_ENV[@]}" $PY benchmarks/checkpoint_roundtrip.py --out "$OUT/roundtrip.json"

@@ -409,3 +409,16 @@ def test_default_provider_on_cuda_with_cpu_only_onnxruntime_names_onnxruntime_gp
     with pytest.raises(BackendUnavailableError, match=r"^onnxruntime-gpu is not installed\. Please install "
                                                       r"`onnxruntime-gpu`\. execution_provider='cuda' needs"):
         ONNXRuntimeBackend()._provider(torch.device("cuda:0"))
+
+
+def test_strategies_skip_the_default_provider_on_cuda_with_cpu_only_onnxruntime(monkeypatch):
+    """SPEC §4.1: a backend that cannot run on the tuning device is skipped with its reason (the
+    default lists hold ONNXRuntimeBackend() on a GPU host without onnxruntime-gpu)."""
+    from aitune.torch.tune_strategy.tune_strategy import availability
+
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    ok, reason = availability(ONNXRuntimeBackend(), torch.device("cuda:0"))
+    assert not ok and reason.startswith("onnxruntime-gpu is not installed. Please install `onnxruntime-gpu`.")
+    assert availability(ONNXRuntimeBackend(), torch.device("cpu")) == (True, "")
+    explicit_cpu = ONNXRuntimeBackend(ONNXRuntimeBackendConfig(execution_provider="cpu"))
+    assert explicit_cpu.unavailable_on(torch.device("cuda:0")) is None  # the build explains that mismatch

@@ -165,6 +165,12 @@ class Backend(abc.ABC):
         """(available, reason): packages present and, once a device is known, supported."""
         return True, ""
 
+    def unavailable_on(self, device: torch.device) -> str | None:
+        """Why this backend cannot run on `device` although its packages are present (e.g. a
+        CPU-only runtime asked for a CUDA device), or None. The strategies skip it with this
+        reason instead of failing its build."""
+        return None
+
     def _check_device(self, device: torch.device) -> None:
         if device.type not in self._devices:
             raise BackendUnavailableError(f"Device {device.type} is not supported by the backend {self.name}")

@@ -1,5 +1,6 @@
-"""Default candidate lists (SPEC §6.2). Backends that are not part of this build yet (TensorRT,
-Torch-TensorRT, ONNX Runtime) join these lists in the releases that add them."""
+"""Default candidate lists (SPEC §6.2). Every backend is constructed whatever is installed:
+construction never fails, and the strategies skip an unavailable candidate with its reason
+(`⏭️ backend skipped: …`), so the same lists serve a CPU host and a TensorRT GPU host."""
 
 from __future__ import annotations
 
@@ -7,28 +8,30 @@ from aitune.torch.backend.backend import Backend
 
 
 def first_wins_defaults() -> list[Backend]:
-    from aitune.torch.backend import TorchInductorJitBackend
+    from aitune.torch.backend import TensorRTBackend, TensorRTBackendConfig, TorchInductorJitBackend
 
-    return [TorchInductorJitBackend()]
+    return [TensorRTBackend(), TensorRTBackend(TensorRTBackendConfig(use_dynamo=False)), TorchInductorJitBackend()]
 
 
 def profiling_defaults() -> list[Backend]:
-    from aitune.torch.backend import TorchInductorAotBackend, TorchInductorJitBackend
+    from aitune.torch.backend import (
+        ONNXRuntimeBackend,
+        ONNXRuntimeBackendConfig,
+        TensorRTBackend,
+        TensorRTBackendConfig,
+        TorchInductorAotBackend,
+        TorchInductorJitBackend,
+        TorchTensorRTAotBackend,
+        TorchTensorRTJitBackend,
+    )
 
-    backends: list[Backend] = [TorchInductorJitBackend(), TorchInductorAotBackend()]
-    if _onnxruntime_imports():
-        from aitune.torch.backend import ONNXRuntimeBackend, ONNXRuntimeBackendConfig
-
-        # SPEC §6.2: ORT with the dynamo export, then with the TorchScript-trace export
-        backends += [ONNXRuntimeBackend(), ONNXRuntimeBackend(ONNXRuntimeBackendConfig(use_dynamo=False))]
-    return backends
-
-
-def _onnxruntime_imports() -> bool:
-    """ONNX Runtime is a candidate only where it is installed and loads (SPEC §4.1: building the
-    default list never fails; a backend that cannot run is left out or skipped)."""
-    try:
-        import onnxruntime  # noqa: F401
-    except Exception:  # noqa: BLE001 - a broken install (missing CUDA libraries) counts as absent
-        return False
-    return True
+    return [
+        TensorRTBackend(),
+        TensorRTBackend(TensorRTBackendConfig(use_dynamo=False)),
+        TorchInductorJitBackend(),
+        TorchInductorAotBackend(),
+        TorchTensorRTJitBackend(),
+        TorchTensorRTAotBackend(),
+        ONNXRuntimeBackend(),
+        ONNXRuntimeBackend(ONNXRuntimeBackendConfig(use_dynamo=False)),
+    ]

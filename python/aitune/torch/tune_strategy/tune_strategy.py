@@ -53,6 +53,9 @@ def availability(backend: Backend, device: torch.device) -> tuple[bool, str]:
         return False, reason
     if device.type not in backend._devices:
         return False, f"Device {device.type} is not supported by the backend {backend.name}"
+    reason = backend.unavailable_on(device)
+    if reason:
+        return False, reason
     return True, ""
 
 

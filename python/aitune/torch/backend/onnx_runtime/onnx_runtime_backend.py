@@ -121,6 +121,13 @@ class ONNXRuntimeBackend(Backend):
                 raise RuntimeError(f"ONNX Runtime ({', '.join(self.providers)}) failed to run stored sample {n} of "
                                    f"graph '{graph.name}': {type(e).__name__}: {e}") from e
 
+    def unavailable_on(self, device: torch.device) -> str | None:
+        """The default provider on a CUDA device is CUDA: with a CPU-only onnxruntime the
+        strategies skip this backend there (naming onnxruntime-gpu) instead of failing it."""
+        if self.config.execution_provider is None and device.type == "cuda" and not _missing("onnxruntime"):
+            return gpu_providers_missing(ONNXExecutionProvider.CUDA)
+        return None
+
     def _provider(self, device: torch.device) -> ONNXExecutionProvider:
         ep = self.config.execution_provider
         if ep is None:

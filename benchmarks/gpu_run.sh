@@ -36,7 +36,8 @@ finish() {
 trap finish EXIT
 
 # STAGES selects what runs (default: everything but the zoo): build ctest tests bench demo aotidiag
-# roundtrip jit; ZOO_MODELS adds the model zoo.
+# roundtrip jit; ZOO_MODELS adds the model zoo. PYTEST_TIMEOUT, ZOO_TIMEOUT, JIT_TIMEOUT and
+# ROUNDTRIP_TIMEOUT (seconds) bound those stages so one call of the device tool keeps its logs.
 STAGES=${STAGES:-"build tests bench demo"}
 ZOO_MODELS=${ZOO_MODELS:-}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -74,7 +75,7 @@ fi
 has tests && step pytest_all bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs"
 # gputests: the GPU-marked tests plus the test files named in PYTEST_FILES (relative to tests/).
 if has gputests && [ -n "${PYTEST_FILES:-}" ]; then
-  step pytest_sel bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs $PYTEST_FILES"
+  step pytest_sel timeout -k 10 "${PYTEST_TIMEOUT:-3000}" bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs $PYTEST_FILES"
 fi
 if has bench; then
   step bench_core "$BUILD/cpp/core/aitune_core_bench" --benchmark_repetitions=5 \
@@ -105,13 +106,13 @@ fi
 AOTI_ENV=()
 [ "${AOTI_PRELOAD:-0}" = 1 ] && AOTI_ENV=(env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6)
 if [ -n "$ZOO_MODELS" ]; then
-  step zoo "${AOTI_ENV[@]}" $PY benchmarks/zoo.py --models $ZOO_MODELS --out "$OUT/zoo.json"
+  step zoo timeout -k 10 "${ZOO_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/zoo.py --models $ZOO_MODELS --out "$OUT/zoo.json"
 fi
 if has jit; then
   # JIT tuning of ResNet-50 through AUTOWRAPT_BOOTSTRAP, twice (the second run reuses the first).
-  step jit_resnet50 env OUT="$LOGS/jit" PYTHON=$PY bash benchmarks/jit_resnet50.sh
+  step jit_resnet50 timeout -k 10 "${JIT_TIMEOUT:-3000}" env OUT="$LOGS/jit" PYTHON=$PY bash benchmarks/jit_resnet50.sh
   cp "$LOGS/jit/jit_resnet50.json" "$OUT/" 2>/dev/null
 fi
 if has roundtrip; then
-  step roundtrip "${AOTI_ENV[@]}" $PY benchmarks/checkpoint_roundtrip.py --out "$OUT/roundtrip.json"
+  step roundtrip timeout -k 10 "${ROUNDTRIP_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/checkpoint_roundtrip.py --out "$OUT/roundtrip.json"
 fi

@@ -161,16 +161,20 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - one model's failure must not hide the others
             rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "candidates"}), flush=True)
+        if args.out:  # after every model, so a run cut short keeps what it measured
+            write(args.out, rows)
     table = [[r["model"], r.get("batch"), r.get("dtype"), r.get("eager_ms"), r.get("compile_default_ms"),
               r.get("compile_reduce-overhead_ms"), r.get("aitune_ms"), r.get("aitune_vs_best_ref"),
               r.get("aitune_tuning_s"), r.get("aitune_pick", r.get("error", ""))[:70]] for r in rows]
     print(tabulate(table, headers=["model", "batch", "dtype", "eager ms", "compile ms", "reduce-overhead ms",
                                    "aitune ms", "vs best", "tuning s", "aitune pick"], tablefmt="github",
                    floatfmt=".3f"))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "rows": rows}, f, indent=2,
-                      default=str)
+
+
+def write(path: str, rows: list[dict[str, Any]]) -> None:
+    with open(path, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "rows": rows}, f, indent=2,
+                  default=str)
 
 
 if __name__ == "__main__":

@@ -108,12 +108,16 @@ def main() -> None:
         graph.replay()
         return static_y
 
-    no_clone = tuned(copy.deepcopy(base), clone=False)
+    # The runner reads config.cuda_graph_clone_outputs when a backend (re)activates, so the
+    # no-clone module is tuned last and the setting stays off while measuring; both are checked.
     with_clone = tuned(copy.deepcopy(base), clone=True)
+    no_clone = tuned(copy.deepcopy(base), clone=False)
     eager = copy.deepcopy(base)
     no_clone_dispatch = no_clone.tuned_module.dispatcher
     serving = no_clone.tuned_module.backends[0][1]._cuda_graph  # the shared runner's Python adapter
     native_runner = serving.runner
+    assert with_clone.tuned_module.backends[0][1]._cuda_graph.runner.clone_outputs
+    assert not native_runner.clone_outputs
     with torch.no_grad():
         assert torch.allclose(with_clone(x), eager(x), atol=1e-5)
         assert torch.allclose(no_clone(x), eager(x), atol=1e-5)

@@ -206,7 +206,11 @@ class Backend(abc.ABC):
         if getattr(self.config, "use_cuda_graphs", False) and not _cuda_graphs_disabled():
             from aitune.torch.backend.cuda_graphs import CudaGraphServing
 
-            self._cuda_graph = CudaGraphServing(self._infer, self._graph_spec)
+            # The cache size and cloning are fixed when the backend is built: a later activation
+            # (ait.tune activates every tuned module) must not pick up a config changed since.
+            settings = getattr(self, "_cuda_graph_settings", None)
+            self._cuda_graph = CudaGraphServing(self._infer, self._graph_spec, settings)
+            self._cuda_graph_settings = self._cuda_graph.settings
 
     def activate(self) -> None:
         if self._state in (BackendState.ACTIVE, BackendState.DEPLOYED):

@@ -22,7 +22,8 @@ def _key(path: Any) -> tuple:
 
 
 class CudaGraphServing:
-    def __init__(self, infer: Callable, graph: GraphSpec) -> None:
+    def __init__(self, infer: Callable, graph: GraphSpec, settings: tuple[int, bool] | None = None) -> None:
+        """`settings` = (cache size, clone outputs); None reads them from the config now."""
         if graph.input_spec.constants and not config.strict_mode:
             raise ValueError(
                 "use_cuda_graphs needs config.strict_mode=True when a graph has non-tensor inputs: a captured graph "
@@ -36,8 +37,9 @@ class CudaGraphServing:
         self._input_paths = [_key(leaf.semantic_path) for leaf in graph.input_spec.tensors]
         self._output_template: Any = None
         self._output_paths: list[tuple] = []
-        self.runner = _C.CudaGraphRunner(self._flat_call, cache_size=config.cuda_graph_cache_size,
-                                         clone_outputs=config.cuda_graph_clone_outputs)
+        cache_size, clone = settings or (config.cuda_graph_cache_size, config.cuda_graph_clone_outputs)
+        self.settings = (cache_size, clone)
+        self.runner = _C.CudaGraphRunner(self._flat_call, cache_size=cache_size, clone_outputs=clone)
 
     def _flat_call(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         """The backend's call on flat inputs (used for warm-up and capture)."""

@@ -42,8 +42,10 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--out")
+    parser.add_argument("--work", type=Path, help="folder for the checkpoint (default: a new temporary folder)")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp())
+    work = args.work or Path(tempfile.mkdtemp())
+    work.mkdir(parents=True, exist_ok=True)
     model = torchvision.models.resnet50().eval().cuda()
     strategy = ait.OneBackendStrategy(TorchInductorAotBackend())
     strategy.enable_performance_validation(False).enable_find_max_batch_size(False)
@@ -57,8 +59,16 @@ def main() -> None:
     ait.tune(wrapped, [torch.randn(3, 224, 224)], batch_sizes=[1, 2], device="cuda:0")
     path = ait.save(wrapped, work / "resnet50.ait")
 
+    result: dict = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+
+    def report() -> None:  # after every phase, so a later failure keeps the earlier numbers
+        print(json.dumps(result), flush=True)
+        if args.out:
+            Path(args.out).write_text(json.dumps(result, indent=2))
+
     cold = [float(subprocess.run([sys.executable, "-c", COLD_LOAD, str(path)], check=True, capture_output=True,
                                  text=True).stdout.strip().splitlines()[-1]) for _ in range(3)]
+    result["cold_load_to_first_inference_s"] = [round(c, 3) for c in cold]
     x = torch.randn(1, 3, 224, 224, device="cuda")
     with torch.no_grad():
         for _ in range(20):
@@ -70,27 +80,27 @@ def main() -> None:
             wrapped(x)
             torch.cuda.synchronize()
             times.append(time.perf_counter_ns() - start)
+    result["python_call_ms_median"] = statistics.median(times) / 1e6
+    report()
     cli = shutil.which("aitune")
     # The C++ CLI on the stored sample 0 against the Python path on the same input.
     from safetensors.torch import load_file
 
-    subprocess.run([cli, "run", str(path), "--device", "0", "--outputs", str(work / "out.safetensors")], check=True,
-                   capture_output=True, text=True)
+    run = subprocess.run([cli, "run", str(path), "--device", "0", "--outputs", str(work / "out.safetensors")],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        result["cpp_run_failed"] = {"returncode": run.returncode, "stderr_tail": run.stderr[-2000:]}
+        report()
+        raise SystemExit(f"aitune run failed with return code {run.returncode}")
     cpp_out = next(iter(load_file(str(work / "out.safetensors")).values())).cuda()
     sample = wrapped.graph_specs[0].samples[0].args[0].cuda()
     with torch.no_grad():
         py_out = wrapped(sample)
-    cpp_vs_python_max_abs = (cpp_out.float() - py_out.float()).abs().max().item()
-    bench = json.loads(subprocess.run([cli, "bench", str(path), "--device", "0", "--batch-size", "1", "--iterations",
-                                       "200", "--json"], check=True, capture_output=True, text=True).stdout)
-    result = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-              "cold_load_to_first_inference_s": [round(c, 3) for c in cold],
-              "python_call_ms_median": statistics.median(times) / 1e6, "cpp_bench": bench,
-              "cpp_vs_python_max_abs": cpp_vs_python_max_abs}
-    print(json.dumps(result))
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2))
-
+    result["cpp_vs_python_max_abs"] = (cpp_out.float() - py_out.float()).abs().max().item()
+    result["cpp_bench"] = json.loads(subprocess.run(
+        [cli, "bench", str(path), "--device", "0", "--batch-size", "1", "--iterations", "200", "--json"],
+        check=True, capture_output=True, text=True).stdout)
+    report()
 
 if __name__ == "__main__":
     main()

@@ -114,5 +114,15 @@ if has jit; then
   cp "$LOGS/jit/jit_resnet50.json" "$OUT/" 2>/dev/null
 fi
 if has roundtrip; then
-  step roundtrip timeout -k 10 "${ROUNDTRIP_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/checkpoint_roundtrip.py --out "$OUT/roundtrip.json"
+  step roundtrip timeout -k 10 "${ROUNDTRIP_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/checkpoint_roundtrip.py \
+    --work /tmp/aitune-roundtrip --out "$OUT/roundtrip.json"
+  if [ -f /tmp/aitune-roundtrip/resnet50.ait ] && ! aitune run /tmp/aitune-roundtrip/resnet50.ait --device 0 \
+      > "$LOGS/cli_run.log" 2>&1; then
+    # The C++ CLI crashed here on 2026-11-30 (SIGSEGV): where its package library binds.
+    env LD_DEBUG=bindings LD_DEBUG_OUTPUT="$LOGS/cli_ld" aitune run /tmp/aitune-roundtrip/resnet50.ait --device 0 \
+      > /dev/null 2>&1
+    cat "$LOGS"/cli_ld.* 2>/dev/null | grep -E "binding file [^ ]*wrapper\.so" | grep -v " to [^ ]*wrapper\.so " \
+      | sed -E 's/.* to ([^ ]+) .*symbol `([^'"'"']+).*/\1 \2/' | sort | uniq -c | sort -rn | head -300 > "$LOGS/cli_bindings.log"
+    rm -f "$LOGS"/cli_ld.*
+  fi
 fi

@@ -166,6 +166,21 @@ def _entry_point_path(folder: Path) -> str | None:
     return str(folder)
 
 
+def _child_paths(work: Path) -> list[str]:
+    """PYTHONPATH for the runs: the aitune this interpreter imports (the installed package on
+    the GPU machine; the source tree, which holds the built extension, in development), and a
+    temporary entry point only when no installed distribution declares one."""
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec("aitune")
+    package_root = str(Path(spec.origin).resolve().parents[1]) if spec and spec.origin else str(ROOT / "python")
+    paths = [package_root, os.environ.get("PYTHONPATH", "")]
+    if not importlib.metadata.entry_points(group=GROUP):
+        paths.insert(0, _entry_point_path(work / "entry_point"))
+    return paths
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda")
@@ -180,7 +195,7 @@ def main() -> None:
         child(args)
         return
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="aitune-jit-resnet50-"))
-    paths = [_entry_point_path(work / "entry_point"), str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]
+    paths = _child_paths(work)
     runs = []
     for run in (1, 2):
         env = dict(os.environ, AUTOWRAPT_BOOTSTRAP=GROUP, PYTHONPATH=os.pathsep.join(p for p in paths if p),

@@ -6,8 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -59,19 +57,6 @@ def _merge(run: Any) -> None:
     write_json()
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def write_json() -> Path | None:
     from aitune.torch.config import config
 
@@ -79,7 +64,7 @@ def write_json() -> Path | None:
         return None
     path = Path(config.tuning_data_output_path)
     try:
-        _atomic_write(path, json.dumps(_telemetry.run.to_json_dict(), indent=2, default=str))
+        tune_data.atomic_write_text(path, json.dumps(_telemetry.run.to_json_dict(), indent=2, default=str))
     except OSError as e:
         logger.warning("⚠️ JIT: could not write the tuning data to %s: %s", path, e)
         return None
@@ -95,7 +80,7 @@ def write_html() -> Path | None:
         return None
     path = Path(config.tuning_report_path)
     try:
-        _atomic_write(path, render_html(_telemetry.run.to_json_dict(), path))
+        tune_data.atomic_write_text(path, render_html(_telemetry.run.to_json_dict(), path))
     except Exception as e:  # noqa: BLE001 - the report is best effort at exit
         logger.warning("⚠️ JIT: could not write the tuning report to %s: %s: %s", path, type(e).__name__, e)
         return None

@@ -294,6 +294,19 @@ TEST(CudaGraphRunnerGpu, KillSwitchTurnsCapturingOff) {
   EXPECT_EQ(inner->calls, 2);
 }
 
+TEST(CudaGraphRunnerGpu, NonContiguousInputsAndOutputsTakeTheGeneralCopy) {
+  REQUIRE_GPU();
+  ScopedEnv env("AITUNE_DISABLE_CUDA_GRAPHS", nullptr);
+  CudaGraphRunner runner(std::make_shared<AffineRunner>(), CudaGraphOptions{});
+  for (int i = 0; i < 3; ++i) {
+    const at::Tensor x = cuda_randn({32, 64}).t();  // same key each time: non-contiguous [64, 32]
+    ASSERT_FALSE(x.is_contiguous());
+    expect_affine(runner.run({x}), x);
+  }
+  EXPECT_EQ(runner.stats().captures, 1u);
+  EXPECT_EQ(runner.stats().hits, 2u);
+}
+
 TEST(CudaGraphRunnerGpu, CallOnAnotherStreamWaitsForTheLastReadOfTheBuffers) {
   REQUIRE_GPU();
 #if AITUNE_TEST_HAS_CUDA

@@ -44,10 +44,10 @@ int usage(std::ostream& out, int code) {
          "  inspect <ckpt> [--json] [--verify fast|full]\n"
          "                    modules, graphs, specs, backends, files, fingerprint and per-graph verdicts\n"
          "  run <ckpt> [--module M] [--graph G] [--inputs FILE.safetensors] [--outputs FILE.safetensors]\n"
-         "             [--check] [--device N|cpu]\n"
+         "             [--check] [--device N|cpu] [--cuda-graphs on|off|auto]\n"
          "                    one run (default inputs: the graph's stored sample 0)\n"
          "  bench <ckpt> [--module M] [--graph G] [--batch-size N] [--warmup 10] [--iterations 20]\n"
-         "               [--device N|cpu] [--json]\n"
+         "               [--device N|cpu] [--cuda-graphs on|off|auto] [--json]\n"
          "                    latency and throughput on the stored sample 0 (re-batched with --batch-size)\n";
   return code;
 }
@@ -303,21 +303,36 @@ aitune::Status pick(const aitune::Runtime& rt, const Args& a, const aitune::Modu
   return aitune::Status::Ok();
 }
 
-aitune::StatusOr<std::unique_ptr<aitune::Runtime>> load_for_run(const Args& a, int device) {
+// --cuda-graphs on|off|auto into `graphs` (auto, the default: as saved with the backend, nullopt).
+// False for any other value.
+bool parse_cuda_graphs(const Args& a, std::optional<bool>& graphs) {
+  graphs.reset();
+  const auto it = a.values.find("--cuda-graphs");
+  if (it == a.values.end() || it->second == "auto") return true;
+  if (it->second != "on" && it->second != "off") return false;
+  graphs = it->second == "on";
+  return true;
+}
+
+aitune::StatusOr<std::unique_ptr<aitune::Runtime>> load_for_run(const Args& a, int device, std::optional<bool> graphs) {
   aitune::LoadOptions options;
   options.device_index = device;
+  options.cuda_graphs.enabled = graphs;
   return aitune::Runtime::load(a.ckpt, options);
 }
 
 int run(int argc, char** argv) {
-  auto parsed = parse("run", argc, argv, {"--module", "--graph", "--inputs", "--outputs", "--device"}, {"--check"});
+  auto parsed =
+      parse("run", argc, argv, {"--module", "--graph", "--inputs", "--outputs", "--device", "--cuda-graphs"}, {"--check"});
   if (!parsed) return kExitUsage;
   const Args& a = *parsed;
   const auto device = parse_device(a);
   if (!device) return usage_error("run", "--device takes a CUDA index or 'cpu'");
+  std::optional<bool> graphs;
+  if (!parse_cuda_graphs(a, graphs)) return usage_error("run", "--cuda-graphs takes on, off or auto, got '" + a.values.at("--cuda-graphs") + "'");
   if (a.flags.count("--check") && a.values.count("--inputs"))
     return usage_error("run", "--check compares with the stored sample's reference output; it cannot be combined with --inputs");
-  auto rt = load_for_run(a, *device);
+  auto rt = load_for_run(a, *device, graphs);
   if (!rt.ok()) return fail("run", rt.status());
   const aitune::ModuleHandle* module = nullptr;
   const aitune::GraphInfo* graph = nullptr;
@@ -395,19 +410,23 @@ at::Tensor rebatch(const at::Tensor& t, const aitune::LeafInfo& leaf, int64_t ba
 }
 
 int bench(int argc, char** argv) {
-  auto parsed = parse("bench", argc, argv, {"--module", "--graph", "--batch-size", "--warmup", "--iterations", "--device"},
+  auto parsed = parse("bench", argc, argv,
+                      {"--module", "--graph", "--batch-size", "--warmup", "--iterations", "--device", "--cuda-graphs"},
                       {"--json"});
   if (!parsed) return kExitUsage;
   const Args& a = *parsed;
   const auto device = parse_device(a);
   if (!device) return usage_error("bench", "--device takes a CUDA index or 'cpu'");
+  std::optional<bool> graphs;
+  if (!parse_cuda_graphs(a, graphs))
+    return usage_error("bench", "--cuda-graphs takes on, off or auto, got '" + a.values.at("--cuda-graphs") + "'");
   auto int_flag = [&](const char* name, int fallback) -> std::optional<int> {
     return a.values.count(name) ? parse_int(a.values.at(name)) : std::optional<int>(fallback);
   };
   const auto warmup = int_flag("--warmup", 10), iterations = int_flag("--iterations", 20), batch = int_flag("--batch-size", 0);
   if (!warmup || !iterations || !batch || *warmup < 0 || *iterations <= 0 || *batch < 0)
     return usage_error("bench", "--warmup, --iterations and --batch-size take non-negative integers (iterations > 0)");
-  auto rt = load_for_run(a, *device);
+  auto rt = load_for_run(a, *device, graphs);
   if (!rt.ok()) return fail("bench", rt.status());
   const aitune::ModuleHandle* module = nullptr;
   const aitune::GraphInfo* graph = nullptr;
@@ -452,6 +471,12 @@ int bench(int argc, char** argv) {
     j["graph"] = graph->name;
     j["backend"] = graph->backend_class;
     j["device"] = cuda ? "cuda:" + std::to_string(*cuda) : "cpu";
+    j["cuda_graphs"] = nullptr;
+    if (const auto c = module->cuda_graph_counters(graph->name)) {
+      j["cuda_graphs"] = {{"hits", c->hits},           {"misses", c->misses},
+                          {"captures", c->captures},   {"evictions", c->evictions},
+                          {"capture_failures", c->capture_failures}, {"direct_calls", c->direct_calls}};
+    }
     std::cout << j.dump() << "\n";
     return kExitOk;
   }
@@ -463,6 +488,13 @@ int bench(int argc, char** argv) {
             << result->num_warmup_calls << " warmup)\n";
   if (result->device_time_ms) std::cout << "device time ms: median " << result->device_time_ms->median << "\n";
   std::cout << std::setprecision(2) << "throughput: " << result->throughput_per_s << " samples/s\n";
+  if (const auto c = module->cuda_graph_counters(graph->name)) {
+    std::cout << "CUDA graphs: " << c->hits << " hits, " << c->misses << " misses, " << c->captures << " captures, "
+              << c->evictions << " evictions, " << c->capture_failures << " capture failures, " << c->direct_calls
+              << " direct calls\n";
+  } else {
+    std::cout << "CUDA graphs: off\n";
+  }
   return kExitOk;
 }
 

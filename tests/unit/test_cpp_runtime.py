@@ -139,8 +139,42 @@ def test_bench_json(aot_ckpt, tmp_path):
              "--json", cache=tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["batch_size"] == 3
+    # A CPU package never runs through CUDA graphs, whatever the flag says.
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "2", "--cuda-graphs", "on", "--json", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["cuda_graphs"] is None
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "2", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "CUDA graphs: off" in r.stdout
 
 
 def test_usage_errors_exit_2(tmp_path):
     assert _run("run", cache=tmp_path).returncode == 2
     assert _run("bench", "x.ait", "--iterations", "abc", cache=tmp_path).returncode == 2
+    for command in ("run", "bench"):
+        r = _run(command, "x.ait", "--cuda-graphs", "sometimes", cache=tmp_path)
+        assert r.returncode == 2
+        assert "--cuda-graphs takes on, off or auto, got 'sometimes'" in r.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graphs_in_the_cpp_runtime(tmp_path, aoti_loads):
+    """SPEC §11.1: CUDA graphs as saved (use_cuda_graphs), or forced on/off by the caller; the
+    counters show the replays, and the outputs still match the stored eager reference."""
+    from aitune.torch.backend import TorchInductorAotBackendConfig
+
+    m = ait.Module(_mlp().cuda(), "mlp", strategy=ait.OneBackendStrategy(
+        TorchInductorAotBackend(TorchInductorAotBackendConfig(use_cuda_graphs=True)))
+        .enable_performance_validation(False).enable_find_max_batch_size(False))
+    ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cuda:0")
+    ckpt = ait.save(m, tmp_path / "graphs.ait")
+    r = _run("bench", ckpt, "--device", "0", "--iterations", "20", "--warmup", "3", "--json", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    counters = json.loads(r.stdout)["cuda_graphs"]
+    assert counters["captures"] == 1 and counters["hits"] >= 22 and counters["direct_calls"] == 0
+    r = _run("bench", ckpt, "--device", "0", "--iterations", "5", "--cuda-graphs", "off", "--json", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["cuda_graphs"] is None
+    r = _run("run", ckpt, "--device", "0", "--check", cache=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -12,6 +12,7 @@
 #include "checkpoint/zip_archive.h"
 #include "env/environment.h"
 #include "runners/aoti_runner.h"
+#include "runners/cuda_graph_runner.h"
 #include "runtime/native_support.h"
 #include "runtime/safetensors_io.h"
 
@@ -256,6 +257,8 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
         g.precision_class = b.value("precision_class", json("fp32")).is_string() ? b.value("precision_class", "fp32") : "fp32";
         g.device = b.value("device", json()).is_string() ? b["device"].get<std::string>() : "";
         g.required_fields = b.value("requires", std::vector<std::string>{});
+        g.saved_cuda_graphs = g.backend_config.is_object() && g.backend_config.value("use_cuda_graphs", json(false)).is_boolean() &&
+                              g.backend_config.value("use_cuda_graphs", false);
         if (b.value("input_order", json()).is_array()) g.input_order = b["input_order"].get<std::vector<int>>();
         if (b.value("output_paths", json()).is_array()) g.output_paths = b["output_paths"].get<std::vector<std::string>>();
         if (b.value("profiles", json()).is_array()) {
@@ -309,6 +312,7 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
         }
         handle->graphs_.push_back(std::move(g));
         handle->runners_.emplace_back();
+        handle->cuda_graph_runners_.emplace_back();
       }
       rt->modules_.push_back(std::move(handle));
     }
@@ -340,8 +344,19 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
             if (gj.value("name", "") == g.name) package = gj["backend"]["artifacts"]["package"].get<std::string>();
           }
         }
-        AITUNE_ASSIGN_OR_RETURN(handle->runners_[i],
+        AITUNE_ASSIGN_OR_RETURN(std::unique_ptr<AotiRunner> runner,
                                 AotiRunner::load(root + "/" + package, cuda_package ? options.device_index : -1));
+        handle->runners_[i] = std::move(runner);
+        // CUDA graphs as saved unless the caller says otherwise (SPEC §11.1); CPU graphs never.
+        const bool graphs = cuda_package && options.cuda_graphs.enabled.value_or(g.saved_cuda_graphs);
+        if (graphs) {
+          CudaGraphOptions go;
+          go.cache_size = options.cuda_graphs.cache_size;
+          go.clone_outputs = options.cuda_graphs.clone_outputs;
+          go.enabled = !CudaGraphRunner::cuda_graphs_disabled_by_env();
+          handle->cuda_graph_runners_[i] = std::make_shared<CudaGraphRunner>(handle->runners_[i], go);
+        }
+        handle->graphs_[i].cuda_graphs = graphs && !CudaGraphRunner::cuda_graphs_disabled_by_env();
       }
     }
     return rt;
@@ -474,7 +489,8 @@ StatusOr<Outputs> ModuleHandle::run_index(size_t gi, const std::vector<at::Tenso
         ordered.push_back(tensors[idx].to(device));
       }
     }
-    AITUNE_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, runner->run(ordered));
+    const std::shared_ptr<CudaGraphRunner>& graphs = cuda_graph_runners_[gi];
+    AITUNE_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, graphs ? graphs->run(ordered) : runner->run(ordered));
     Outputs result;
     for (size_t i = 0; i < outs.size(); ++i) {
       result.items.emplace_back(i < g.output_paths.size() ? g.output_paths[i] : "output[" + std::to_string(i) + "]",
@@ -484,6 +500,15 @@ StatusOr<Outputs> ModuleHandle::run_index(size_t gi, const std::vector<at::Tenso
   } catch (const std::exception& e) {
     return Status(StatusCode::kBackendError, std::string("Running graph '") + g.name + "' of module '" + name_ + "' failed: " + e.what());
   }
+}
+
+std::optional<CudaGraphCounters> ModuleHandle::cuda_graph_counters(const std::string& graph) const {
+  for (size_t i = 0; i < graphs_.size(); ++i) {
+    if (graphs_[i].name != graph || i >= cuda_graph_runners_.size() || !cuda_graph_runners_[i]) continue;
+    const CudaGraphRunner::Stats s = cuda_graph_runners_[i]->stats();
+    return CudaGraphCounters{s.hits, s.misses, s.captures, s.evictions, s.capture_failures, s.direct_calls};
+  }
+  return std::nullopt;
 }
 
 StatusOr<StoredSample> ModuleHandle::sample(const std::string& graph, size_t index) const {

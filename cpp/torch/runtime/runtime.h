@@ -26,6 +26,7 @@ namespace aitune {
 
 class ArchiveReader;
 class AotiRunner;
+class CudaGraphRunner;
 struct FileRecord;
 
 using Value = std::variant<std::monostate, at::Tensor, bool, int64_t, double, std::string>;
@@ -38,12 +39,30 @@ struct Outputs {
   const at::Tensor* find(std::string_view access_path) const;
 };
 
+// CUDA graphs for the natively run graphs (SPEC §9.3, §11.1): one CudaGraphRunner per graph.
+struct CudaGraphLoadOptions {
+  std::optional<bool> enabled;  // nullopt: as saved (the backend config's use_cuda_graphs)
+  size_t cache_size = 8;        // captured input signatures kept per graph (LRU)
+  bool clone_outputs = true;    // false: outputs alias the graph's buffers until the next call
+};
+
+// Counters of a graph's CUDA-graph runner (CudaGraphRunner::Stats).
+struct CudaGraphCounters {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t captures = 0;
+  uint64_t evictions = 0;
+  uint64_t capture_failures = 0;
+  uint64_t direct_calls = 0;
+};
+
 struct LoadOptions {
   int device_index = 0;   // CUDA device for CUDA artifacts; -1: CPU
   std::string cache_dir;  // empty: $AITUNE_CACHE_DIR or ~/.cache/aitune
   bool verify_full = false;         // re-hash cached artifacts on an extraction-cache hit
   bool allow_incompatible = false;  // load despite fingerprint mismatches (graphs keep the mismatch text)
   bool load_runners = true;         // false: verify and describe only (aitune inspect)
+  CudaGraphLoadOptions cuda_graphs;  // applies to CUDA graphs (device_index >= 0) only
 };
 
 // One leaf of an input or output spec (SPEC §2.2).
@@ -82,6 +101,8 @@ struct GraphInfo {
   std::vector<std::string> output_paths;
   std::vector<std::string> samples;  // entry prefixes
   std::vector<std::string> required_fields;  // the manifest's "requires"
+  bool saved_cuda_graphs = false;  // the backend config's use_cuda_graphs
+  bool cuda_graphs = false;        // served through a CUDA-graph runner in this Runtime
 };
 
 // A stored sample of a graph: its tensor inputs keyed by tensor name, and the eager reference
@@ -108,6 +129,8 @@ class ModuleHandle {
   StatusOr<Outputs> run_graph(const std::string& graph, const Inputs& inputs) const;
   // Stored sample `index` of `graph` (kNotFound when absent).
   StatusOr<StoredSample> sample(const std::string& graph, size_t index) const;
+  // The CUDA-graph counters of `graph`; nullopt when it is not served through CUDA graphs.
+  std::optional<CudaGraphCounters> cuda_graph_counters(const std::string& graph) const;
 
  private:
   friend class Runtime;
@@ -118,7 +141,8 @@ class ModuleHandle {
 
   std::string name_;
   std::vector<GraphInfo> graphs_;
-  std::vector<std::unique_ptr<AotiRunner>> runners_;  // per graph; null when not native / not loaded
+  std::vector<std::shared_ptr<AotiRunner>> runners_;  // per graph; null when not native / not loaded
+  std::vector<std::shared_ptr<CudaGraphRunner>> cuda_graph_runners_;  // per graph; null when off
   const Runtime* runtime_ = nullptr;
 };
 

@@ -15,42 +15,14 @@
 #include <vector>
 
 #include "checkpoint/zip_archive.h"
+#include "cli.h"
 #include "env/environment.h"
-#include "measure/measure_loop.h"
-#include "measure/call_timer.h"
 #include "runtime/runtime.h"
 #include "runtime/safetensors_io.h"
 #include "select/tolerance.h"
 #include "validate/compare.h"
 
-namespace {
-
-using json = nlohmann::json;
-
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitCorrupt = 3;
-constexpr int kExitIncompatible = 4;
-constexpr int kExitNotNative = 5;
-constexpr int kExitNumeric = 6;
-constexpr int kExitInput = 7;
-
-int usage(std::ostream& out, int code) {
-  out << "usage: aitune <command> [options]\n"
-         "\n"
-         "commands:\n"
-         "  doctor [--json]   show the torch build, CUDA driver, GPUs and optional libraries aitune can use\n"
-         "  inspect <ckpt> [--json] [--verify fast|full]\n"
-         "                    modules, graphs, specs, backends, files, fingerprint and per-graph verdicts\n"
-         "  run <ckpt> [--module M] [--graph G] [--inputs FILE.safetensors] [--outputs FILE.safetensors]\n"
-         "             [--check] [--device N|cpu] [--cuda-graphs on|off|auto]\n"
-         "                    one run (default inputs: the graph's stored sample 0)\n"
-         "  bench <ckpt> [--module M] [--graph G] [--batch-size N] [--warmup 10] [--iterations 20]\n"
-         "               [--device N|cpu] [--cuda-graphs on|off|auto] [--json]\n"
-         "                    latency and throughput on the stored sample 0 (re-batched with --batch-size)\n";
-  return code;
-}
+namespace aitune::cli {
 
 int exit_code(const aitune::Status& s) {
   using aitune::StatusCode;
@@ -77,28 +49,26 @@ int usage_error(const std::string& command, const std::string& message) {
   return kExitUsage;
 }
 
-// Parsed options shared by inspect/run/bench.
-struct Args {
-  std::string ckpt;
-  std::map<std::string, std::string> values;  // --flag value
-  std::map<std::string, bool> flags;          // --flag
-};
-
-// `value_flags` take one argument; `bool_flags` none.
-std::optional<Args> parse(const std::string& command, int argc, char** argv, const std::vector<std::string>& value_flags,
-                          const std::vector<std::string>& bool_flags) {
+std::optional<Args> parse(const std::string& command, int argc, char** argv,
+                          const std::vector<std::string>& value_flags,
+                          const std::vector<std::string>& bool_flags,
+                          const std::vector<std::string>& list_flags) {
   Args a;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];
     auto is = [&](const std::vector<std::string>& v) { return std::find(v.begin(), v.end(), arg) != v.end(); };
     if (is(bool_flags)) {
       a.flags[arg] = true;
-    } else if (is(value_flags)) {
+    } else if (is(value_flags) || is(list_flags)) {
       if (i + 1 >= argc) {
         usage_error(command, "option " + arg + " needs a value");
         return std::nullopt;
       }
-      a.values[arg] = argv[++i];
+      if (is(list_flags)) {
+        a.lists[arg].push_back(argv[++i]);
+      } else {
+        a.values[arg] = argv[++i];
+      }
     } else if (arg.rfind("--", 0) == 0 || !a.ckpt.empty()) {
       usage_error(command, "unknown argument '" + arg + "'");
       return std::nullopt;
@@ -124,13 +94,94 @@ std::optional<int> parse_int(const std::string& s) {
   }
 }
 
-// --device N|cpu -> device index (-1: CPU). Default 0.
 std::optional<int> parse_device(const Args& a) {
   auto it = a.values.find("--device");
   if (it == a.values.end()) return 0;
   if (it->second == "cpu") return -1;
   if (it->second.rfind("cuda:", 0) == 0) return parse_int(it->second.substr(5));
   return parse_int(it->second);
+}
+
+aitune::Status pick(const aitune::Runtime& rt, const Args& a, const aitune::ModuleHandle** module,
+                    const aitune::GraphInfo** graph) {
+  const auto names = rt.modules();
+  if (names.empty()) return aitune::not_found("The checkpoint holds no tuned module");
+  std::string name = a.values.count("--module") ? a.values.at("--module") : names.front();
+  auto m = rt.module(name);
+  if (!m.ok()) return aitune::graph_not_found(m.status().message());
+  *module = *m;
+  if ((*module)->graphs().empty()) return aitune::graph_not_found("Module '" + name + "' has no graph");
+  *graph = &(*module)->graphs().front();
+  if (a.values.count("--graph")) {
+    *graph = nullptr;
+    for (const auto& g : (*module)->graphs()) {
+      if (g.name == a.values.at("--graph")) *graph = &g;
+    }
+    if (*graph == nullptr)
+      return aitune::graph_not_found("Module '" + name + "' has no graph '" + a.values.at("--graph") + "'");
+  }
+  return aitune::Status::Ok();
+}
+
+bool parse_cuda_graphs(const Args& a, std::optional<bool>& graphs) {
+  graphs.reset();
+  const auto it = a.values.find("--cuda-graphs");
+  if (it == a.values.end() || it->second == "auto") return true;
+  if (it->second != "on" && it->second != "off") return false;
+  graphs = it->second == "on";
+  return true;
+}
+
+aitune::StatusOr<std::unique_ptr<aitune::Runtime>> load_for_run(const Args& a, int device,
+                                                                std::optional<bool> graphs) {
+  aitune::LoadOptions options;
+  options.device_index = device;
+  options.cuda_graphs.enabled = graphs;
+  return aitune::Runtime::load(a.ckpt, options);
+}
+
+StatusOr<Inputs> read_inputs_file(const std::string& path) {
+  auto tensors = read_safetensors_file(path);
+  if (!tensors.ok()) {
+    return tensors.status().code() == StatusCode::kNotFound ? invalid_argument(tensors.status().message())
+                                                            : tensors.status();
+  }
+  Inputs inputs;
+  for (auto& [name, t] : *tensors) inputs[name] = t;
+  return inputs;
+}
+
+}  // namespace aitune::cli
+
+namespace {
+
+using json = nlohmann::json;
+using namespace aitune::cli;
+
+int usage(std::ostream& out, int code) {
+  out << "usage: aitune <command> [options]\n"
+         "\n"
+         "commands:\n"
+         "  doctor [--json]   show the torch build, CUDA driver, GPUs and optional libraries aitune can use\n"
+         "  inspect <ckpt> [--json] [--verify fast|full]\n"
+         "                    modules, graphs, specs, backends, files, fingerprint and per-graph verdicts\n"
+         "  run <ckpt> [--module M] [--graph G] [--inputs FILE.safetensors] [--outputs FILE.safetensors]\n"
+         "             [--check] [--device N|cpu] [--cuda-graphs on|off|auto]\n"
+         "                    one run (default inputs: the graph's stored sample 0)\n"
+         "  bench <ckpt> [--module M] [--graph G] [--batch-size N | --shape PATH=D0xD1... ...]\n"
+         "               [--inputs FILE.safetensors | --random] [--warmup 10] [--iterations 20]\n"
+         "               [--stable-cv R [--max-iterations 100]] [--device N|cpu]\n"
+         "               [--cuda-graphs on|off|auto] [--json]\n"
+         "                    latency and throughput on the graph's stored sample 0, resized per axis\n"
+         "                    (repeated or sliced) to --batch-size on the batch axes, or to each --shape\n"
+         "                    (PATH: the input's name input_x, semantic form x or access form);\n"
+         "                    --inputs: a file's tensors, keyed as for run --inputs; --random: seeded\n"
+         "                    random inputs of the stored sample's shapes (the profile minimum without\n"
+         "                    one; --shape and --batch-size apply) and the graph's dtypes: floats randn,\n"
+         "                    bool and *mask* integer inputs in [0, 2), other integers in [0, 100);\n"
+         "                    --stable-cv R: measure until the CV of the last --iterations calls is <= R\n"
+         "                    (0 < R < 1), failing after --max-iterations measured calls\n";
+  return code;
 }
 
 std::string join_shape(const std::vector<std::string>& v) {
@@ -282,45 +333,6 @@ int inspect(int argc, char** argv) {
   return kExitOk;
 }
 
-// Resolves --module (default: the only / first module) and --graph (default: the first graph).
-aitune::Status pick(const aitune::Runtime& rt, const Args& a, const aitune::ModuleHandle** module,
-                    const aitune::GraphInfo** graph) {
-  const auto names = rt.modules();
-  if (names.empty()) return aitune::not_found("The checkpoint holds no tuned module");
-  std::string name = a.values.count("--module") ? a.values.at("--module") : names.front();
-  auto m = rt.module(name);
-  if (!m.ok()) return aitune::graph_not_found(m.status().message());
-  *module = *m;
-  if ((*module)->graphs().empty()) return aitune::graph_not_found("Module '" + name + "' has no graph");
-  *graph = &(*module)->graphs().front();
-  if (a.values.count("--graph")) {
-    *graph = nullptr;
-    for (const auto& g : (*module)->graphs()) {
-      if (g.name == a.values.at("--graph")) *graph = &g;
-    }
-    if (*graph == nullptr) return aitune::graph_not_found("Module '" + name + "' has no graph '" + a.values.at("--graph") + "'");
-  }
-  return aitune::Status::Ok();
-}
-
-// --cuda-graphs on|off|auto into `graphs` (auto, the default: as saved with the backend, nullopt).
-// False for any other value.
-bool parse_cuda_graphs(const Args& a, std::optional<bool>& graphs) {
-  graphs.reset();
-  const auto it = a.values.find("--cuda-graphs");
-  if (it == a.values.end() || it->second == "auto") return true;
-  if (it->second != "on" && it->second != "off") return false;
-  graphs = it->second == "on";
-  return true;
-}
-
-aitune::StatusOr<std::unique_ptr<aitune::Runtime>> load_for_run(const Args& a, int device, std::optional<bool> graphs) {
-  aitune::LoadOptions options;
-  options.device_index = device;
-  options.cuda_graphs.enabled = graphs;
-  return aitune::Runtime::load(a.ckpt, options);
-}
-
 int run(int argc, char** argv) {
   auto parsed =
       parse("run", argc, argv, {"--module", "--graph", "--inputs", "--outputs", "--device", "--cuda-graphs"}, {"--check"});
@@ -340,11 +352,9 @@ int run(int argc, char** argv) {
   aitune::Inputs inputs;
   std::optional<aitune::StoredSample> sample;
   if (a.values.count("--inputs")) {
-    auto tensors = aitune::read_safetensors_file(a.values.at("--inputs"));
-    if (!tensors.ok()) return fail("run", tensors.status().code() == aitune::StatusCode::kNotFound
-                                              ? aitune::invalid_argument(tensors.status().message())
-                                              : tensors.status());
-    for (auto& [name, t] : *tensors) inputs[name] = t;
+    auto read = read_inputs_file(a.values.at("--inputs"));
+    if (!read.ok()) return fail("run", read.status());
+    inputs = std::move(read).value();
   } else {
     if (!graph->native) return fail("run", aitune::Status(aitune::StatusCode::kBackendUnavailable, graph->not_native_reason));
     auto s = module->sample(graph->name, 0);
@@ -392,112 +402,6 @@ int run(int argc, char** argv) {
   return all_pass ? kExitOk : kExitNumeric;
 }
 
-// Repeats or slices every axis whose kind is "batch" to `batch` entries.
-at::Tensor rebatch(const at::Tensor& t, const aitune::LeafInfo& leaf, int64_t batch) {
-  at::Tensor out = t;
-  for (size_t d = 0; d < leaf.axis_kinds.size() && static_cast<int64_t>(d) < out.dim(); ++d) {
-    if (leaf.axis_kinds[d] != "batch") continue;
-    const int64_t n = out.size(d);
-    if (n == 0) continue;
-    if (n < batch) {
-      std::vector<int64_t> reps(out.dim(), 1);
-      reps[d] = (batch + n - 1) / n;
-      out = out.repeat(reps);
-    }
-    out = out.narrow(d, 0, batch).contiguous();
-  }
-  return out;
-}
-
-int bench(int argc, char** argv) {
-  auto parsed = parse("bench", argc, argv,
-                      {"--module", "--graph", "--batch-size", "--warmup", "--iterations", "--device", "--cuda-graphs"},
-                      {"--json"});
-  if (!parsed) return kExitUsage;
-  const Args& a = *parsed;
-  const auto device = parse_device(a);
-  if (!device) return usage_error("bench", "--device takes a CUDA index or 'cpu'");
-  std::optional<bool> graphs;
-  if (!parse_cuda_graphs(a, graphs))
-    return usage_error("bench", "--cuda-graphs takes on, off or auto, got '" + a.values.at("--cuda-graphs") + "'");
-  auto int_flag = [&](const char* name, int fallback) -> std::optional<int> {
-    return a.values.count(name) ? parse_int(a.values.at(name)) : std::optional<int>(fallback);
-  };
-  const auto warmup = int_flag("--warmup", 10), iterations = int_flag("--iterations", 20), batch = int_flag("--batch-size", 0);
-  if (!warmup || !iterations || !batch || *warmup < 0 || *iterations <= 0 || *batch < 0)
-    return usage_error("bench", "--warmup, --iterations and --batch-size take non-negative integers (iterations > 0)");
-  auto rt = load_for_run(a, *device, graphs);
-  if (!rt.ok()) return fail("bench", rt.status());
-  const aitune::ModuleHandle* module = nullptr;
-  const aitune::GraphInfo* graph = nullptr;
-  if (aitune::Status s = pick(**rt, a, &module, &graph); !s.ok()) return fail("bench", s);
-  if (!graph->native) return fail("bench", aitune::Status(aitune::StatusCode::kBackendUnavailable, graph->not_native_reason));
-  auto sample = module->sample(graph->name, 0);
-  if (!sample.ok()) return fail("bench", sample.status());
-  aitune::Inputs inputs = sample->inputs;
-  int64_t batch_size = sample->batch_size > 0 ? sample->batch_size : 1;
-  if (*batch > 0) {
-    batch_size = *batch;
-    for (const auto& leaf : graph->inputs) {
-      if (!leaf.is_tensor || !inputs.count(leaf.name)) continue;
-      inputs[leaf.name] = rebatch(std::get<at::Tensor>(inputs[leaf.name]), leaf, batch_size);
-    }
-  }
-  std::optional<int> cuda;
-  if (graph->device.rfind("cuda", 0) == 0 && *device >= 0) cuda = *device;
-  // Moving the inputs once keeps host-to-device copies out of the measured calls.
-  if (cuda) {
-    for (auto& [name, v] : inputs) {
-      if (auto* t = std::get_if<at::Tensor>(&v)) *t = t->to(c10::Device(c10::kCUDA, *cuda));
-    }
-  }
-  aitune::FixedStepsRule rule;
-  rule.num_steps = *iterations;
-  rule.warmup_samples = *warmup > 0 ? *warmup : 1;
-  auto result = aitune::measure_batch(batch_size, rule, [&](size_t) -> aitune::StatusOr<aitune::CallTiming> {
-    auto timed = aitune::time_call(
-        [&]() -> aitune::Status {
-          auto out = module->run_graph(graph->name, inputs);
-          return out.ok() ? aitune::Status::Ok() : out.status();
-        },
-        cuda);
-    if (!timed.ok()) return timed.status();
-    return aitune::CallTiming{timed->host_ns, timed->device_ms};
-  });
-  if (!result.ok()) return fail("bench", result.status());
-  if (a.flags.count("--json")) {
-    json j = json::parse(aitune::to_json(*result));
-    j["module"] = module->name();
-    j["graph"] = graph->name;
-    j["backend"] = graph->backend_class;
-    j["device"] = cuda ? "cuda:" + std::to_string(*cuda) : "cpu";
-    j["cuda_graphs"] = nullptr;
-    if (const auto c = module->cuda_graph_counters(graph->name)) {
-      j["cuda_graphs"] = {{"hits", c->hits},           {"misses", c->misses},
-                          {"captures", c->captures},   {"evictions", c->evictions},
-                          {"capture_failures", c->capture_failures}, {"direct_calls", c->direct_calls}};
-    }
-    std::cout << j.dump() << "\n";
-    return kExitOk;
-  }
-  const auto& h = result->host_latency_ms;
-  std::cout << "module '" << module->name() << "' graph '" << graph->name << "' (" << graph->backend_name << ", "
-            << (cuda ? "cuda:" + std::to_string(*cuda) : std::string("cpu")) << "), batch size " << batch_size << "\n"
-            << std::fixed << std::setprecision(4) << "host latency ms: mean " << h.mean << ", median " << h.median
-            << ", p90 " << h.p90 << ", p99 " << h.p99 << " (" << result->num_measured_calls << " calls after "
-            << result->num_warmup_calls << " warmup)\n";
-  if (result->device_time_ms) std::cout << "device time ms: median " << result->device_time_ms->median << "\n";
-  std::cout << std::setprecision(2) << "throughput: " << result->throughput_per_s << " samples/s\n";
-  if (const auto c = module->cuda_graph_counters(graph->name)) {
-    std::cout << "CUDA graphs: " << c->hits << " hits, " << c->misses << " misses, " << c->captures << " captures, "
-              << c->evictions << " evictions, " << c->capture_failures << " capture failures, " << c->direct_calls
-              << " direct calls\n";
-  } else {
-    std::cout << "CUDA graphs: off\n";
-  }
-  return kExitOk;
-}
-
 int doctor(int argc, char** argv) {
   bool json_out = false;
   for (int i = 0; i < argc; ++i) {
@@ -523,7 +427,7 @@ int main(int argc, char** argv) {
     if (command == "doctor") return doctor(argc - 2, argv + 2);
     if (command == "inspect") return inspect(argc - 2, argv + 2);
     if (command == "run") return run(argc - 2, argv + 2);
-    if (command == "bench") return bench(argc - 2, argv + 2);
+    if (command == "bench") return aitune::cli::bench(argc - 2, argv + 2);
   } catch (const std::exception& e) {
     std::cerr << "aitune " << command << ": internal error: " << e.what() << "\n";
     return kExitError;

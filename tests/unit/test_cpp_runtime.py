@@ -157,6 +157,127 @@ def test_usage_errors_exit_2(tmp_path):
         assert "--cuda-graphs takes on, off or auto, got 'sometimes'" in r.stderr
 
 
+def _bench_json(ckpt, *args, cache: Path) -> dict:
+    r = _run("bench", ckpt, "--device", "cpu", "--iterations", "3", "--warmup", "1", *args, "--json", cache=cache)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_bench_shape_resizes_the_stored_sample(aot_ckpt, tmp_path):
+    """--shape by tensor name, semantic form or access form (the MLP's input is `input`, batch
+    axis 0 in [1, 4], axis 1 static 6): the stored sample is resized and measured at that shape."""
+    result = _bench_json(aot_ckpt, cache=tmp_path)
+    assert result["inputs_source"] == "stored_sample" and result["shapes"] == {"input_input": [1, 6]}
+    assert result["stable_cv"] is None
+    for path in ("input_input", "input"):
+        result = _bench_json(aot_ckpt, "--shape", f"{path}=3x6", cache=tmp_path)
+        assert result["shapes"] == {"input_input": [3, 6]}, path
+        assert result["batch_size"] == 3 and result["inputs_source"] == "stored_sample"
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "2", "--shape", "input=4x6", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "inputs (stored_sample): input_input [4, 6]" in r.stdout and "batch size 4" in r.stdout
+    # Past the profile on the static axis: the runtime's ProfileShape error, exit 7.
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "2", "--shape", "input=2x7", cache=tmp_path)
+    assert r.returncode == 7, r.stderr
+    assert "ProfileShape" in r.stderr and "exceeds max profile shape [4, 6]" in r.stderr
+    assert "input 'input' (tensor 'input_input'" in r.stderr
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "2", "--shape", "input=5x6", cache=tmp_path)
+    assert r.returncode == 7 and "exceeds max profile shape" in r.stderr, r.stderr
+    # A rank the graph does not have.
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--shape", "input=2x6x1", cache=tmp_path)
+    assert r.returncode == 7, r.stderr
+    assert "--shape input=2x6x1" in r.stderr and "has rank 2" in r.stderr and "got 3 dims" in r.stderr
+
+
+def test_bench_inputs_file(aot_ckpt, tmp_path):
+    from safetensors.torch import save_file
+
+    for key in ("input_input", "input"):
+        save_file({key: torch.randn(2, 6)}, str(tmp_path / "in.safetensors"))
+        result = _bench_json(aot_ckpt, "--inputs", tmp_path / "in.safetensors", cache=tmp_path)
+        assert result["inputs_source"] == "file" and result["shapes"] == {"input_input": [2, 6]}, key
+        assert result["batch_size"] == 2 and result["graph"] == "0"
+    save_file({"input_input": torch.randn(9, 6)}, str(tmp_path / "big.safetensors"))
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--inputs", tmp_path / "big.safetensors", cache=tmp_path)
+    assert r.returncode == 7 and "exceeds max profile shape" in r.stderr, r.stderr
+    save_file({"nope": torch.randn(2, 6)}, str(tmp_path / "unknown.safetensors"))
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--inputs", tmp_path / "unknown.safetensors", cache=tmp_path)
+    assert r.returncode == 7 and "No graph of module 'mlp' takes the inputs {nope [2, 6]}" in r.stderr, r.stderr
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--inputs", tmp_path / "missing.safetensors", cache=tmp_path)
+    assert r.returncode == 2 and "--inputs" in r.stderr and "missing.safetensors" in r.stderr, r.stderr
+
+
+def test_bench_random_inputs(aot_ckpt, tmp_path):
+    result = _bench_json(aot_ckpt, "--random", cache=tmp_path)
+    assert result["inputs_source"] == "random" and result["shapes"] == {"input_input": [1, 6]}
+    result = _bench_json(aot_ckpt, "--random", "--batch-size", "4", cache=tmp_path)
+    assert result["shapes"] == {"input_input": [4, 6]} and result["batch_size"] == 4
+    result = _bench_json(aot_ckpt, "--random", "--shape", "input=2x6", cache=tmp_path)
+    assert result["shapes"] == {"input_input": [2, 6]} and result["batch_size"] == 2
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "2", "--random", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "inputs (random): input_input [1, 6]" in r.stdout
+
+
+def test_bench_stable_cv(aot_ckpt, tmp_path):
+    # Lenient: some window of 5 calls has a CV of at most 50 % well before 100 calls.
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "5", "--warmup", "3", "--stable-cv", "0.5",
+             "--json", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["num_measured_calls"] == 5 and result["num_warmup_calls"] >= 3
+    assert result["host_latency_cv"] <= 0.5 and result["stable_cv"] == 0.5
+    # Never stable: 25 measured calls, then the SPEC §14 message and exit 1.
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "20", "--warmup", "1", "--stable-cv", "1e-9",
+             "--max-iterations", "25", cache=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "Unable to collect stable results. Current CV of last window: " in r.stderr
+    assert "Expected max CV: 0.00%." in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--shape", "input=3x6", "--batch-size", "2"], "--shape and --batch-size are mutually exclusive"),
+    (["--inputs", "in.safetensors", "--random"], "--inputs and --random are mutually exclusive"),
+    (["--inputs", "in.safetensors", "--shape", "input=2x6"], "it cannot be combined with --shape input=2x6"),
+    (["--inputs", "in.safetensors", "--batch-size", "2"], "it cannot be combined with --batch-size 2"),
+    (["--shape", "input=3x"], "--shape expects PATH=D0xD1... with positive sizes (e.g. input_x=8x3x224x224), "
+                              "got 'input=3x'"),
+    (["--shape", "input=3xx6"], "got 'input=3xx6'"),
+    (["--shape", "=3x6"], "got '=3x6'"),
+    (["--shape", "input=0x6"], "got 'input=0x6'"),
+    (["--shape", "input=-1x6"], "got 'input=-1x6'"),
+    (["--shape", "input"], "got 'input'"),
+    (["--shape"], "option --shape needs a value"),
+    (["--stable-cv", "1"], "--stable-cv takes a ratio R with 0 < R < 1 (0.10: 10 %), got '1'"),
+    (["--stable-cv", "0"], "got '0'"),
+    (["--stable-cv", "abc"], "got 'abc'"),
+    (["--max-iterations", "30"], "--max-iterations bounds a --stable-cv run; it needs --stable-cv"),
+    (["--stable-cv", "0.1", "--max-iterations", "10"],
+     "--max-iterations must be at least the stable window, --iterations 20, got 10"),
+    (["--stable-cv", "0.1", "--max-iterations", "x"], "--max-iterations takes a positive integer, got 'x'"),
+    (["--warmup", "-1"], "--warmup takes a non-negative integer, got '-1'"),
+    (["--iterations", "0"], "--iterations takes a positive integer, got '0'"),
+    (["--batch-size", "0"], "--batch-size takes a positive integer, got '0'"),
+    (["--device", "gpu"], "--device takes a CUDA index or 'cpu', got 'gpu'"),
+])
+def test_bench_usage_errors_exit_2(tmp_path, args, message):
+    """Checked before the checkpoint is opened (x.ait does not exist)."""
+    r = _run("bench", "x.ait", *args, cache=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr
+
+
+def test_bench_shape_paths_checked_against_the_graph(aot_ckpt, tmp_path):
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--shape", "x=3x6", cache=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "--shape x=3x6: graph '0' of module 'mlp' has no tensor input 'x'; expected one of: input_input (input)" \
+        in r.stderr
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--shape", "input=2x6", "--shape", "input_input=3x6",
+             cache=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "--shape names input 'input' (tensor 'input_input') twice: input=2x6 and input_input=3x6" in r.stderr
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_graphs_in_the_cpp_runtime(tmp_path, aoti_loads):

@@ -374,25 +374,22 @@ StatusOr<std::vector<at::Tensor>> ModuleHandle::bind(size_t gi, const Inputs& in
   }
   tensors.resize(tensor_leaf.size());
   for (const auto& [key, value] : inputs) {
-    bool found = false;
-    for (size_t i = 0; i < g.inputs.size() && !found; ++i) {
-      const LeafInfo& leaf = g.inputs[i];
-      if (key != leaf.semantic_path && key != leaf.access_path && (leaf.name.empty() || key != leaf.name)) continue;
-      found = true;
-      if (!leaf.is_tensor) {
-        if (!value_equals(value, leaf.value))
-          return graph_not_found("input '" + key + "' differs from the constant recorded for graph '" + g.name + "'");
-        continue;
-      }
-      const at::Tensor* t = std::get_if<at::Tensor>(&value);
-      if (t == nullptr || !t->defined()) return graph_not_found("input '" + key + "' is not a tensor");
-      const size_t ti = std::find(tensor_leaf.begin(), tensor_leaf.end(), i) - tensor_leaf.begin();
-      if (check_ranks && static_cast<size_t>(t->dim()) != leaf.min_shape.size())
-        return graph_not_found("input '" + key + "' has rank " + std::to_string(t->dim()) + ", graph '" + g.name +
-                               "' expects " + std::to_string(leaf.min_shape.size()));
-      tensors[ti] = *t;
+    const std::optional<size_t> i = find_input_leaf(g, key);
+    if (!i) return graph_not_found("graph '" + g.name + "' has no input '" + key + "'");
+    const LeafInfo& leaf = g.inputs[*i];
+    if (!leaf.is_tensor) {
+      if (!value_equals(value, leaf.value))
+        return graph_not_found("input '" + key + "' differs from the constant recorded for graph '" + g.name +
+                               "'");
+      continue;
     }
-    if (!found) return graph_not_found("graph '" + g.name + "' has no input '" + key + "'");
+    const at::Tensor* t = std::get_if<at::Tensor>(&value);
+    if (t == nullptr || !t->defined()) return graph_not_found("input '" + key + "' is not a tensor");
+    const size_t ti = std::find(tensor_leaf.begin(), tensor_leaf.end(), *i) - tensor_leaf.begin();
+    if (check_ranks && static_cast<size_t>(t->dim()) != leaf.min_shape.size())
+      return graph_not_found("input '" + key + "' has rank " + std::to_string(t->dim()) + ", graph '" +
+                             g.name + "' expects " + std::to_string(leaf.min_shape.size()));
+    tensors[ti] = *t;
   }
   for (size_t ti = 0; ti < tensors.size(); ++ti) {
     if (!tensors[ti].defined())
@@ -402,11 +399,31 @@ StatusOr<std::vector<at::Tensor>> ModuleHandle::bind(size_t gi, const Inputs& in
   return tensors;
 }
 
+std::optional<size_t> find_input_leaf(const GraphInfo& graph, std::string_view key) {
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    const LeafInfo& leaf = graph.inputs[i];
+    if (key == leaf.semantic_path || key == leaf.access_path || (!leaf.name.empty() && key == leaf.name))
+      return i;
+  }
+  return std::nullopt;
+}
+
 StatusOr<Outputs> ModuleHandle::run(const Inputs& inputs) const {
   for (size_t gi = 0; gi < graphs_.size(); ++gi) {
     auto bound = bind(gi, inputs, /*check_ranks=*/true);
     if (bound.ok()) return run_index(gi, bound.value());
   }
+  return no_graph_for(inputs);
+}
+
+StatusOr<std::string> ModuleHandle::select_graph(const Inputs& inputs) const {
+  for (size_t gi = 0; gi < graphs_.size(); ++gi) {
+    if (bind(gi, inputs, /*check_ranks=*/true).ok()) return graphs_[gi].name;
+  }
+  return no_graph_for(inputs);
+}
+
+Status ModuleHandle::no_graph_for(const Inputs& inputs) const {
   std::string given, known;
   for (const auto& [key, value] : inputs) {
     if (!given.empty()) given += ", ";

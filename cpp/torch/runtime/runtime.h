@@ -113,6 +113,10 @@ struct StoredSample {
   int64_t batch_size = 0;
 };
 
+// Index in `graph.inputs` of the leaf that an `Inputs` key names (its semantic form, access form
+// or tensor name), resolved as ModuleHandle::run resolves keys; nullopt when no leaf matches.
+std::optional<size_t> find_input_leaf(const GraphInfo& graph, std::string_view key);
+
 class Runtime;
 
 class ModuleHandle {
@@ -127,6 +131,8 @@ class ModuleHandle {
   StatusOr<Outputs> run(const Inputs& inputs) const;
   // Same, on a named graph.
   StatusOr<Outputs> run_graph(const std::string& graph, const Inputs& inputs) const;
+  // The name of the graph run(inputs) would select (kGraphNotFound, with run's message, when none).
+  StatusOr<std::string> select_graph(const Inputs& inputs) const;
   // Stored sample `index` of `graph` (kNotFound when absent).
   StatusOr<StoredSample> sample(const std::string& graph, size_t index) const;
   // The CUDA-graph counters of `graph`; nullopt when it is not served through CUDA graphs.
@@ -138,6 +144,7 @@ class ModuleHandle {
   StatusOr<Outputs> run_index(size_t graph_index, const std::vector<at::Tensor>& tensors) const;
   // Tensor inputs of graph `g` in tensor-leaf order, or an explanation why they do not fit.
   StatusOr<std::vector<at::Tensor>> bind(size_t g, const Inputs& inputs, bool check_ranks) const;
+  Status no_graph_for(const Inputs& inputs) const;
 
   std::string name_;
   std::vector<GraphInfo> graphs_;

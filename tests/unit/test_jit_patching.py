@@ -290,3 +290,42 @@ def test_a_backend_not_faster_than_eager_leaves_the_module_eager():
     assert head.state is JITModuleState.EAGER
     assert "There is no valid backend for a module: Net" in head.reason
     assert "SelectiveFakeBackend(delay_s=0.02): not faster than eager" in head.reason
+
+
+def test_a_stored_no_backend_outcome_spares_the_next_process_the_builds(monkeypatch):
+    """JIT reuse also covers "nothing beat eager": the next process with the same model, config
+    and environment goes EAGER from the store without building the candidates again."""
+    from aitune.torch.config import config
+    from aitune.torch.task.profiling import NumStepsMeasuringStopStrategy, ProfilingConfig
+    from jit_helpers import SelectiveFakeBackend, SelectiveFakeConfig
+
+    monkeypatch.setattr(config, "reuse_tuning_results", True)
+    builds = []
+    original_build = SelectiveFakeBackend._build
+    monkeypatch.setattr(SelectiveFakeBackend, "_build", lambda self, *a: (builds.append(1), original_build(self, *a)))
+    profiling = ProfilingConfig(batch_sizes=[1], measurement_stop_strategy=NumStepsMeasuringStopStrategy(3, 1))
+
+    cache_dir = jit_config.cache_dir
+
+    def run_once() -> object:  # as a fresh process: no heads registered, default jit_config
+        reset_jit()
+        jit_config.cache_dir, jit_config.device = cache_dir, "cpu"
+        jit_config.strategy = ait.FirstWinsStrategy([SelectiveFakeBackend(SelectiveFakeConfig(delay_s=0.02))],
+                                                    profiling_config=profiling)
+        torch.manual_seed(0)  # the same weights: the same model fingerprint
+        net = _build()
+        with torch.no_grad():
+            net(torch.ones(2, 4))
+        return get_patched(net)
+
+    first = run_once()
+    assert first.state is JITModuleState.EAGER and len(builds) == 1
+    stored = list((cache_dir / "results").rglob("*.no_backend.json"))
+    assert len(stored) == 1
+    second = run_once()
+    assert second.state is JITModuleState.EAGER
+    assert len(builds) == 1, "the stored outcome must spare the build"
+    assert "not faster than eager" in second.reason and "stored outcome" in second.reason
+    stored[0].unlink()
+    third = run_once()
+    assert third.state is JITModuleState.EAGER and len(builds) == 2

@@ -133,7 +133,7 @@ def _tune_graphs(patched: PatchedModule) -> None:
         with telemetry.jit_module_span(name):
             selected = tune_graphs(module, name, graphs, strategies, device, policy, recorder.params,
                                    build_root=_build_root(patched, fingerprint), results_root=results_root,
-                                   model_fingerprint=fingerprint)
+                                   model_fingerprint=fingerprint, remember_no_backend=True)
     except NoValidBackendError as e:  # say why each candidate lost, for the exit diagnostics
         outcomes = [f"{r.get('backend')}: {r.get('error') or r.get('skipped') or 'not faster than eager'}"
                     for s in strategies for r in s.backend_results]

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from aitune.exceptions import DiskSpaceError
+from aitune.exceptions import DiskSpaceError, NoValidBackendError
 from aitune.torch.module.graph_spec import GraphSpec
 from aitune.torch.tune_data import report as tune_data
 
@@ -19,10 +19,14 @@ logger = logging.getLogger("aitune")
 
 def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], strategies: list[Any],
                 device: torch.device, fallback_policy: str, forward_params: Any, *, build_root: Path,
-                results_root: Path | None, dry_run: bool = False, model_fingerprint: dict | None = None) -> list:
+                results_root: Path | None, dry_run: bool = False, model_fingerprint: dict | None = None,
+                remember_no_backend: bool = False) -> list:
     """Returns [(graph, backend)] in graph order; with `dry_run` logs each graph and returns [].
     `build_root/<graph>` holds the builds; `results_root` None disables results reuse.
-    `model_fingerprint`, when the caller already computed it, spares a second pass over the weights."""
+    `model_fingerprint`, when the caller already computed it, spares a second pass over the weights.
+    `remember_no_backend` (JIT mode) also stores a NoValidBackendError outcome under the same key
+    and raises it again from the store, so a process that starts again does not rebuild every
+    candidate to learn that none beats eager."""
     store = None
     if results_root is not None and not dry_run:  # SPEC §3.3: dry_run neither reads nor writes
         from aitune.torch.results import ResultsStore
@@ -41,15 +45,34 @@ def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], str
                             graph.describe())
             continue
         key = store.key(graph, graph_strategy) if store is not None else None  # before the strategy runs
+        if key is not None and remember_no_backend:
+            reason = store.lookup_no_backend(key)
+            if reason is not None:
+                path = store.outcome_path(key)
+                logger.info("♻️ Reusing tuning outcome for module `%s` graph `%s`: no backend qualified (%s)", name,
+                            graph.display_name, path)
+                raise NoValidBackendError(f"{reason} [stored outcome {path}; delete it to tune again]")
         backend = store.lookup(key, graph, graph_strategy) if key is not None else None
         if backend is not None:
             _record_reuse(graph_strategy, name, graph, device, cache_dir, backend, store.path(key))
         else:
-            backend = graph_strategy.tune(module, name, graph, graph.samples, device, cache_dir)
+            try:
+                backend = graph_strategy.tune(module, name, graph, graph.samples, device, cache_dir)
+            except NoValidBackendError as e:
+                if key is not None and remember_no_backend:
+                    store.write_no_backend(key, graph, _reason_with_outcomes(e, graph_strategy))
+                raise
             if key is not None:
                 store.write(key, graph, backend)
         selected.append((graph, backend))
     return selected
+
+
+def _reason_with_outcomes(error: NoValidBackendError, strategy: Any) -> str:
+    """The error with why each candidate lost, as the JIT exit diagnostics show it."""
+    outcomes = [f"{r.get('backend')}: {r.get('error') or r.get('skipped') or 'not faster than eager'}"
+                for r in getattr(strategy, "backend_results", [])]
+    return f"{error.message} ({'; '.join(outcomes)})" if outcomes else error.message
 
 
 def _record_reuse(strategy: Any, name: str, graph: GraphSpec, device: torch.device, cache_dir: Path, backend: Any,

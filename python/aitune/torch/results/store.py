@@ -167,6 +167,43 @@ class ResultsStore:
     def path(self, key: str) -> Path:
         return self.folder / f"{key}.ait"
 
+    def outcome_path(self, key: str) -> Path:
+        """Where a graph's "no backend qualified" outcome is remembered (JIT mode)."""
+        return self.folder / f"{key}.no_backend.json"
+
+    # -- "no backend qualified" outcomes (JIT mode) ------------------------------------------
+    def lookup_no_backend(self, key: str) -> str | None:
+        """The stored reason why no backend qualified for this key, or None. Same key as a
+        result: any change of model, graph, config, environment or aitune version misses."""
+        path = self.outcome_path(key)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            logger.warning("⚠️ Stored tuning outcome %s cannot be read (%s); tuning again", path, e)
+            return None
+        if data.get("results_key") != key or not isinstance(data.get("reason"), str):
+            return None
+        return data["reason"]
+
+    def write_no_backend(self, key: str, graph: Any, reason: str) -> Path | None:
+        """Remembers that no backend qualified (so the next process does not build them all again
+        to learn the same); a failure only logs a warning."""
+        from aitune.torch.tune_data.report import atomic_write_text
+
+        path = self.outcome_path(key)
+        record = {"results_key": key, "module": self.module_name, "graph": graph.name, "reason": reason,
+                  "aitune_version": aitune.__version__,
+                  "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        try:
+            atomic_write_text(path, json.dumps(record, indent=1))
+        except OSError as e:
+            logger.warning("⚠️ The tuning outcome of module `%s` graph `%s` could not be stored in %s (%s)",
+                           self.module_name, graph.display_name, path, e)
+            return None
+        return path
+
     # -- read -------------------------------------------------------------------------------
     def lookup(self, key: str, graph: Any, strategy: Any = None) -> Any:
         """The stored backend for `graph`, active on the store's device, or None (a miss or an

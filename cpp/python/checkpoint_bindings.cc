@@ -89,10 +89,12 @@ void register_checkpoint_bindings(py::module_& m) {
   py::class_<PyArchiveWriter>(m, "ArchiveWriter",
                               "Writes a .ait archive (SPEC §10.2) under a temporary name; finish() renames it into "
                               "place. Dropping an unfinished writer removes the temporary file.")
-      .def(py::init([](py::handle path) {
-             return std::make_unique<PyArchiveWriter>(value_or_throw(ArchiveWriter::create(fspath(path))));
+      // force_zip64 is for tests: ZIP64 records even where every value fits in 32 bits.
+      .def(py::init([](py::handle path, bool force_zip64) {
+             return std::make_unique<PyArchiveWriter>(value_or_throw(
+                 ArchiveWriter::create(fspath(path), ZipWriteOptions{.force_zip64 = force_zip64})));
            }),
-           py::arg("path"))
+           py::arg("path"), py::kw_only(), py::arg("force_zip64") = false)
       .def(
           "add_file",
           [](PyArchiveWriter& w, std::string name, py::handle source) {

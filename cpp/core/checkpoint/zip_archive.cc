@@ -17,21 +17,30 @@
 #include <unordered_map>
 #include <utility>
 
+#include "checkpoint/zip64.h"
+
 namespace aitune {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "the ZIP field and CRC code assume a little-endian host");
 
+using zip64::get16;
+using zip64::get32;
+using zip64::kMax16;
+using zip64::kMax32;  // a 32-bit field at this value means "see ZIP64"
+using zip64::put16;
+using zip64::put32;
+
 // ZIP records (PKWARE APPNOTE.TXT 4.3.7 local header, 4.3.12 central header, 4.3.16 end record).
 constexpr uint32_t kLocalSig = 0x04034b50;
 constexpr uint32_t kCentralSig = 0x02014b50;
 constexpr uint32_t kEndSig = 0x06054b50;
-constexpr uint32_t kZip64LocatorSig = 0x07064b50;
 constexpr uint64_t kLocalSize = 30;
 constexpr uint64_t kCentralSize = 46;
 constexpr uint64_t kEndSize = 22;
-constexpr uint16_t kVersionNeeded = 10;             // 1.0: stored entries only
-constexpr uint16_t kVersionMadeBy = (3 << 8) | 20;  // host 3 (Unix): external attributes carry st_mode
+constexpr uint16_t kVersionNeeded = 10;   // 1.0: stored entries only (45 with ZIP64)
+constexpr uint16_t kMadeByUnix = 3 << 8;  // host 3 (Unix): external attributes carry st_mode
+constexpr uint16_t kVersionMadeBy = kMadeByUnix | 20;
 constexpr uint16_t kFlagEncrypted = 1 << 0;
 constexpr uint16_t kFlagDataDescriptor = 1 << 3;
 constexpr uint16_t kFlagStrongEncryption = 1 << 6;
@@ -42,8 +51,6 @@ constexpr uint32_t kRegularFileAttributes = 0100644u << 16;
 // and unzip skip unknown extra fields.
 constexpr uint16_t kAlignExtraId = 0xD935;
 constexpr uint64_t kAlignExtraMin = 6;
-constexpr uint64_t kMax32 = 0xFFFFFFFFull;  // a field at this value means "see ZIP64": never written
-constexpr size_t kMaxEntries = 0xFFFF;
 constexpr size_t kChunk = size_t{1} << 20;  // streaming buffer, bytes
 
 Status corrupt(std::string m) { return {StatusCode::kCorrupt, std::move(m)}; }
@@ -200,19 +207,6 @@ NameIssue classify_entry_name(std::string_view name) {
   return issue;
 }
 
-// ---- little-endian fields
-
-void put16(std::string& b, uint16_t v) {
-  b.push_back(static_cast<char>(v & 0xFF));
-  b.push_back(static_cast<char>(v >> 8));
-}
-void put32(std::string& b, uint32_t v) {
-  put16(b, static_cast<uint16_t>(v & 0xFFFF));
-  put16(b, static_cast<uint16_t>(v >> 16));
-}
-uint16_t get16(const unsigned char* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t get32(const unsigned char* p) { return static_cast<uint32_t>(get16(p)) | (static_cast<uint32_t>(get16(p + 2)) << 16); }
-
 // Bytes of alignment extra field so that data after a header ending at `header_end` starts on a
 // kEntryAlignment boundary: 0, or at least kAlignExtraMin.
 uint64_t align_padding(uint64_t header_end) {
@@ -250,10 +244,10 @@ StatusOr<std::string> sha256_file(const std::string& path) {
 
 // ================================================================================ ArchiveWriter
 
-ArchiveWriter::ArchiveWriter(std::string final_path, std::string temp_path, int fd)
-    : final_path_(std::move(final_path)), temp_path_(std::move(temp_path)), fd_(fd) {}
+ArchiveWriter::ArchiveWriter(std::string final_path, std::string temp_path, int fd, ZipWriteOptions options)
+    : final_path_(std::move(final_path)), temp_path_(std::move(temp_path)), fd_(fd), options_(options) {}
 
-StatusOr<ArchiveWriter> ArchiveWriter::create(std::string final_path) {
+StatusOr<ArchiveWriter> ArchiveWriter::create(std::string final_path, ZipWriteOptions options) {
   AITUNE_CHECK_ARG(!final_path.empty(), "Checkpoint path must not be empty");
   std::string temp_path = final_path + ".tmp-" + std::to_string(::getpid());
   const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -261,13 +255,14 @@ StatusOr<ArchiveWriter> ArchiveWriter::create(std::string final_path) {
     return invalid_argument("Cannot create checkpoint " + in_quotes(final_path) + " (temporary file " +
                             in_quotes(temp_path) + "): " + std::strerror(errno));
   }
-  return ArchiveWriter(std::move(final_path), std::move(temp_path), fd);
+  return ArchiveWriter(std::move(final_path), std::move(temp_path), fd, options);
 }
 
 ArchiveWriter::ArchiveWriter(ArchiveWriter&& other) noexcept
     : final_path_(std::move(other.final_path_)),
       temp_path_(std::move(other.temp_path_)),
       fd_(std::exchange(other.fd_, -1)),
+      options_(other.options_),
       finished_(other.finished_),
       pending_(std::move(other.pending_)),
       names_(std::move(other.names_)) {}
@@ -278,6 +273,7 @@ ArchiveWriter& ArchiveWriter::operator=(ArchiveWriter&& other) noexcept {
     final_path_ = std::move(other.final_path_);
     temp_path_ = std::move(other.temp_path_);
     fd_ = std::exchange(other.fd_, -1);
+    options_ = other.options_;
     finished_ = other.finished_;
     pending_ = std::move(other.pending_);
     names_ = std::move(other.names_);
@@ -370,54 +366,65 @@ Status ArchiveWriter::finish(std::string_view manifest_json) {
     return s;
   };
 
-  // Layout first, so an archive that would need ZIP64 fails before gigabytes are copied.
+  // Layout first: offsets, and which values need ZIP64 (zip64.h). The local header's ZIP64 field
+  // (sizes only) comes before the alignment field, so the padding accounts for it.
+  const bool force = options_.force_zip64;
   struct Slot {
     std::string_view name;
     uint64_t size;
     uint32_t crc;
-    uint64_t offset;   // local header
-    uint64_t padding;  // alignment extra field length
+    uint64_t offset = 0;   // local header
+    uint64_t padding = 0;  // alignment extra field length
+    bool zip64_size = false, zip64_offset = false;
+
+    bool zip64() const { return zip64_size || zip64_offset; }
+    uint16_t version_needed() const { return zip64() ? zip64::kVersion : kVersionNeeded; }
+    zip64::ExtraValues local_extra() const {
+      zip64::ExtraValues v;
+      if (zip64_size) v.usize = v.csize = size;
+      return v;
+    }
+    zip64::ExtraValues central_extra() const {
+      zip64::ExtraValues v = local_extra();
+      if (zip64_offset) v.offset = offset;
+      return v;
+    }
   };
   std::vector<Slot> slots;
   slots.reserve(pending_.size() + 1);
-  slots.push_back({kManifestEntryName, manifest_json.size(), crc32_update(0, manifest_json.data(), manifest_json.size()),
-                   0, 0});
-  for (const auto& p : pending_) slots.push_back({p.record.path, p.record.size, p.crc32, 0, 0});
-  if (slots.size() > kMaxEntries - 1) {
-    return fail(unsupported(where + ": " + std::to_string(slots.size()) + " entries exceed the " +
-                            std::to_string(kMaxEntries - 1) + " a ZIP archive without ZIP64 can hold"));
-  }
+  slots.push_back({kManifestEntryName, manifest_json.size(),
+                   crc32_update(0, manifest_json.data(), manifest_json.size())});
+  for (const auto& p : pending_) slots.push_back({p.record.path, p.record.size, p.crc32});
   uint64_t offset = 0;
   uint64_t central_size = 0;
   for (auto& s : slots) {
     s.offset = offset;
-    s.padding = align_padding(offset + kLocalSize + s.name.size());
-    offset += kLocalSize + s.name.size() + s.padding + s.size;
-    central_size += kCentralSize + s.name.size();
-    if (s.size >= kMax32 || s.offset >= kMax32) {
-      return fail(unsupported(where + ": entry " + in_quotes(s.name) +
-                              " lies beyond 4 GiB, which needs ZIP64 (not supported by aitune checkpoints)"));
-    }
+    s.zip64_size = force || s.size >= kMax32;
+    s.zip64_offset = force || s.offset >= kMax32;
+    const uint64_t header = kLocalSize + s.name.size() + zip64::extra_size(s.local_extra());
+    s.padding = align_padding(offset + header);
+    offset += header + s.padding + s.size;
+    central_size += kCentralSize + s.name.size() + zip64::extra_size(s.central_extra());
   }
   const uint64_t central_offset = offset;
-  if (central_offset + central_size + kEndSize >= kMax32) {
-    return fail(unsupported(where + ": the archive would exceed 4 GiB, which needs ZIP64 (not supported)"));
-  }
+  const bool zip64_end =
+      force || slots.size() >= kMax16 || central_offset >= kMax32 || central_size >= kMax32;
 
   auto write_header = [&](const Slot& s) {
     std::string h;
     put32(h, kLocalSig);
-    put16(h, kVersionNeeded);
+    put16(h, s.version_needed());
     put16(h, kFlagUtf8);
     put16(h, 0);  // stored
     put16(h, 0);  // time
     put16(h, kDosDate1980);
     put32(h, s.crc);
-    put32(h, static_cast<uint32_t>(s.size));
-    put32(h, static_cast<uint32_t>(s.size));
+    put32(h, s.zip64_size ? kMax32 : static_cast<uint32_t>(s.size));
+    put32(h, s.zip64_size ? kMax32 : static_cast<uint32_t>(s.size));
     put16(h, static_cast<uint16_t>(s.name.size()));
-    put16(h, static_cast<uint16_t>(s.padding));
+    put16(h, static_cast<uint16_t>(zip64::extra_size(s.local_extra()) + s.padding));
     h.append(s.name);
+    zip64::append_extra(h, s.local_extra());
     if (s.padding > 0) {
       put16(h, kAlignExtraId);
       put16(h, static_cast<uint16_t>(s.padding - 4));
@@ -461,34 +468,41 @@ Status ArchiveWriter::finish(std::string_view manifest_json) {
   }
 
   std::string central;
-  central.reserve(central_size + kEndSize);
+  central.reserve(central_size + zip64::kEndSize + zip64::kLocatorSize + kEndSize);
   for (const auto& s : slots) {
     put32(central, kCentralSig);
-    put16(central, kVersionMadeBy);
-    put16(central, kVersionNeeded);
+    put16(central, s.zip64() ? kMadeByUnix | zip64::kVersion : kVersionMadeBy);
+    put16(central, s.version_needed());
     put16(central, kFlagUtf8);
     put16(central, 0);  // stored
     put16(central, 0);  // time
     put16(central, kDosDate1980);
     put32(central, s.crc);
-    put32(central, static_cast<uint32_t>(s.size));
-    put32(central, static_cast<uint32_t>(s.size));
+    put32(central, s.zip64_size ? kMax32 : static_cast<uint32_t>(s.size));
+    put32(central, s.zip64_size ? kMax32 : static_cast<uint32_t>(s.size));
     put16(central, static_cast<uint16_t>(s.name.size()));
-    put16(central, 0);  // extra
+    put16(central, static_cast<uint16_t>(zip64::extra_size(s.central_extra())));
     put16(central, 0);  // comment
     put16(central, 0);  // disk
     put16(central, 0);  // internal attributes
     put32(central, kRegularFileAttributes);
-    put32(central, static_cast<uint32_t>(s.offset));
+    put32(central, s.zip64_offset ? kMax32 : static_cast<uint32_t>(s.offset));
     central.append(s.name);
+    zip64::append_extra(central, s.central_extra());
   }
+  // With ZIP64, a classic field that cannot hold its value (all of them when forced) is a sentinel.
+  if (zip64_end) {
+    const zip64::EndRecord end{slots.size(), central_size, central_offset, central_offset + central_size};
+    zip64::append_end(central, end, kMadeByUnix | zip64::kVersion);
+  }
+  const uint64_t count = slots.size();
   put32(central, kEndSig);
   put16(central, 0);
   put16(central, 0);
-  put16(central, static_cast<uint16_t>(slots.size()));
-  put16(central, static_cast<uint16_t>(slots.size()));
-  put32(central, static_cast<uint32_t>(central_size));
-  put32(central, static_cast<uint32_t>(central_offset));
+  put16(central, force || count >= kMax16 ? kMax16 : static_cast<uint16_t>(count));
+  put16(central, force || count >= kMax16 ? kMax16 : static_cast<uint16_t>(count));
+  put32(central, force || central_size >= kMax32 ? kMax32 : static_cast<uint32_t>(central_size));
+  put32(central, force || central_offset >= kMax32 ? kMax32 : static_cast<uint32_t>(central_offset));
   put16(central, 0);  // comment
   if (!write_all(fd_, central.data(), central.size()) || ::fsync(fd_) != 0) return fail(errno_status(where, errno));
 
@@ -568,7 +582,10 @@ StatusOr<ArchiveReader> ArchiveReader::open(std::string path) {
 Status ArchiveReader::State::parse() {
   const std::string bad = "Checkpoint " + in_quotes(path) + " is corrupt: ";
   const std::string odd = "Checkpoint " + in_quotes(path) + " uses an unsupported ZIP feature: ";
-  const std::string zip64 = odd + "ZIP64 (aitune checkpoints stay below 4 GiB and 65535 entries)";
+  // A zip64.h error (a message fragment) with this checkpoint's prefix and `where`.
+  auto qualified = [&](const Status& s, const std::string& where) {
+    return Status(s.code(), (s.code() == StatusCode::kUnsupported ? odd : bad) + where + s.message());
+  };
 
   // End record: the last signature whose comment reaches exactly the end of the file.
   std::optional<uint64_t> found;
@@ -581,27 +598,45 @@ Status ArchiveReader::State::parse() {
   }
   if (!found) return corrupt(bad + "no end-of-central-directory record (truncated, or not a ZIP archive)");
   const uint64_t end = *found;
-  if (end >= 20 && get32(base + end - 20) == kZip64LocatorSig) return unsupported(zip64);
-  const uint16_t disk = get16(base + end + 4), central_disk = get16(base + end + 6);
-  const uint16_t count_disk = get16(base + end + 8), count = get16(base + end + 10);
-  const uint32_t central_size = get32(base + end + 12), central_offset = get32(base + end + 16);
-  if (count == 0xFFFF || central_size == kMax32 || central_offset == kMax32) return unsupported(zip64);
-  if (disk != 0 || central_disk != 0 || count_disk != count) return unsupported(odd + "multi-disk archive");
-  const uint64_t central_end = uint64_t{central_offset} + central_size;
-  if (central_end > end) {
+  const zip64::ClassicEnd classic{get16(base + end + 4),  get16(base + end + 6),  get16(base + end + 8),
+                                  get16(base + end + 10), get32(base + end + 12), get32(base + end + 16)};
+  uint64_t count = classic.count, central_size = classic.central_size,
+           central_offset = classic.central_offset;
+  uint64_t limit = end;  // the central directory ends at or before this record
+  std::string limit_name = "the end record";
+  if (end >= zip64::kLocatorSize && get32(base + end - zip64::kLocatorSize) == zip64::kLocatorSig) {
+    const auto z = zip64::read_end(base, end - zip64::kLocatorSize, classic);
+    if (!z.ok()) return qualified(z.status(), "");
+    count = z->count;
+    central_size = z->central_size;
+    central_offset = z->central_offset;
+    limit = z->record_offset;
+    limit_name = "the ZIP64 end record";
+  } else if (classic.disk != 0 || classic.central_disk != 0 || classic.count_disk != classic.count) {
+    return unsupported(odd + "multi-disk archive");
+  }
+  if (central_offset > limit || central_size > limit - central_offset) {
     return corrupt(bad + "central directory (offset " + std::to_string(central_offset) + ", " +
-                   std::to_string(central_size) + " bytes) extends past the end record at " + std::to_string(end));
+                   std::to_string(central_size) + " bytes) extends past " + limit_name + " at " +
+                   std::to_string(limit));
+  }
+  const uint64_t central_end = central_offset + central_size;
+  if (count > central_size / kCentralSize) {
+    return corrupt(bad + "the end record counts " + std::to_string(count) + " entries, more than a " +
+                   std::to_string(central_size) + "-byte central directory holds");
   }
 
   struct Raw {
     std::string name;
     uint16_t made_by, flags, method, disk_start;
     uint32_t csize, usize, attributes, local_offset;
+    const unsigned char* extra;
+    uint16_t extra_size;
   };
   std::vector<Raw> raws;
   raws.reserve(count);
   uint64_t p = central_offset;
-  for (uint16_t i = 0; i < count; ++i) {
+  for (uint64_t i = 0; i < count; ++i) {
     if (p + kCentralSize > central_end) return corrupt(bad + "central directory is truncated");
     const unsigned char* h = base + p;
     if (get32(h) != kCentralSig) return corrupt(bad + "bad central directory signature at offset " + std::to_string(p));
@@ -609,7 +644,7 @@ Status ArchiveReader::State::parse() {
     if (p + record > central_end) return corrupt(bad + "central directory is truncated");
     raws.push_back({std::string(reinterpret_cast<const char*>(h + kCentralSize), get16(h + 28)), get16(h + 4),
                     get16(h + 8), get16(h + 10), get16(h + 34), get32(h + 20), get32(h + 24), get32(h + 38),
-                    get32(h + 42)});
+                    get32(h + 42), h + kCentralSize + get16(h + 28), get16(h + 30)});
     p += record;
   }
   if (p != central_end) return corrupt(bad + "central directory has " + std::to_string(central_end - p) + " bytes after its last entry");
@@ -639,15 +674,26 @@ Status ArchiveReader::State::parse() {
                          "); aitune stores entries uncompressed so they can be memory-mapped");
     }
     if (r.flags & kFlagDataDescriptor) return unsupported(odd + entry + " uses a data descriptor");
-    if (r.csize == kMax32 || r.usize == kMax32 || r.local_offset == kMax32 || r.disk_start == 0xFFFF) {
-      return unsupported(zip64);
+    // ZIP64 (APPNOTE 4.5.3): each field at its sentinel is in the ZIP64 extra field, and only those.
+    const auto z = zip64::read_extra(r.extra, r.extra_size,
+                                     {.usize = r.usize == kMax32,
+                                      .csize = r.csize == kMax32,
+                                      .offset = r.local_offset == kMax32,
+                                      .disk = r.disk_start == kMax16});
+    if (!z.ok()) return qualified(z.status(), entry + " (central directory): ");
+    const uint64_t usize = z->usize.value_or(r.usize), csize = z->csize.value_or(r.csize);
+    const uint64_t off = z->offset.value_or(r.local_offset);
+    if (z->disk.value_or(r.disk_start) != 0) return unsupported(odd + "multi-disk archive (" + entry + ")");
+    if (csize != usize) {
+      return corrupt(bad + entry + " is stored but its sizes differ (compressed " + std::to_string(csize) +
+                     ", original " + std::to_string(usize) + ")");
     }
-    if (r.disk_start != 0) return unsupported(odd + "multi-disk archive");
-    if (r.csize != r.usize) return corrupt(bad + entry + " is stored but its sizes differ");
     if (index.count(r.name) != 0) return corrupt(bad + entry + " appears twice");
 
-    const uint64_t off = r.local_offset;
-    if (off + kLocalSize > central_offset) return corrupt(bad + entry + ": local header lies beyond the entry area");
+    if (off > central_offset || central_offset - off < kLocalSize) {
+      return corrupt(bad + entry + ": local header offset " + std::to_string(off) +
+                     " lies beyond the entry area, which ends at " + std::to_string(central_offset));
+    }
     const unsigned char* h = base + off;
     if (get32(h) != kLocalSig) return corrupt(bad + entry + ": bad local header signature at offset " + std::to_string(off));
     const uint16_t lflags = get16(h + 6), lmethod = get16(h + 8), lname = get16(h + 26), lextra = get16(h + 28);
@@ -660,15 +706,22 @@ Status ArchiveReader::State::parse() {
     if (std::string_view(reinterpret_cast<const char*>(h + kLocalSize), lname) != r.name) {
       return corrupt(bad + entry + ": the local header names a different entry");
     }
-    if (get32(h + 18) != r.csize || get32(h + 22) != r.usize) {
-      return corrupt(bad + entry + ": local and central sizes differ");
+    const uint32_t local_csize = get32(h + 18), local_usize = get32(h + 22);
+    const auto lz = zip64::read_extra(h + kLocalSize + lname, lextra,
+                                      {.usize = local_usize == kMax32, .csize = local_csize == kMax32});
+    if (!lz.ok()) return qualified(lz.status(), entry + " (local header): ");
+    if (lz->csize.value_or(local_csize) != csize || lz->usize.value_or(local_usize) != usize) {
+      return corrupt(bad + entry + ": local and central sizes differ (local " +
+                     std::to_string(lz->csize.value_or(local_csize)) + "/" +
+                     std::to_string(lz->usize.value_or(local_usize)) + ", central " + std::to_string(csize) +
+                     "/" + std::to_string(usize) + " compressed/original bytes)");
     }
-    if (data_offset + r.usize > central_offset) {
-      return corrupt(bad + entry + ": data (" + std::to_string(r.usize) + " bytes at offset " +
+    if (usize > central_offset - data_offset) {
+      return corrupt(bad + entry + ": data (" + std::to_string(usize) + " bytes at offset " +
                      std::to_string(data_offset) + ") extends past the entry area");
     }
     index.emplace(r.name, entries.size());
-    entries.push_back({r.name, off, data_offset, r.usize});
+    entries.push_back({r.name, off, data_offset, usize});
   }
 
   std::vector<const Entry*> by_offset;

@@ -5,8 +5,10 @@
 // Why a hand-written ZIP: torch ships no public ZIP API (its PyTorchStreamReader insists on torch's
 // own archive layout: one top folder, its own record names and alignment), and libzip is not
 // installed on the GPU machines. STORED entries keep the format small: local file header + data,
-// central directory, end-of-central-directory record. No ZIP64 (every entry and the whole file stay
-// below 4 GiB); ZIP64, compressed, encrypted and data-descriptor entries are refused as kUnsupported.
+// central directory, end-of-central-directory record. ZIP64 (zip64.h) is written only where a
+// value does not fit: an entry of 4 GiB or more, one starting beyond 4 GiB, a central directory
+// beyond 4 GiB, more than 65534 entries; smaller archives are plain ZIP. The reader accepts ZIP64;
+// compressed, encrypted, data-descriptor and multi-disk archives are refused as kUnsupported.
 #pragma once
 
 #include <cstdint>
@@ -35,13 +37,19 @@ inline constexpr uint64_t kEntryAlignment = 64;  // bytes; data of every entry s
 std::string sha256_hex(std::string_view data);
 StatusOr<std::string> sha256_file(const std::string& path);
 
+struct ZipWriteOptions {
+  // Test only: ZIP64 records for every entry and the end record even when all values fit in 32
+  // bits, so small archives exercise the ZIP64 format. Real checkpoints leave it off.
+  bool force_zip64 = false;
+};
+
 // Writes an archive. Nothing appears at `final_path` until finish() succeeds: the bytes go to
 // `<final_path>.tmp-<pid>`, which is renamed over `final_path` at the end and removed when the
 // writer is destroyed unfinished. Move-only; not thread-safe (one writer per thread).
 class ArchiveWriter {
  public:
   // Opens the temporary file next to `final_path` (so the final rename stays on one filesystem).
-  static StatusOr<ArchiveWriter> create(std::string final_path);
+  static StatusOr<ArchiveWriter> create(std::string final_path, ZipWriteOptions options = {});
 
   ArchiveWriter(ArchiveWriter&& other) noexcept;
   ArchiveWriter& operator=(ArchiveWriter&& other) noexcept;
@@ -75,13 +83,14 @@ class ArchiveWriter {
     bool from_file = false;
   };
 
-  ArchiveWriter(std::string final_path, std::string temp_path, int fd);
+  ArchiveWriter(std::string final_path, std::string temp_path, int fd, ZipWriteOptions options);
   Status check_new_name(const std::string& entry_name) const;
   void abandon();
 
   std::string final_path_;
   std::string temp_path_;
   int fd_ = -1;  // the temp file; -1 once closed or moved from
+  ZipWriteOptions options_;
   bool finished_ = false;
   std::vector<Pending> pending_;         // add order
   std::unordered_set<std::string> names_;  // entry names in pending_, for the duplicate check

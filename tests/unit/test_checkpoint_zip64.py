@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import struct
+import subprocess
 import zipfile
 
 import pytest
@@ -70,6 +72,15 @@ def test_forced_zip64_archive_is_read_by_zipfile(tmp_path):
     for record in files:
         assert bytes(reader.read(record["path"], record)) == contents[record["path"]]
         assert record["sha256"] == hashlib.sha256(contents[record["path"]]).hexdigest()
+
+
+@pytest.mark.skipif(shutil.which("unzip") is None, reason="Info-ZIP unzip is not installed")
+def test_forced_zip64_archive_passes_unzip_test(tmp_path):
+    path = tmp_path / "zip64.ait"
+    _write(path, _contents(), force_zip64=True)
+    result = subprocess.run(["unzip", "-t", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No errors detected" in result.stdout
 
 
 def test_small_archive_has_no_zip64_records(tmp_path):

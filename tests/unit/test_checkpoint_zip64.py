@@ -93,6 +93,21 @@ def test_small_archive_has_no_zip64_records(tmp_path):
         assert {info.extract_version for info in zf.infolist()} == {10}
 
 
+def test_more_than_65534_entries_use_the_zip64_end_record(tmp_path):
+    path = tmp_path / "many.ait"
+    writer = _C.ArchiveWriter(str(path))
+    for i in range(65535):  # + manifest.json
+        writer.add_bytes(f"e/{i}", b"")
+    writer.finish("{}")
+    raw = path.read_bytes()
+    assert raw[-42:-38] == ZIP64_LOCATOR
+    assert struct.unpack_from("<Q", raw, len(raw) - 98 + 32) == (65536,)  # ZIP64 end record: total entries
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+    assert len(names) == 65536 and names[-1] == "e/65534"
+    assert len(_C.ArchiveReader(str(path)).entry_names()) == 65536
+
+
 def test_native_reader_accepts_zipfile_zip64(tmp_path):
     """zipfile's force_zip64 puts the sizes in a local ZIP64 field but leaves the central header plain."""
     path = tmp_path / "from-zipfile.ait"

@@ -751,6 +751,38 @@ TEST(ZipArchiveTest, TamperedZip64FieldsRejected) {
   EXPECT_TRUE(open_patched([](std::string&) {}).ok());
 }
 
+// More than 65534 entries need the ZIP64 end record (the classic count is 16 bits, 0xFFFF being
+// the sentinel); the entries themselves stay plain. 65534 entries do not.
+TEST(ZipArchiveTest, Zip64EndRecordOnlyPastTheEntryCountLimit) {
+  TempDir dir;
+  for (const size_t total : {size_t{65534}, size_t{65535}}) {
+    const std::string path = dir / ("count-" + std::to_string(total) + ".ait");
+    auto writer = ArchiveWriter::create(path);
+    ASSERT_TRUE(writer.ok());
+    for (size_t i = 1; i < total; ++i) ASSERT_TRUE(writer->add_bytes("e/" + std::to_string(i), "").ok());
+    const auto files = writer->files();
+    ASSERT_TRUE(writer->finish("{}").ok());
+    const std::string b = read_all(path);
+    const size_t end = b.size() - 22;
+    const bool zip64 = total > 65534;
+    EXPECT_EQ(le32(b, end - 20) == 0x07064b50u, zip64) << total;
+    EXPECT_EQ(le16(b, end + 10), zip64 ? 0xFFFF : total) << total;
+    if (zip64) {
+      const size_t record = end - 20 - 56;
+      EXPECT_EQ(le64(b, record + 32), total);
+      EXPECT_EQ(le32(b, end + 16), le64(b, record + 48)) << "the central directory offset fits in 32 bits";
+      const size_t first_central = le32(b, end + 16);
+      EXPECT_EQ(le16(b, first_central + 30), 0) << "entries need no ZIP64 extra field";
+      EXPECT_EQ(le16(b, first_central + 6), 10);
+    }
+    auto reader = ArchiveReader::open(path);
+    ASSERT_TRUE(reader.ok()) << total << ": " << reader.status().to_string();
+    EXPECT_EQ(reader->entry_names().size(), total);
+    EXPECT_TRUE(reader->check_listed(files).ok());
+    EXPECT_TRUE(reader->read(files.back().path, files.back()).ok());
+  }
+}
+
 // A real archive past 4 GiB: an entry of 4 GiB + 1 MiB (sizes in ZIP64) followed by one whose
 // header starts beyond 4 GiB (offset in ZIP64), and the central directory there too. The source is a
 // sparse file and everything streams, so it needs ~4.1 GiB of disk in TMPDIR but little memory.

@@ -13,15 +13,25 @@ from aitune._native import _C
 from aitune.torch.module.graph_spec import GraphSpec, Sample
 from aitune.torch.task.batching import make_batch
 from aitune.torch.task.profiling.config import ProfilingConfig
+from aitune.torch.utils.progress import LiveLine
 
 logger = logging.getLogger("aitune")
 NUM_INPUT_SETS = 3  # inputs rotate among this many copies so a cache-resident input does not flatter
 
 
 def profile(fn: Callable, graph: GraphSpec, data: list[Sample], config: ProfilingConfig, device: torch.device,
-            batch_sizes: list[int], stop_above_latency_ms: float | None = None) -> list[dict[str, Any]]:
+            batch_sizes: list[int], stop_above_latency_ms: float | None = None,
+            label: str | None = None) -> list[dict[str, Any]]:
     """Measures `fn` at each batch size (until the sweep saturates). An out-of-memory or any
-    other error ends the sweep with a warning; results so far are kept."""
+    other error ends the sweep with a warning; results so far are kept. `label` names what is
+    measured on the terminal's live status line."""
+    with LiveLine(f"📏 measuring {label or getattr(fn, '__qualname__', 'the candidate')}") as line:
+        return _sweep(fn, graph, data, config, device, batch_sizes, stop_above_latency_ms, line)
+
+
+def _sweep(fn: Callable, graph: GraphSpec, data: list[Sample], config: ProfilingConfig, device: torch.device,
+           batch_sizes: list[int], stop_above_latency_ms: float | None, line: LiveLine) -> list[dict[str, Any]]:
+    base_text = line.text
     cuda_index = device.index if device.type == "cuda" else None
     if cuda_index is None and device.type == "cuda":
         cuda_index = torch.cuda.current_device()
@@ -30,6 +40,7 @@ def profile(fn: Callable, graph: GraphSpec, data: list[Sample], config: Profilin
     batching = config.batching and graph.has_batch_axis()
     results: list[dict[str, Any]] = []
     for bs in batch_sizes:
+        line.update(f"{base_text} at batch size {bs}" if batching else base_text)
         if batching:
             sample = make_batch(graph, data[0], bs)
         else:

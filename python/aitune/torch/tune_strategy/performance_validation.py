@@ -52,7 +52,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
             with captured_output(folder / "build.log"):
                 backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
             results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
-                              [self._baseline_batch_size])
+                              [self._baseline_batch_size], label=f"{backend.describe()} (eager baseline)")
             tune_data.record_measurements(results, kind="baseline")
             self._baseline_throughput = results[0]["throughput_per_s"]
             self._baseline_backend = backend
@@ -69,7 +69,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
             return True
         try:
             results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
-                              [self._baseline_batch_size])
+                              [self._baseline_batch_size], label=f"{backend.describe()} (performance gate)")
             tune_data.record_measurements(results, backend_description=backend.describe())
             throughput = results[0]["throughput_per_s"]
         except Exception as e:  # noqa: BLE001 - SPEC §6.2: a candidate whose profiling fails is accepted

@@ -69,7 +69,8 @@ class ProfilingTuneStrategy(TuneStrategy):
 
     def _measure(self, backend: Backend, ctx: GraphContext, kind: str = "build") -> Measured | None:
         results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
-                          self._batch_sizes(ctx), stop_above_latency_ms=self._latency_limit_ms())
+                          self._batch_sizes(ctx), stop_above_latency_ms=self._latency_limit_ms(),
+                          label=backend.describe())
         tune_data.record_measurements(results, kind=kind, backend_description=backend.describe())
         return self._select_point(backend, results)
 

@@ -25,6 +25,7 @@ from aitune.torch.task.numeric import check_numeric, effective_precision_class, 
 from aitune.torch.task.profile import best_throughput, profile
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
+from aitune.torch.utils.progress import LiveLine
 from aitune.torch.validation import ToleranceSetting, resolve_tolerance
 
 logger = logging.getLogger("aitune")
@@ -189,7 +190,7 @@ class TuneStrategy(abc.ABC):
             with captured_output(folder / "build.log"):
                 backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
             results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
-                              list(self.profiling_config.batch_sizes))
+                              list(self.profiling_config.batch_sizes), label="the max batch size (eager)")
             tune_data.record_measurements(results, kind="max_batch_search")
             best = best_throughput(results)
             if best is None:
@@ -224,7 +225,7 @@ class TuneStrategy(abc.ABC):
         self.backend_results.append(result)
         tune_data.begin_build(backend, log_file, build_dir, result)
         try:
-            with captured_output(log_file):
+            with LiveLine(f"🔄 {backend.describe()}: building"), captured_output(log_file):
                 backend.build(ctx.module, ctx.graph, copy.deepcopy(ctx.data), ctx.device, build_dir, log_file)
             result["build_duration_s"] = round(time.perf_counter() - start, 3)
             tune_data.record_step("build", time.perf_counter() - start)
@@ -232,13 +233,15 @@ class TuneStrategy(abc.ABC):
             if self._correctness_check:
                 description = f"{ctx.module_name}.{ctx.graph.name}.{backend.describe()}"
                 step_start = time.perf_counter()
-                check_correctness(backend, ctx.graph, ctx.data, description)
+                with LiveLine(f"🔍 {backend.describe()}: checking outputs against eager"):
+                    check_correctness(backend, ctx.graph, ctx.data, description)
                 tune_data.record_step("correctness_check", time.perf_counter() - step_start)
                 if self._numeric_check and ctx.refs is not None:
                     cls = effective_precision_class(backend, ctx.module, ctx.device)
                     tolerance = resolve_tolerance(cls, backend.tolerance, self._tolerance)
                     step_start = time.perf_counter()
-                    summary = check_numeric(backend.infer, ctx.graph, ctx.data, ctx.refs, tolerance, cls)
+                    with LiveLine(f"🔍 {backend.describe()}: comparing outputs with eager"):
+                        summary = check_numeric(backend.infer, ctx.graph, ctx.data, ctx.refs, tolerance, cls)
                     tune_data.record_step("numeric_check", time.perf_counter() - step_start)
                     tune_data.record_correctness(summary)
                     result["correctness"] = {"precision_class": cls, "passed": summary.passed, **summary.worst}

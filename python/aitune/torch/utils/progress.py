@@ -1,0 +1,91 @@
+"""A live status line for long tuning steps (builds, correctness checks, measurement sweeps).
+
+Drawn on the terminal only: when file descriptor 2 is a TTY at the start of the step and
+AITUNE_PROGRESS is not off. A daemon thread redraws `<text> … <elapsed>` in place every half
+second, so a 3-minute AOTInductor build shows that it is alive. The line writes to a duplicate
+of the terminal's descriptor taken before the step starts, so it stays on the console while a
+build's own output is redirected into build.log (logging_utils.captured_output). Elsewhere
+(CI logs, pipes, notebooks) it does nothing: the log lines already say what happens."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from aitune.torch.utils.env import env_bool
+
+REDRAW_S = 0.5
+_CLEAR = "\r\x1b[2K"
+_active: LiveLine | None = None  # the innermost open line, which update_live_line() changes
+
+
+def progress_enabled(fd: int = 2) -> bool:
+    try:
+        return env_bool("AITUNE_PROGRESS", True) and os.isatty(fd)
+    except OSError:
+        return False
+
+
+class LiveLine:
+    """`with LiveLine("🔄 building X"):` — a redrawn status line for the duration of the block."""
+
+    def __init__(self, text: str, fd: int = 2, enabled: bool | None = None, interval_s: float = REDRAW_S) -> None:
+        self.text = text
+        self._fd = fd
+        self._enabled = progress_enabled(fd) if enabled is None else enabled
+        self._interval_s = interval_s
+        self._out: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start = 0.0
+        self._outer: LiveLine | None = None
+
+    def update(self, text: str) -> None:
+        self.text = text
+
+    def render(self) -> str:
+        return f"{self.text} … {time.perf_counter() - self._start:.0f} s"
+
+    def __enter__(self) -> LiveLine:
+        global _active
+        self._start = time.perf_counter()
+        self._outer, _active = _active, self
+        if self._enabled and self._outer is None:  # one drawing thread: the outermost line draws
+            try:
+                self._out = os.dup(self._fd)
+            except OSError:
+                self._out = None
+            if self._out is not None:
+                self._thread = threading.Thread(target=self._draw, name="aitune-progress", daemon=True)
+                self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _active
+        _active = self._outer
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+        if self._out is not None:
+            self._write(_CLEAR)
+            os.close(self._out)
+            self._out = None
+
+    def _draw(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            line = (_active or self).render()
+            self._write(_CLEAR + line[:200])
+
+    def _write(self, text: str) -> None:
+        try:
+            os.write(self._out, text.encode("utf-8", "replace"))
+        except (OSError, TypeError):
+            pass
+
+
+def update_live_line(text: str) -> None:
+    """Changes the text of the innermost open live line, if any (e.g. the batch size being measured)."""
+    if _active is not None:
+        _active.update(text)

@@ -89,3 +89,24 @@ def test_silent_off_a_terminal_and_when_switched_off(terminal, monkeypatch):
     with LiveLine("y", fd=slave, interval_s=0.01):
         time.sleep(0.05)
     assert _read_all(master) == ""
+
+
+def test_a_log_record_clears_the_status_line_first(terminal):
+    import logging
+
+    master, slave = terminal
+    stream = os.fdopen(os.dup(slave), "w", buffering=1)
+    handler = logging.StreamHandler(stream)
+    logger = logging.getLogger("aitune")
+    logger.addHandler(handler)
+    try:
+        with LiveLine("🔄 building", fd=slave, enabled=True, interval_s=0.02):
+            time.sleep(0.08)
+            logger.warning("a record")
+            time.sleep(0.05)
+        assert not handler.filters  # removed with the line
+    finally:
+        logger.removeHandler(handler)
+        stream.close()
+    text = _read_all(master)
+    assert "\r\x1b[2Ka record" in text

@@ -9,6 +9,7 @@ build's own output is redirected into build.log (logging_utils.captured_output).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -41,6 +42,7 @@ class LiveLine:
         self._thread: threading.Thread | None = None
         self._start = 0.0
         self._outer: LiveLine | None = None
+        self._handlers: list[logging.Handler] = []
 
     def update(self, text: str) -> None:
         self.text = text
@@ -58,9 +60,16 @@ class LiveLine:
             except OSError:
                 self._out = None
             if self._out is not None:
+                self._handlers = _console_handlers()
+                for handler in self._handlers:  # a log record first clears the status line
+                    handler.addFilter(self._clear_before_record)
                 self._thread = threading.Thread(target=self._draw, name="aitune-progress", daemon=True)
                 self._thread.start()
         return self
+
+    def _clear_before_record(self, record: logging.LogRecord) -> bool:
+        self._write(_CLEAR)
+        return True
 
     def __exit__(self, *exc: Any) -> None:
         global _active
@@ -68,6 +77,8 @@ class LiveLine:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
+            for handler in self._handlers:
+                handler.removeFilter(self._clear_before_record)
         if self._out is not None:
             self._write(_CLEAR)
             os.close(self._out)
@@ -83,6 +94,20 @@ class LiveLine:
             os.write(self._out, text.encode("utf-8", "replace"))
         except (OSError, TypeError):
             pass
+
+
+def _console_handlers() -> list[logging.Handler]:
+    """The stream handlers of aitune's and the root logger that write to a terminal."""
+    found = []
+    for name in ("aitune", None):
+        for handler in logging.getLogger(name).handlers:
+            stream = getattr(handler, "stream", None)
+            try:
+                if isinstance(handler, logging.StreamHandler) and stream is not None and stream.isatty():
+                    found.append(handler)
+            except (AttributeError, ValueError):
+                continue
+    return found
 
 
 def update_live_line(text: str) -> None:

@@ -114,6 +114,28 @@ def test_hooks_run_once_per_call_when_tuned(cpu_eager_strategy):
     assert (counter.pre, counter.post) == (2, 2)
 
 
+def test_hooks_added_after_tuning_and_global_hooks_still_run(cpu_eager_strategy):
+    """The proxy's fast path to the dispatcher is taken only without hooks (SPEC §9.1: the user's
+    hooks run in Python first)."""
+    original = _net()
+    m = ait.Module(original, "net", strategy=cpu_eager_strategy)
+    ait.tune(m, [torch.randn(4) for _ in range(2)], device="cpu")
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        expected = original._aitune_original_forward(x)
+        assert torch.equal(m(x), expected)  # fast path
+        counter = _HookCounter(original)
+        m(x)
+        assert (counter.pre, counter.post) == (1, 1)
+        seen = []
+        handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, a, out: seen.append(type(mod)))
+        try:
+            m(x)
+        finally:
+            handle.remove()
+        assert Net in seen and (counter.pre, counter.post) == (2, 2)
+
+
 def test_hooks_run_once_per_call_in_passthrough():
     original = _net()
     counter = _HookCounter(original)

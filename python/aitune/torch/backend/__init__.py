@@ -1,5 +1,5 @@
-"""Backends (SPEC §1.2). This release ships TorchEagerBackend; the others arrive with their
-issues and keep these import paths."""
+"""Backends (SPEC §1.2): eager, Inductor JIT/AOT, TensorRT, Torch-TensorRT JIT/AOT and ONNX Runtime.
+Each constructs without its package; `is_available()` says what is missing."""
 
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendConfig, BackendState
 from aitune.torch.backend.onnx_runtime import ONNXExecutionProvider, ONNXRuntimeBackend, ONNXRuntimeBackendConfig

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,16 +12,11 @@ import torch
 
 import aitune.torch as ait
 from aitune.torch.backend import TorchEagerBackend, TorchInductorAotBackend
+from support import aitune_cli
 
 
 def _cli() -> str:
-    found = shutil.which("aitune")
-    if found:
-        return found
-    built = Path("/tmp/full-build/cpp/cli/aitune")
-    if built.is_file():
-        return str(built)
-    pytest.skip("the aitune CLI is not built (neither on PATH nor in /tmp/full-build/cpp/cli)")
+    return aitune_cli()
 
 
 def _mlp() -> torch.nn.Module:

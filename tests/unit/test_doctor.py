@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +12,8 @@ import pytest
 import torch
 
 import aitune
+from support import aitune_cli
 
-_BUILD_TREE_CLI = Path("/tmp/full-build/cpp/cli/aitune")
 
 
 def _env() -> dict:
@@ -30,12 +29,7 @@ def _run(cmd, timeout=120):
 
 
 def _cli() -> str:
-    found = shutil.which("aitune")
-    if found:
-        return found
-    if _BUILD_TREE_CLI.is_file() and os.access(_BUILD_TREE_CLI, os.X_OK):
-        return str(_BUILD_TREE_CLI)
-    pytest.skip(f"the C++ CLI `aitune` is neither on PATH nor built at {_BUILD_TREE_CLI}")
+    return aitune_cli()
 
 
 def _release(version: str) -> str:

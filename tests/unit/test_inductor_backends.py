@@ -36,8 +36,8 @@ from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import (
     make_export_adapter,
 )
 from aitune.torch.config import config
-from aitune.torch.global_context import published_batch_size
 from aitune.torch.module.state import ModuleState
+from support import record_calls
 
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -70,11 +70,7 @@ def _dataset(n=4, seed=0):
 
 def _record(model, calls, **module_kwargs):
     """Records (batch_size, args, kwargs) calls; returns the wrapped module and its graph 0."""
-    m = ait.Module(model, "m", **module_kwargs)
-    with torch.no_grad():
-        for bs, args, kwargs in calls:
-            with published_batch_size(bs):
-                m(*args, **kwargs)
+    m = record_calls(model, calls, **module_kwargs)
     return m, m.graph_specs[0]
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import aitune.torch as ait
 from aitune.torch import BatchDim, DynamicDim
 from aitune.torch.backend import onnx_export
 from aitune.torch.backend.onnx_export import (
@@ -18,7 +17,7 @@ from aitune.torch.backend.onnx_export import (
     output_leaf_paths,
     rebuild_outputs,
 )
-from aitune.torch.global_context import published_batch_size
+from support import record_calls
 
 onnx = pytest.importorskip("onnx", reason="ONNX export needs the onnx package")
 ort = pytest.importorskip("onnxruntime", reason="the exported models are checked in ONNX Runtime")
@@ -29,11 +28,7 @@ BOTH_EXPORTERS = pytest.mark.parametrize("use_dynamo", [True, False], ids=["dyna
 
 def _record(model, calls, **module_kwargs):
     """Records (batch_size, args, kwargs) calls; returns the wrapped module and its graph 0."""
-    m = ait.Module(model, "m", **module_kwargs)
-    with torch.no_grad():
-        for bs, args, kwargs in calls:
-            with published_batch_size(bs):
-                m(*args, **kwargs)
+    m = record_calls(model, calls, **module_kwargs)
     return m, m.graph_specs[0]
 
 

@@ -25,10 +25,10 @@ from aitune.torch.backend.onnx_runtime import onnx_runtime_backend, onnx_runtime
 from aitune.torch.backend.onnx_runtime.onnx_runtime_backend import IO_NAME, MODEL_NAME
 from aitune.torch.backend.onnx_runtime.onnx_runtime_session import OrtSession
 from aitune.torch.config import config
-from aitune.torch.global_context import published_batch_size
 from aitune.torch.module.state import ModuleState
 from aitune.torch.task.profiling import NumStepsMeasuringStopStrategy, ProfilingConfig
 from aitune.torch.tune_strategy.default_backends import profiling_defaults
+from support import record_calls
 
 ort = pytest.importorskip("onnxruntime", reason="ONNXRuntimeBackend needs onnxruntime")
 pytest.importorskip("onnx", reason="ONNXRuntimeBackend exports with onnx")
@@ -134,13 +134,8 @@ def _nested_call(bs, n, seed=0):
 
 
 def _recorded(model, calls=None, name="m"):
-    m = ait.Module(model.eval(), name)
     calls = calls or [(bs, (torch.randn(bs, 6),), {}) for bs in (1, 3)]
-    with torch.no_grad():
-        for bs, args, kwargs in calls:
-            with published_batch_size(bs):
-                m(*args, **kwargs)
-    return m
+    return record_calls(model.eval(), calls, name)
 
 
 def _nested_recorded():

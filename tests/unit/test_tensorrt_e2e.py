@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import aitune.torch.backend.tensorrt.backend as trt_backend
 from aitune.exceptions import ProfileShapeError
 from aitune.torch.backend.tensorrt import ProfileMode, TensorRTBackend, TensorRTBackendConfig, TensorRTProfile
 from aitune.torch.config import config
+from support import aitune_cli
 
 
 class Head(torch.nn.Module):
@@ -106,13 +106,7 @@ def test_samples_used_and_custom_profiles_serve(cpu_trt):
 
 
 def _cli() -> str:
-    found = shutil.which("aitune")
-    if found:
-        return found
-    built = Path("/tmp/full-build/cpp/cli/aitune")
-    if built.is_file():
-        return str(built)
-    pytest.skip("the aitune CLI is not built (neither on PATH nor in /tmp/full-build/cpp/cli)")
+    return aitune_cli()
 
 
 def test_checkpoint_round_trip_and_cpp_runtime_message(cpu_trt, tmp_path):

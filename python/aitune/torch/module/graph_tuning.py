@@ -31,9 +31,8 @@ def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], str
     if results_root is not None and not dry_run:  # SPEC §3.3: dry_run neither reads nor writes
         from aitune.torch.results import ResultsStore
 
-        store = ResultsStore(module, name, forward_params, device, fallback_policy, root=results_root)
-        if model_fingerprint is not None:
-            store._model_fp = model_fingerprint
+        store = ResultsStore(module, name, forward_params, device, fallback_policy, root=results_root,
+                             model_fingerprint=model_fingerprint)
     selected = []
     for graph, graph_strategy in zip(graphs, strategies):
         cache_dir = Path(build_root) / graph.name

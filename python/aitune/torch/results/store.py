@@ -133,14 +133,17 @@ class ResultsStore:
     """Results of one module's graphs under `<root>/<module>/<key>.ait`."""
 
     def __init__(self, module: torch.nn.Module, module_name: str, forward_params: Any, device: torch.device,
-                 fallback_policy: str, root: Path | None = None) -> None:
+                 fallback_policy: str, root: Path | None = None,
+                 model_fingerprint: dict[str, Any] | None = None) -> None:
+        """`model_fingerprint`, when the caller already computed it, spares a second pass over
+        the weights."""
         self.module = module
         self.module_name = module_name
         self.device = torch.device(device)
         self.fallback_policy = fallback_policy
         self.forward_params = forward_params
         self.folder = Path(root or Path(config.cache_dir) / "results") / module_name
-        self._model_fp: dict[str, Any] | None = None
+        self._model_fp: dict[str, Any] | None = model_fingerprint
 
     # -- key --------------------------------------------------------------------------------
     def key(self, graph: Any, strategy: Any) -> str | None:

@@ -21,10 +21,11 @@ step() {  # step NAME CMD... : runs CMD, logs to $LOGS/NAME.log, records the exi
   return $rc
 }
 finish() {
-  for f in deps ctest pytest_gpu pytest_all pytest_sel aoti_diag aoti_diag_preload aoti_diag_global_first aoti_diag_global_after jit_resnet50; do
+  for f in deps ctest pytest_gpu pytest_all aoti_diag aoti_diag_preload aoti_diag_global_first aoti_diag_global_after jit_resnet50; do
     [ -f "$LOGS/$f.log" ] && { echo "--- $f"; tail -6 "$LOGS/$f.log"; }
   done >> "$summary"
   [ -f "$LOGS/aoti_bindings.log" ] && { echo "--- aoti_bindings"; head -60 "$LOGS/aoti_bindings.log"; } >> "$summary"
+  [ -f "$LOGS/pytest_sel.log" ] && { echo "--- pytest_sel"; grep -E "^(FAILED|ERROR)|passed|failed|aitune: fatal|^  (instruction|    0x)|^E  " "$LOGS/pytest_sel.log" | head -80; } >> "$summary"
   [ -f "$LOGS/cli_run.log" ] && { echo "--- cli_run"; tail -30 "$LOGS/cli_run.log"; } >> "$summary"
   [ -f "$LOGS/cli_gdb.log" ] && { echo "--- cli_gdb"; grep -E '^#[0-9]+ ' "$LOGS/cli_gdb.log" | head -25; } >> "$summary"
   [ -f "$LOGS/aoti_diag_gdb.log" ] && { echo "--- aoti_diag_gdb"; grep -E '^#[0-9]+ ' "$LOGS/aoti_diag_gdb.log" | head -25; } >> "$summary"
@@ -72,12 +73,13 @@ fi
 if has tests || has gputests; then
   step doctor_cli aitune doctor
   step doctor_py $PY -m aitune doctor
-  step pytest_gpu bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -m gpu -rs"
+  step pytest_gpu bash -c "cd tests && AITUNE_CRASH_REPORT=1 $PY -m pytest -q -p no:cacheprovider -m gpu -rs"
 fi
 has tests && step pytest_all bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs"
-# gputests: the GPU-marked tests plus the test files named in PYTEST_FILES (relative to tests/).
-if has gputests && [ -n "${PYTEST_FILES:-}" ]; then
-  step pytest_sel timeout -k 10 "${PYTEST_TIMEOUT:-3000}" bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs $PYTEST_FILES"
+# gputests: the GPU-marked tests plus the pytest arguments in PYTEST_FILES (relative to tests/);
+# seltests: only the latter. AITUNE_CRASH_REPORT=1 there adds native frames to a crash.
+if { has gputests || has seltests; } && [ -n "${PYTEST_FILES:-}" ]; then
+  step pytest_sel timeout -k 10 "${PYTEST_TIMEOUT:-3000}" bash -c "cd tests && AITUNE_CRASH_REPORT=1 $PY -m pytest -q -p no:cacheprovider -rs $PYTEST_FILES"
 fi
 if has bench; then
   step bench_core "$BUILD/cpp/core/aitune_core_bench" --benchmark_repetitions=5 \

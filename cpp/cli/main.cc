@@ -16,7 +16,7 @@
 
 #include "checkpoint/zip_archive.h"
 #include "cli.h"
-#include "crash_report.h"
+#include "common/crash_report.h"
 #include "env/environment.h"
 #include "runtime/runtime.h"
 #include "runtime/safetensors_io.h"
@@ -422,7 +422,7 @@ int doctor(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) return usage(std::cerr, kExitUsage);
-  aitune::cli::install_crash_report();
+  aitune::install_crash_report();
   const std::string command = argv[1];
   try {
     if (command == "-h" || command == "--help" || command == "help") return usage(std::cout, kExitOk);

@@ -8,6 +8,7 @@
 #include <torch/headeronly/version.h>
 
 #include "bridge/tensor_bridge.h"
+#include "common/crash_report.h"
 #include "aoti_bindings.h"
 #include "checkpoint_bindings.h"
 #include "dispatcher.h"
@@ -81,6 +82,8 @@ py::object flat_to_python(const FlatCall& flat) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "aitune native core";
   m.attr("torch_version") = TORCH_VERSION;
+  m.def("install_crash_report", &aitune::install_crash_report,
+        "Native frames on a fatal signal, then the previous handler (faulthandler); AITUNE_CRASH_REPORT=1.");
 
   py::class_<GraphKey>(m, "GraphKey")
       .def("__hash__", [](const GraphKey& k) { return static_cast<int64_t>(k.hash() >> 1); })

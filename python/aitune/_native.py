@@ -5,6 +5,8 @@ another release fails with unreadable symbol errors, or worse, corrupts memory. 
 that into an ImportError that names both versions (SPEC §0).
 """
 
+import os
+
 import torch
 
 try:
@@ -25,5 +27,10 @@ if _release(_C.torch_version) != _release(torch.__version__):
         f"aitune's native libraries were built for torch {_C.torch_version}, but torch {torch.__version__} "
         "is installed; rebuild aitune against this torch (`pip install --no-build-isolation .`)."
     )
+
+# A crash inside a native library (a model package, a driver) shows only Python frames through
+# faulthandler; AITUNE_CRASH_REPORT=1 adds the native ones first (docs/troubleshooting.md).
+if os.environ.get("AITUNE_CRASH_REPORT") == "1":
+    _C.install_crash_report()
 
 __all__ = ["_C"]

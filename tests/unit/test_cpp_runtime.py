@@ -274,6 +274,23 @@ def test_bench_shape_paths_checked_against_the_graph(aot_ckpt, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_aot_checkpoint_runs_in_the_cpp_runtime(tmp_path, aoti_loads):
+    """A CUDA Inductor-AOT checkpoint (no CUDA graphs) runs in the C++ CLI and matches the eager
+    reference stored with it, and the same checkpoint loads back in Python."""
+    m = ait.Module(_mlp().cuda(), "mlp", strategy=ait.OneBackendStrategy(TorchInductorAotBackend())
+                   .enable_performance_validation(False).enable_find_max_batch_size(False))
+    ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cuda:0")
+    ckpt = ait.save(m, tmp_path / "cuda.ait")
+    r = _run("run", ckpt, "--device", "0", "--check", cache=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    loaded = ait.load(_mlp().cuda(), ckpt)
+    x, reference = _stored_sample(ckpt)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x.cuda()).cpu(), reference.cpu(), atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_graphs_in_the_cpp_runtime(tmp_path, aoti_loads):
     """SPEC §11.1: CUDA graphs as saved (use_cuda_graphs), or forced on/off by the caller; the
     counters show the replays, and the outputs still match the stored eager reference."""

@@ -120,5 +120,20 @@ def test_cli_crash_prints_backtrace(tmp_path):
         if writer is not None:
             os.close(writer)
     assert proc.returncode == -signal.SIGSEGV
-    assert "aitune: fatal signal" in err and "backtrace" in err
+    assert "aitune: fatal signal 11" in err and "backtrace" in err
+    assert "instruction 0x" in err and "code addresses near the top of the stack" in err
     assert "libc.so" in err  # frames, not just the header
+
+
+def test_python_crash_report_chains_to_faulthandler(tmp_path):
+    """AITUNE_CRASH_REPORT=1: a segmentation fault in native code prints aitune's native report,
+    then faulthandler's Python frames, and the process still dies by the signal."""
+    import signal
+
+    code = "import faulthandler, ctypes; faulthandler.enable(); import aitune.torch; ctypes.string_at(0)"
+    env = _env()
+    env["AITUNE_CRASH_REPORT"] = "1"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == -signal.SIGSEGV
+    assert "aitune: fatal signal 11" in r.stderr and "fault address (nil)" in r.stderr
+    assert r.stderr.index("aitune: fatal signal") < r.stderr.index("Fatal Python error: Segmentation fault")

@@ -1,6 +1,7 @@
 #include "checkpoint/extraction_cache.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,10 +48,34 @@ class ExclusiveLock {
   int fd_;
 };
 
-// The marker names the archive and the file count, so a marker left by another layout never
-// passes for this one.
-std::string marker_text(const std::string& digest, size_t file_count) {
-  return digest + "\n" + std::to_string(file_count) + "\n";
+// The marker names the archive the folder belongs to. Which files a load needs differs (the C++
+// runtime extracts only AOT artifacts, Python every path artifact), so files are checked one by
+// one against the records, and a load adds the ones an earlier load did not extract.
+std::string marker_text(const std::string& digest) { return digest + "\n"; }
+
+bool marker_names(const std::string& marker, const std::string& digest) {
+  return marker.compare(0, digest.size() + 1, digest + "\n") == 0;  // older markers add a count line
+}
+
+// Deletes `dir` and everything below it, not following symlinks; a missing `dir` is fine.
+// Hand-written on nftw(3) rather than std::filesystem::remove_all: libtorch.so (torch 2.11 wheels)
+// exports its own remove_all whose recursion calls a weak symbol that today's libstdc++ lacks, and
+// a process that binds to that copy crashes on a null call (the CLI on the H200 image, 2026-11-30).
+Status remove_tree(const std::string& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return internal_error("Cannot clear '" + dir + "': " + std::strerror(errno));
+  }
+  static thread_local int first_error;
+  first_error = 0;
+  const auto remove_entry = [](const char* path, const struct stat*, int, struct FTW*) -> int {
+    if (::remove(path) != 0 && errno != ENOENT && first_error == 0) first_error = errno;
+    return 0;  // keep going: remove as much as possible, report the first failure
+  };
+  if (::nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && first_error == 0) first_error = errno;
+  if (first_error != 0) return internal_error("Cannot clear '" + dir + "': " + std::strerror(first_error));
+  return Status::Ok();
 }
 
 bool read_small_file(const std::string& path, std::string& out) {
@@ -69,25 +94,15 @@ std::string lowercase(std::string s) {
   return s;
 }
 
-// True when `dir` is a complete extraction of `files`.
-bool is_valid_hit(const std::string& dir, const std::string& digest, const std::vector<FileRecord>& files,
-                  bool verify_full) {
-  std::string marker;
-  if (!read_small_file(dir + "/" + kExtractionMarker, marker) || marker != marker_text(digest, files.size())) {
+// True when `path` holds the entry `f` (its size; with verify_full also its SHA-256).
+bool is_valid_file(const std::string& path, const FileRecord& f, bool verify_full) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != f.size) {
     return false;
   }
-  for (const auto& f : files) {
-    const std::string path = dir + "/" + f.path;
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != f.size) {
-      return false;
-    }
-    if (verify_full) {
-      auto hash = sha256_file(path);
-      if (!hash.ok() || *hash != lowercase(f.sha256)) return false;
-    }
-  }
-  return true;
+  if (!verify_full) return true;
+  auto hash = sha256_file(path);
+  return hash.ok() && *hash == lowercase(f.sha256);
 }
 
 Status write_marker(const std::string& path, const std::string& text) {
@@ -129,20 +144,26 @@ StatusOr<std::string> extract_all(const ArchiveReader& reader, const std::vector
   const std::string digest = reader.digest();
   const std::string dir = (fs::path(cache_root) / digest).string();
   AITUNE_ASSIGN_OR_RETURN(ExclusiveLock lock, ExclusiveLock::acquire(dir + ".lock"));
-  if (is_valid_hit(dir, digest, files, verify_full)) return dir;
-
-  // Miss, an interrupted extraction, or a damaged hit: start from an empty folder.
-  fs::remove_all(dir, ec);
-  if (ec) return internal_error("Cannot clear damaged extraction '" + dir + "': " + ec.message());
-  fs::create_directories(dir, ec);
-  if (ec) return internal_error("Cannot create extraction folder '" + dir + "': " + ec.message());
+  std::string marker;
+  const bool owned = read_small_file(dir + "/" + kExtractionMarker, marker) && marker_names(marker, digest);
+  if (!owned) {
+    // A miss, an interrupted first extraction or a foreign folder: start from an empty folder.
+    AITUNE_RETURN_IF_ERROR(remove_tree(dir));
+    fs::create_directories(dir, ec);
+    if (ec) return internal_error("Cannot create extraction folder '" + dir + "': " + ec.message());
+  }
+  bool wrote = false;
   for (const auto& f : files) {
     // Entry names were validated by ArchiveReader::open, and read() accepts only real entries,
-    // so `dir / f.path` stays inside `dir`.
-    AITUNE_RETURN_IF_ERROR(reader.extract(f.path, f, dir + "/" + f.path));
+    // so `dir / f.path` stays inside `dir`. Each file is written to a temporary name and renamed,
+    // so a present file of the right size is a finished one; a damaged one is replaced alone.
+    const std::string path = dir + "/" + f.path;
+    if (owned && is_valid_file(path, f, verify_full)) continue;
+    AITUNE_RETURN_IF_ERROR(reader.extract(f.path, f, path));
+    wrote = true;
   }
-  AITUNE_RETURN_IF_ERROR(write_marker(dir + "/" + kExtractionMarker, marker_text(digest, files.size())));
-  sync_dir(dir);
+  if (!owned) AITUNE_RETURN_IF_ERROR(write_marker(dir + "/" + kExtractionMarker, marker_text(digest)));
+  if (wrote || !owned) sync_dir(dir);
   return dir;
 }
 

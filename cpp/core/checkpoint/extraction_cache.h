@@ -13,11 +13,13 @@ namespace aitune {
 inline constexpr const char* kExtractionMarker = ".complete";
 
 // Returns `<cache_root>/<reader.digest()>`, holding every file of `files` at its entry path.
-// `cache_root` is `<cache_dir>/checkpoints` and is created when missing. A `.complete` marker is
-// written last, after every file is fsynced; an exclusive flock on `<cache_root>/<digest>.lock`
-// makes concurrent processes (and threads) extract once and wait for each other. On a hit,
-// verify_full=false checks the marker and the file sizes, verify_full=true re-hashes every file;
-// a hit that fails either check is deleted and extracted again from the (verified) archive.
+// `cache_root` is `<cache_dir>/checkpoints` and is created when missing. The `.complete` marker,
+// naming the archive, is written after the first extraction's files are fsynced; later loads that
+// need other files of the same archive (the C++ runtime extracts fewer than Python) add them. An
+// exclusive flock on `<cache_root>/<digest>.lock` makes concurrent processes (and threads) extract
+// once and wait for each other. Every requested file is checked: its size (verify_full=false) or
+// its SHA-256 (verify_full=true); a missing or damaged file is extracted again from the (verified)
+// archive, and a folder without the marker (interrupted, foreign) is cleared and extracted anew.
 StatusOr<std::string> extract_all(const ArchiveReader& reader, const std::vector<FileRecord>& files,
                                   const std::string& cache_root, bool verify_full);
 

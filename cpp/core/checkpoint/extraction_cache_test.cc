@@ -79,7 +79,7 @@ TEST_F(ExtractionCacheTest, MissExtractsEveryListedFileAndWritesMarker) {
   EXPECT_EQ(read_all(out + "/modules/0/graphs/0/backend/model_raw.onnx"), "onnx-graph");
   EXPECT_FALSE(fs::exists(out + "/weights/root.safetensors"));
   EXPECT_TRUE(fs::exists(out + "/.complete"));
-  EXPECT_EQ(read_all(out + "/.complete"), reader_->digest() + "\n2\n");
+  EXPECT_EQ(read_all(out + "/.complete"), reader_->digest() + "\n");
   EXPECT_TRUE(fs::exists(root_ + "/" + reader_->digest() + ".lock"));
   // No temp files left behind.
   for (const auto& e : fs::recursive_directory_iterator(out)) {
@@ -96,39 +96,68 @@ TEST_F(ExtractionCacheTest, HitReusesTheFolder) {
   EXPECT_TRUE(fs::exists(out + "/sentinel"));
 }
 
-TEST_F(ExtractionCacheTest, DamagedHitIsExtractedAgain) {
+TEST_F(ExtractionCacheTest, DamagedFileIsExtractedAgainAlone) {
   const std::string out = extract(false);
   const std::string onnx = out + "/modules/0/graphs/0/backend/model_raw.onnx";
+  write_all(out + "/sentinel", "x");  // survives: only damaged files are replaced
 
   // Wrong size: the fast check notices.
-  write_all(out + "/sentinel", "x");
   write_all(onnx, "short");
   EXPECT_EQ(extract(false), out);
   EXPECT_EQ(read_all(onnx), "onnx-graph");
-  EXPECT_FALSE(fs::exists(out + "/sentinel"));
 
   // Same size, different bytes: only the full check notices.
-  write_all(out + "/sentinel", "x");
   write_all(onnx, "ONNX-GRAPH");
   EXPECT_EQ(extract(false), out);
   EXPECT_EQ(read_all(onnx), "ONNX-GRAPH");
   EXPECT_EQ(extract(true), out);
   EXPECT_EQ(read_all(onnx), "onnx-graph");
-  EXPECT_FALSE(fs::exists(out + "/sentinel"));
 
-  // Missing file, missing marker (an interrupted extraction), wrong marker.
+  // Missing file.
   fs::remove(onnx);
   EXPECT_EQ(extract(false), out);
   EXPECT_EQ(read_all(onnx), "onnx-graph");
+  EXPECT_TRUE(fs::exists(out + "/sentinel"));
+}
+
+TEST_F(ExtractionCacheTest, FolderWithoutItsMarkerIsClearedAndExtractedAnew) {
+  const std::string out = extract(false);
+  // Missing marker (an interrupted first extraction), then a marker of another archive: the
+  // nested folders are cleared too.
   write_all(out + "/sentinel", "x");
+  fs::create_directories(out + "/deep/er/still");
+  write_all(out + "/deep/er/still/file", "x");
   fs::remove(out + "/.complete");
   EXPECT_EQ(extract(false), out);
   EXPECT_TRUE(fs::exists(out + "/.complete"));
   EXPECT_FALSE(fs::exists(out + "/sentinel"));
+  EXPECT_FALSE(fs::exists(out + "/deep"));
+  EXPECT_EQ(read_all(out + "/modules/0/graphs/0/backend/model.pt2"), std::string(5000, 'p'));
   write_all(out + "/sentinel", "x");
   write_all(out + "/.complete", "something else\n");
   EXPECT_EQ(extract(false), out);
   EXPECT_FALSE(fs::exists(out + "/sentinel"));
+  EXPECT_EQ(read_all(out + "/.complete"), reader_->digest() + "\n");
+}
+
+TEST_F(ExtractionCacheTest, LoadsNeedingDifferentFilesShareTheFolder) {
+  // The C++ runtime extracts the AOT artifact only; Python every path artifact. Either order
+  // keeps the folder and adds what is missing (it used to clear the other's extraction).
+  const std::vector<FileRecord> runtime = {files_[0]};
+  auto first = extract_all(*reader_, runtime, root_, false);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  write_all(*first + "/sentinel", "x");
+  EXPECT_EQ(extract(false), *first);
+  EXPECT_EQ(read_all(*first + "/modules/0/graphs/0/backend/model_raw.onnx"), "onnx-graph");
+  EXPECT_TRUE(fs::exists(*first + "/sentinel"));
+  auto again = extract_all(*reader_, runtime, root_, true);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(*again, *first);
+  EXPECT_TRUE(fs::exists(*first + "/sentinel"));
+  // An older marker (digest and file count) still names the archive.
+  write_all(*first + "/.complete", reader_->digest() + "\n1\n");
+  EXPECT_EQ(extract(false), *first);
+  EXPECT_TRUE(fs::exists(*first + "/sentinel"));
 }
 
 TEST_F(ExtractionCacheTest, ConcurrentExtractorsAgree) {

@@ -32,6 +32,7 @@ finish() {
   { echo "--- jit"; cat "$OUT/jit_resnet50.json"; echo "--- roundtrip"; cat "$OUT/roundtrip.json"
     echo "--- demo"; grep RESULT "$LOGS/demo.log"; echo "--- dispatch"; cat "$OUT/dispatch_overhead_gpu.json"
     echo "--- cuda graphs"; cat "$OUT/cuda_graph_overhead.json"; echo "--- zoo"; grep -A20 "^| model" "$LOGS/zoo.log"
+    echo "--- zoo rows"; grep "^{" "$LOGS/zoo.log" | cut -c1-3000
   } >> "$summary" 2>/dev/null
   tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
   cat "$summary"
@@ -110,7 +111,7 @@ fi
 AOTI_ENV=()
 [ "${AOTI_PRELOAD:-0}" = 1 ] && AOTI_ENV=(env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6)
 if [ -n "$ZOO_MODELS" ]; then
-  step zoo timeout -k 10 "${ZOO_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/zoo.py --models $ZOO_MODELS --out "$OUT/zoo.json"
+  step zoo timeout -k 10 "${ZOO_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/zoo.py --models $ZOO_MODELS ${ZOO_ARGS:-} --out "$OUT/zoo.json"
 fi
 if has jit; then
   # JIT tuning of ResNet-50 through AUTOWRAPT_BOOTSTRAP, twice (the second run reuses the first).

@@ -4,6 +4,8 @@ torch.compile default, torch.compile(mode="reduce-overhead") and aitune's pick
 events, throughput, and compile/tuning wall time. Prints a table and writes JSON.
 
     python benchmarks/zoo.py --models mlp resnet50 --out results.json
+
+Each model runs in its own child process, so a crash in one leaves the others' rows.
 """
 
 from __future__ import annotations
@@ -102,12 +104,45 @@ def to(args: tuple, dtype: torch.dtype) -> tuple:
     return tuple(a.cuda().to(dtype) if a.is_floating_point() else a.cuda() for a in args)
 
 
+AOT_CUDA_GRAPHS = True  # --aot-cuda-graphs
+
+
 def candidates() -> list:
     return [
         TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True)),
         TorchInductorJitBackend(TorchInductorJitBackendConfig(use_cuda_graphs=True)),
-        TorchInductorAotBackend(TorchInductorAotBackendConfig(use_cuda_graphs=True)),
+        TorchInductorAotBackend(TorchInductorAotBackendConfig(use_cuda_graphs=AOT_CUDA_GRAPHS)),
     ]
+
+
+def _die_with_parent() -> None:
+    """A child outlives a parent killed by a timeout unless the kernel signals it (Linux)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def run_isolated(name: str, argv: list[str]) -> dict[str, Any]:
+    """One model in a child process: a crash in native code (SIGSEGV) becomes this model's error
+    row, with the child's native crash report (AITUNE_CRASH_REPORT=1), instead of ending the run."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        proc = subprocess.run([sys.executable, __file__, "--models", name, "--out", out.name, "--in-process", *argv],
+                              env=dict(os.environ, AITUNE_CRASH_REPORT="1"), capture_output=True, text=True,
+                              errors="replace", preexec_fn=_die_with_parent)
+        try:
+            return json.load(open(out.name))["rows"][0]
+        except (OSError, ValueError, KeyError, IndexError):
+            return {"model": name, "error": f"child exited with {proc.returncode}",
+                    "stderr_tail": proc.stderr[-2500:]}
 
 
 def run_model(name: str, strategies: list[str]) -> dict[str, Any]:
@@ -162,15 +197,25 @@ def main() -> None:
     parser.add_argument("--strategies", nargs="+", choices=["min_latency", "max_throughput"],
                         default=["min_latency", "max_throughput"],
                         help="aitune's pick with each (issue 3: both); the first fills the table's aitune columns")
+    parser.add_argument("--aot-cuda-graphs", choices=["on", "off"], default="on",
+                        help="serve the Inductor-AOT candidate through CUDA graphs")
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure in this process (default: one child process per model)")
     parser.add_argument("--out")
     args = parser.parse_args()
+    global AOT_CUDA_GRAPHS
+    AOT_CUDA_GRAPHS = args.aot_cuda_graphs == "on"
     logging.getLogger("aitune").setLevel(logging.WARNING)
     rows = []
     for name in args.models:
-        try:
-            rows.append(run_model(name, args.strategies))
-        except Exception as e:  # noqa: BLE001 - one model's failure must not hide the others
-            rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
+        if not args.in_process:
+            rows.append(run_isolated(name, ["--strategies", *args.strategies, "--aot-cuda-graphs", args.aot_cuda_graphs]))
+        else:
+            try:
+                rows.append(run_model(name, args.strategies))
+            except Exception as e:  # noqa: BLE001 - one model's failure must not hide the others
+                rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
+        rows[-1]["aot_cuda_graphs"] = AOT_CUDA_GRAPHS
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "candidates"}), flush=True)
         if args.out:  # after every model, so a run cut short keeps what it measured
             write(args.out, rows)
@@ -188,7 +233,7 @@ def main() -> None:
 
 def write(path: str, rows: list[dict[str, Any]]) -> None:
     with open(path, "w") as f:
-        json.dump({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "rows": rows}, f, indent=2,
+        json.dump({"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__, "rows": rows}, f, indent=2,
                   default=str)
 
 

@@ -93,8 +93,11 @@ StatusOr<std::unique_ptr<AotiRunner>> AotiRunner::load(const std::string& packag
     {
       std::optional<c10::DeviceGuard> guard;
       if (is_cuda) guard.emplace(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index)));
+      // Single-threaded: run() holds mutex_, so the container's own model pool is not needed,
+      // and its threaded path records an event per run and waits on it before the next one,
+      // which breaks CUDA-graph capture of the package (torch documents the flag for that).
       loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
-          package_path, "model", /*run_single_threaded=*/false, /*num_runners=*/1,
+          package_path, "model", /*run_single_threaded=*/true, /*num_runners=*/1,
           static_cast<c10::DeviceIndex>(is_cuda ? index : -1));
     }
     std::vector<std::string> call_spec = loader->get_call_spec();

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <sstream>
 #include <string_view>
 
 #include "bridge/tensor_bridge.h"
@@ -211,22 +210,23 @@ std::optional<CudaGraphRunner::Key> CudaGraphRunner::make_key(const std::vector<
   return key;
 }
 
+// Plain string appends, not an ostringstream: this runs on the capture-failure path in Python
+// processes, where an ostream's locale facets crashed once libstdc++ had been promoted to the
+// global scope for an AOTInductor package (H200, 2026-11-30; _C now binds at load, -z now).
 std::string CudaGraphRunner::describe_key(const Key& key) {
-  std::ostringstream out;
-  out << '(';
+  std::string out = "(";
   size_t i = 0;
   for (bool first = true; i + 4 <= key.tokens.size(); first = false) {
     const auto dtype = static_cast<c10::ScalarType>(key.tokens[i]);
     const int64_t device = key.tokens[i + 1];
     const bool contiguous = key.tokens[i + 2] != 0;
     const int64_t rank = key.tokens[i + 3];
-    out << (first ? "" : ", ") << dtype_name(dtype) << '[';
-    for (int64_t axis = 0; axis < rank; ++axis) out << (axis ? ", " : "") << key.tokens[i + 4 + axis];
-    out << "] cuda:" << device << (contiguous ? "" : " non-contiguous");
+    out += std::string(first ? "" : ", ") + dtype_name(dtype) + "[";
+    for (int64_t axis = 0; axis < rank; ++axis) out += (axis ? ", " : "") + std::to_string(key.tokens[i + 4 + axis]);
+    out += "] cuda:" + std::to_string(device) + (contiguous ? "" : " non-contiguous");
     i += 4 + static_cast<size_t>(rank);
   }
-  out << ')';
-  return out.str();
+  return out + ")";
 }
 
 StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run(const std::vector<at::Tensor>& inputs) {

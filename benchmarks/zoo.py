@@ -105,6 +105,19 @@ def to(args: tuple, dtype: torch.dtype) -> tuple:
 
 
 AOT_CUDA_GRAPHS = True  # --aot-cuda-graphs
+WIDE_TOLERANCE = False  # --tolerance wide
+
+
+def wide_tolerances() -> dict:
+    """SPEC §7.2's bands with up to 1 % of elements outside them instead of 0.1 %: with random
+    weights, compiled ResNet-50 put 0.6 % (fp16) and 0.7 % (tf32) of its near-zero logits outside
+    the band at rel_l2 1.4e-3 / 1.7e-4, well under the bounds (H200, 2026-11-30)."""
+    import dataclasses
+
+    from aitune.torch.validation import DEFAULT_TOLERANCES
+
+    return {cls: dataclasses.replace(t, max_mismatch_fraction=max(t.max_mismatch_fraction, 1e-2))
+            for cls, t in DEFAULT_TOLERANCES.items()}
 
 
 def candidates() -> list:
@@ -170,6 +183,8 @@ def run_model(name: str, strategies: list[str]) -> dict[str, Any]:
         strategy = strategy_cls(candidates(), profiling_config=ProfilingConfig(
             batch_sizes=[batch], measurement_stop_strategy=NumStepsMeasuringStopStrategy(50, 10)))
         strategy.enable_find_max_batch_size(False)
+        if WIDE_TOLERANCE:
+            strategy.set_tolerance(wide_tolerances())
         wrapped = ait.Module(copy.deepcopy(model), f"{name}-{kind}", strategy=strategy)
         dataset = [tuple(a[0] for a in args)]  # one unbatched sample; ait.tune batches it
         start = time.perf_counter()
@@ -199,23 +214,27 @@ def main() -> None:
                         help="aitune's pick with each (issue 3: both); the first fills the table's aitune columns")
     parser.add_argument("--aot-cuda-graphs", choices=["on", "off"], default="on",
                         help="serve the Inductor-AOT candidate through CUDA graphs")
+    parser.add_argument("--tolerance", choices=["default", "wide"], default="default",
+                        help="numeric check: SPEC §7.2's defaults, or wide_tolerances()")
     parser.add_argument("--in-process", action="store_true",
                         help="measure in this process (default: one child process per model)")
     parser.add_argument("--out")
     args = parser.parse_args()
-    global AOT_CUDA_GRAPHS
+    global AOT_CUDA_GRAPHS, WIDE_TOLERANCE
     AOT_CUDA_GRAPHS = args.aot_cuda_graphs == "on"
+    WIDE_TOLERANCE = args.tolerance == "wide"
     logging.getLogger("aitune").setLevel(logging.WARNING)
     rows = []
     for name in args.models:
         if not args.in_process:
-            rows.append(run_isolated(name, ["--strategies", *args.strategies, "--aot-cuda-graphs", args.aot_cuda_graphs]))
+            rows.append(run_isolated(name, ["--strategies", *args.strategies, "--aot-cuda-graphs", args.aot_cuda_graphs,
+                                            "--tolerance", args.tolerance]))
         else:
             try:
                 rows.append(run_model(name, args.strategies))
             except Exception as e:  # noqa: BLE001 - one model's failure must not hide the others
                 rows.append({"model": name, "error": f"{type(e).__name__}: {e}"})
-        rows[-1]["aot_cuda_graphs"] = AOT_CUDA_GRAPHS
+        rows[-1]["aot_cuda_graphs"], rows[-1]["tolerance"] = AOT_CUDA_GRAPHS, args.tolerance
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "candidates"}), flush=True)
         if args.out:  # after every model, so a run cut short keeps what it measured
             write(args.out, rows)

@@ -88,6 +88,28 @@ def test_run_check_matches_python(aot_ckpt, tmp_path):
         torch.testing.assert_close(load_file(str(out))["output"], loaded(x3))
 
 
+def test_python_and_cli_share_the_extraction(aot_ckpt, tmp_path, monkeypatch):
+    """Python extracts every file of the archive, the CLI only the AOT package: a CLI run after an
+    ait.load keeps Python's folder (it used to clear it as incomplete, which on the GPU image went
+    through libtorch.so's crashing std::filesystem::remove_all), and a later load reuses it."""
+    from aitune.torch.config import config
+
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    ait.load(_mlp(), aot_ckpt)
+    folders = [p for p in (tmp_path / "checkpoints").iterdir() if p.is_dir()]
+    assert len(folders) == 1
+    extracted = sorted(str(p.relative_to(folders[0])) for p in folders[0].rglob("*") if p.is_file())
+    sentinel = folders[0] / "sentinel"  # would vanish if the folder were cleared
+    sentinel.write_text("x")
+    r = _run("run", aot_ckpt, "--device", "cpu", "--check", cache=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sentinel.exists()
+    assert sorted(str(p.relative_to(folders[0])) for p in folders[0].rglob("*")
+                  if p.is_file() and p != sentinel) == extracted
+    ait.load(_mlp(), aot_ckpt)
+    assert sentinel.exists()
+
+
 def test_input_outside_profile_exits_7(aot_ckpt, tmp_path):
     from safetensors.torch import save_file
 

@@ -74,11 +74,11 @@ fi
 if has tests || has gputests; then
   step doctor_cli aitune doctor
   step doctor_py $PY -m aitune doctor
-  step pytest_gpu bash -c "cd tests && AITUNE_CRASH_REPORT=1 $PY -m pytest -q -p no:cacheprovider -m gpu -rs"
+  step pytest_gpu bash -c "cd tests && AITUNE_CRASH_REPORT=1 $PY -m pytest -q -s -p no:cacheprovider -m gpu -rs"
 fi
 has tests && step pytest_all bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs"
 # gputests: the GPU-marked tests plus the pytest arguments in PYTEST_FILES (relative to tests/);
-# seltests: only the latter. AITUNE_CRASH_REPORT=1 there adds native frames to a crash.
+# seltests: only the latter. AITUNE_CRASH_REPORT=1 adds native frames to a crash (pass -s: pytest captures fd 2).
 if { has gputests || has seltests; } && [ -n "${PYTEST_FILES:-}" ]; then
   step pytest_sel timeout -k 10 "${PYTEST_TIMEOUT:-3000}" bash -c "cd tests && AITUNE_CRASH_REPORT=1 $PY -m pytest -q -p no:cacheprovider -rs $PYTEST_FILES"
 fi

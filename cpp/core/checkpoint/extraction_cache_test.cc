@@ -1,4 +1,5 @@
 #include "checkpoint/extraction_cache.h"
+#include "checkpoint/test_files.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -16,31 +17,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
+using test_files::read_all;
+using test_files::write_all;
+
+class TempDir : public test_files::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "aitune-cache-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : test_files::TempDir("aitune-cache") {}
 };
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_all(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-}
 
 class ExtractionCacheTest : public ::testing::Test {
  protected:

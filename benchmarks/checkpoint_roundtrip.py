@@ -60,12 +60,11 @@ def main() -> None:
     model = torchvision.models.resnet50().eval().cuda()
     strategy = ait.OneBackendStrategy(TorchInductorAotBackend())
     strategy.enable_performance_validation(False).enable_find_max_batch_size(False)
-    # TF32 convolutions (torch's default on CUDA) put 0.8 % of this random-weight ResNet-50's
-    # logits outside the tf32 class's atol+rtol band at rel_l2 1.3e-4 (H200, 2026-11-30); this
-    # benchmark measures loading, so it widens the per-element band and keeps the rel_l2 bound.
-    from aitune.torch.validation import NumericTolerance
+    # This benchmark measures loading, not numerics: the shared wide tolerance (wide_tolerance.py)
+    # keeps TF32's near-zero random-weight logits from failing the check.
+    from wide_tolerance import wide_tolerances
 
-    strategy.set_tolerance(NumericTolerance(atol=1e-2, rtol=1e-2, max_rel_l2=5e-3, max_mismatch_fraction=1e-2))
+    strategy.set_tolerance(wide_tolerances())
     wrapped = ait.Module(model, "resnet50", strategy=strategy)
     ait.tune(wrapped, [torch.randn(3, 224, 224)], batch_sizes=[1, 2], device="cuda:0")
     path = ait.save(wrapped, work / "resnet50.ait")

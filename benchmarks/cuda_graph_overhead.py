@@ -22,23 +22,29 @@ def mlp() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256)).eval()
 
 
-def per_call_us(fn, iterations: int, pipelined: bool) -> float:
-    samples = []
-    for _ in range(5 if pipelined else 1):
-        torch.cuda.synchronize()
-        if pipelined:
-            start = time.perf_counter_ns()
-            for _ in range(iterations):
-                fn()
+def per_call_us(cases: dict, iterations: int, pipelined: bool, rounds: int = 20) -> dict[str, float]:
+    """Median µs per call for every case. The cases are measured in interleaved rounds (each round
+    runs every case for iterations / rounds calls) so clock and power-state drift during the run
+    hits all of them alike; one case measured after another had moved by several µs between
+    sessions."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    chunk = max(1, iterations // rounds)
+    for _ in range(rounds):
+        for name, fn in cases.items():
             torch.cuda.synchronize()
-            samples.append((time.perf_counter_ns() - start) / iterations)
-        else:
-            for _ in range(iterations):
+            if pipelined:
                 start = time.perf_counter_ns()
-                fn()
+                for _ in range(chunk):
+                    fn()
                 torch.cuda.synchronize()
-                samples.append(time.perf_counter_ns() - start)
-    return statistics.median(samples) / 1e3
+                samples[name].append((time.perf_counter_ns() - start) / chunk)
+            else:
+                for _ in range(chunk):
+                    start = time.perf_counter_ns()
+                    fn()
+                    torch.cuda.synchronize()
+                    samples[name].append(time.perf_counter_ns() - start)
+    return {name: statistics.median(values) / 1e3 for name, values in samples.items()}
 
 
 def device_profile(fn, calls: int = 200) -> dict:
@@ -79,7 +85,7 @@ def tuned(model: torch.nn.Module, clone: bool) -> torch.nn.Module:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--iterations", type=int, default=4000)
     parser.add_argument("--out")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -103,6 +109,10 @@ def main() -> None:
         graph.replay()
         return static_y
 
+    def bare_replay_clone():  # torch's own clone of the static output, for scale
+        graph.replay()
+        return static_y.clone()
+
     def copy_replay():
         static_x.copy_(x)
         graph.replay()
@@ -116,26 +126,28 @@ def main() -> None:
     no_clone_dispatch = no_clone.tuned_module.dispatcher
     serving = no_clone.tuned_module.backends[0][1]._cuda_graph  # the shared runner's Python adapter
     native_runner = serving.runner
+    clone_runner = with_clone.tuned_module.backends[0][1]._cuda_graph.runner
     assert with_clone.tuned_module.backends[0][1]._cuda_graph.runner.clone_outputs
     assert not native_runner.clone_outputs
     with torch.no_grad():
         assert torch.allclose(with_clone(x), eager(x), atol=1e-5)
         assert torch.allclose(no_clone(x), eager(x), atol=1e-5)
-        cases = {"bare_replay": bare_replay, "copy_replay": copy_replay,
+        cases = {"bare_replay": bare_replay, "bare_replay_clone": bare_replay_clone, "copy_replay": copy_replay,
                  "tuned_no_clone": lambda: no_clone(x), "tuned_clone": lambda: with_clone(x),
                  # The native dispatcher called directly (no nn.Module.__call__, proxy or router):
                  # splits the overhead between the Python module call and the C++ path.
                  "dispatcher_no_clone": lambda: no_clone_dispatch(x),
                  # The native CudaGraphRunner alone (key, mutex, copy-in, replay), called from Python.
                  "runner_no_clone": lambda: native_runner.run([x]),
+                 "runner_clone": lambda: clone_runner.run([x]),
                  "eager": lambda: eager(x)}
         for fn in cases.values():
             for _ in range(100):
                 fn()
         result = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
         for mode in ("pipelined", "single"):
-            for name, fn in cases.items():
-                result[f"{mode}_{name}_us"] = round(per_call_us(fn, args.iterations, mode == "pipelined"), 2)
+            for name, us in per_call_us(cases, args.iterations, mode == "pipelined").items():
+                result[f"{mode}_{name}_us"] = round(us, 2)
             result[f"{mode}_overhead_no_clone_us"] = round(result[f"{mode}_tuned_no_clone_us"]
                                                            - result[f"{mode}_bare_replay_us"], 2)
             result[f"{mode}_overhead_clone_us"] = round(result[f"{mode}_tuned_clone_us"]

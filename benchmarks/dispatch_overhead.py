@@ -39,7 +39,7 @@ class FourInputs(torch.nn.Module):
         return x
 
 
-def _median_us(fn, arg_sets, iterations: int, sync: bool) -> float:
+def _samples_ns(fn, arg_sets, iterations: int, sync: bool) -> list[int]:
     samples = []
     for i in range(iterations):
         args = arg_sets[i % len(arg_sets)]
@@ -50,7 +50,21 @@ def _median_us(fn, arg_sets, iterations: int, sync: bool) -> float:
         if sync:
             torch.cuda.synchronize()
         samples.append(time.perf_counter_ns() - start)
-    return statistics.median(samples) / 1e3
+    return samples
+
+
+def _median_us(fn, arg_sets, iterations: int, sync: bool) -> float:
+    return statistics.median(_samples_ns(fn, arg_sets, iterations, sync)) / 1e3
+
+
+def _interleaved_median_us(fns: dict, arg_sets, iterations: int, sync: bool, rounds: int = 20) -> dict[str, float]:
+    """Cases measured in alternating rounds, so drift in clocks or host load during the run
+    hits each alike (one after the other, the eager baseline moved by tens of µs between runs)."""
+    samples: dict[str, list[int]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name] += _samples_ns(fn, arg_sets, max(1, iterations // rounds), sync)
+    return {name: statistics.median(values) / 1e3 for name, values in samples.items()}
 
 
 def main() -> None:
@@ -90,8 +104,8 @@ def main() -> None:
         for _ in range(200):
             reference(*xs[0])
             wrapped(*xs[0])
-        eager_us = _median_us(reference, xs, args.iterations // 4, sync)
-        tuned_us = _median_us(wrapped, xs, args.iterations // 4, sync)
+        medians = _interleaved_median_us({"eager": reference, "tuned": wrapped}, xs, args.iterations // 4, sync)
+        eager_us, tuned_us = medians["eager"], medians["tuned"]
 
     result = {
         "device": str(device),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import statistics
 import time
 
@@ -74,12 +75,19 @@ def device_profile(fn, calls: int = 200) -> dict:
     }
 
 
-def tuned(model: torch.nn.Module, clone: bool) -> torch.nn.Module:
+def tuned(model: torch.nn.Module, clone: bool, copy_nodes: bool = True) -> torch.nn.Module:
+    """copy_nodes=False: the runner launches input and output copies apart from the graph (the
+    AITUNE_CUDA_GRAPH_COPY_NODES=0 switch, read when the native runner is made during tuning)."""
     config.cuda_graph_clone_outputs = clone
+    if not copy_nodes:
+        os.environ["AITUNE_CUDA_GRAPH_COPY_NODES"] = "0"
     backend = TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True))
     strategy = ait.OneBackendStrategy(backend).enable_performance_validation(False).enable_find_max_batch_size(False)
     wrapped = ait.Module(model, f"mlp-clone-{clone}", strategy=strategy)
-    ait.tune(wrapped, [torch.randn(256)], batch_sizes=[1], device="cuda:0")
+    try:
+        ait.tune(wrapped, [torch.randn(256)], batch_sizes=[1], device="cuda:0")
+    finally:
+        os.environ.pop("AITUNE_CUDA_GRAPH_COPY_NODES", None)
     return wrapped
 
 
@@ -125,6 +133,8 @@ def main() -> None:
 
     # The runner reads config.cuda_graph_clone_outputs when a backend (re)activates, so the
     # no-clone module is tuned last and the setting stays off while measuring; both are checked.
+    apart_clone = tuned(copy.deepcopy(base), clone=True, copy_nodes=False)
+    apart_no_clone = tuned(copy.deepcopy(base), clone=False, copy_nodes=False)
     with_clone = tuned(copy.deepcopy(base), clone=True)
     no_clone = tuned(copy.deepcopy(base), clone=False)
     eager = copy.deepcopy(base)
@@ -140,6 +150,9 @@ def main() -> None:
         cases = {"bare_replay": bare_replay, "bare_replay_clone": bare_replay_clone, "copy_replay": copy_replay,
                  "kernel_copy_replay": kernel_copy_replay,
                  "tuned_no_clone": lambda: no_clone(x), "tuned_clone": lambda: with_clone(x),
+                 # The same with the copies launched apart from the graph (before in-graph copies).
+                 "tuned_no_clone_copies_apart": lambda: apart_no_clone(x),
+                 "tuned_clone_copies_apart": lambda: apart_clone(x),
                  # The native dispatcher called directly (no nn.Module.__call__, proxy or router):
                  # splits the overhead between the Python module call and the C++ path.
                  "dispatcher_no_clone": lambda: no_clone_dispatch(x),
@@ -167,6 +180,11 @@ def main() -> None:
     result["native_rebuild_in_python"] = serving.native()[2] is not None
     stats = with_clone.tuned_module.backends[0][1].cuda_graph_stats
     result["cuda_graph_stats"] = stats
+    # Which modules really copied inside the graph (in + out with cloning, in only without).
+    result["in_graph_copies"] = {name: module.tuned_module.backends[0][1].cuda_graph_stats.get("in_graph_copies")
+                                 for name, module in (("clone", with_clone), ("no_clone", no_clone),
+                                                      ("clone_copies_apart", apart_clone),
+                                                      ("no_clone_copies_apart", apart_no_clone))}
     print(json.dumps(result))
     if args.out:
         with open(args.out, "w") as f:

@@ -38,6 +38,7 @@ py::dict stats_to_dict(const CudaGraphRunner::Stats& s) {
   d["evictions"] = s.evictions;
   d["capture_failures"] = s.capture_failures;
   d["direct_calls"] = s.direct_calls;
+  d["in_graph_copies"] = s.in_graph_copies;
   return d;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <string_view>
 
 #include "bridge/tensor_bridge.h"
@@ -24,6 +25,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+
+#include "runners/graph_copy_node.h"
 #else
 #define AITUNE_GRAPHS_HAVE_CUDA 0
 #endif
@@ -38,6 +41,12 @@ constexpr size_t kMaxUncapturableKeys = 64;
 std::string error_text(const std::exception& e) {
   if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
   return e.what();
+}
+
+// True when the environment variable `name` is set to one of `values`.
+bool env_is_one_of(const char* name, std::initializer_list<std::string_view> values) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::find(values.begin(), values.end(), std::string_view(value)) != values.end();
 }
 
 uint64_t hash_tokens(const std::vector<int64_t>& tokens) {
@@ -63,6 +72,9 @@ namespace {
 // generators registered at capture_begin stay in capturing mode, which makes every later CUDA
 // random op in the process fail ("Offset increment outside graph capture").
 struct Graph : at::cuda::CUDAGraph {
+  // keep_graph keeps the captured cudaGraph_t after instantiation: its memcpy nodes are the
+  // handles GraphCopyNode re-points per call.
+  explicit Graph(bool keep_graph) : at::cuda::CUDAGraph(keep_graph) {}
   bool capture_ended() const { return capture_ended_; }
   // What CUDAGeneratorState::capture_epilogue does (that symbol is not exported): leave
   // capture mode. The increment it would return belongs to a graph that will never replay.
@@ -127,12 +139,21 @@ struct CudaGraphRunner::Entry {
   Key key;
   uint64_t last_used = 0;
   std::vector<at::Tensor> static_inputs;  // written by copy-in, read by the graph
+  // Per input the graph copies in itself (dense inputs, in-graph copies on): the copy's node and
+  // the buffer it reads when the caller's tensor cannot be its source. Undefined/unbound otherwise.
+  std::vector<at::Tensor> input_staging;
+  std::vector<GraphCopyNode> input_copies;
   // The stream of the last call that used the buffers, and the event that orders a call on
   // another stream after it (recorded only when the stream changes: see replay()).
   std::optional<c10::cuda::CUDAStream> last_stream;
   c10::cuda::CUDAEvent buffers_free;
   std::unique_ptr<Graph> graph;
+  cudaGraphExec_t exec = nullptr;          // the graph's executable, where the copy nodes are re-pointed
   std::vector<at::Tensor> static_outputs;  // in the graph's private pool, overwritten by each replay
+  // Per output the graph copies out itself (cloning on, dense outputs): the node and the pool
+  // buffer it writes when no fresh tensor is its destination. Undefined/unbound otherwise.
+  std::vector<at::Tensor> output_staging;
+  std::vector<GraphCopyNode> output_copies;
 
   Entry() = default;
   Entry(const Entry&) = delete;
@@ -158,15 +179,17 @@ CudaGraphRunner::CudaGraphRunner(std::shared_ptr<Runner> inner, CudaGraphOptions
     : inner_(std::move(inner)),
       options_(options),
       graphs_active_(AITUNE_GRAPHS_HAVE_CUDA && options.enabled && options.cache_size > 0 &&
-                     !cuda_graphs_disabled_by_env()) {}
+                     !cuda_graphs_disabled_by_env()),
+      in_graph_copies_(!in_graph_copies_disabled_by_env()) {}
 
 CudaGraphRunner::~CudaGraphRunner() = default;
 
 bool CudaGraphRunner::cuda_graphs_disabled_by_env() {
-  const char* value = std::getenv("AITUNE_DISABLE_CUDA_GRAPHS");
-  if (value == nullptr) return false;
-  const std::string_view v(value);
-  return v == "1" || v == "true" || v == "True" || v == "yes" || v == "Yes" || v == "YES";
+  return env_is_one_of("AITUNE_DISABLE_CUDA_GRAPHS", {"1", "true", "True", "yes", "Yes", "YES"});
+}
+
+bool CudaGraphRunner::in_graph_copies_disabled_by_env() {
+  return env_is_one_of("AITUNE_CUDA_GRAPH_COPY_NODES", {"0", "false", "False", "no", "No", "NO"});
 }
 
 std::string CudaGraphRunner::describe() const {
@@ -284,6 +307,36 @@ bool dense_device_copy(const at::Tensor& dst, const at::Tensor& src, cudaStream_
   return true;
 }
 
+// The graph's first nodes copy each dense input into its static buffer: from the caller's tensor
+// itself when the node can be pointed at it, else from the staging buffer, filled here first.
+void copy_in_through_graph(GraphCopyNode& node, at::Tensor& staging, const at::Tensor& static_input,
+                           cudaGraphExec_t exec, const at::Tensor& input, cudaStream_t stream) {
+  if (node.bound() && input.is_contiguous() && !is_same_buffer(input, static_input)) {
+    if (node.retarget(exec, input.data_ptr()) == cudaSuccess) return;
+    (void)cudaGetLastError();  // e.g. memory the driver will not copy from in a graph: go through staging
+  }
+  if (!dense_device_copy(staging, input, stream)) staging.copy_(input, true);
+  if (node.bound()) C10_CUDA_CHECK(node.retarget(exec, staging.data_ptr()));
+}
+
+// During capture, after the inner run: a copy of each dense output into a pool buffer, recorded
+// as the node a replay re-points at its fresh output. Returns the buffers (undefined where none).
+std::vector<at::Tensor> record_copy_out_nodes(const std::vector<at::Tensor>& outputs, c10::DeviceIndex device,
+                                              cudaStream_t stream) {
+  std::vector<at::Tensor> staging(outputs.size());
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const at::Tensor& out = outputs[j];
+    if (!out.defined() || !out.is_cuda() || out.device().index() != device || !out.is_contiguous() ||
+        out.nbytes() == 0) {
+      continue;
+    }
+    staging[j] = at::empty_like(out);  // allocated inside the capture: from the graph's pool
+    C10_CUDA_CHECK(cudaMemcpyAsync(staging[j].data_ptr(), out.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice,
+                                   stream));
+  }
+  return staging;
+}
+
 // A fresh copy of a static output; strided outputs keep their layout through clone().
 at::Tensor fresh_copy(const at::Tensor& out, cudaStream_t stream) {
   if (!out.is_contiguous()) return out.clone();
@@ -343,18 +396,38 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::replay(Entry& entry, const st
   }
   entry.last_stream = stream;
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (entry.input_staging[i].defined()) {
+      copy_in_through_graph(entry.input_copies[i], entry.input_staging[i], entry.static_inputs[i], entry.exec,
+                            inputs[i], stream.stream());
+      continue;
+    }
     if (is_same_buffer(inputs[i], entry.static_inputs[i])) continue;
     if (!dense_device_copy(entry.static_inputs[i], inputs[i], stream.stream())) {
       entry.static_inputs[i].copy_(inputs[i], true);
     }
   }
-  entry.graph->replay();  // launches on the current stream
   std::vector<at::Tensor> outputs;
-  if (options_.clone_outputs) {
-    outputs.reserve(entry.static_outputs.size());
-    for (const at::Tensor& out : entry.static_outputs) outputs.push_back(fresh_copy(out, stream.stream()));
-  } else {
-    outputs = entry.static_outputs;
+  if (!options_.clone_outputs) {
+    entry.graph->replay();  // launches on the current stream
+    return entry.static_outputs;
+  }
+  // Fresh outputs the graph copies into are allocated before the replay that writes them.
+  outputs.resize(entry.static_outputs.size());
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    GraphCopyNode& node = entry.output_copies[j];
+    if (!node.bound()) continue;
+    const at::Tensor& out = entry.static_outputs[j];
+    at::Tensor fresh = at::empty(out.sizes(), out.options());
+    if (node.retarget(entry.exec, fresh.data_ptr()) == cudaSuccess) {
+      outputs[j] = std::move(fresh);
+    } else {  // the node must not keep writing into a tensor handed out earlier
+      (void)cudaGetLastError();
+      C10_CUDA_CHECK(node.retarget(entry.exec, entry.output_staging[j].data_ptr()));
+    }
+  }
+  entry.graph->replay();
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    if (!outputs[j].defined()) outputs[j] = fresh_copy(entry.static_outputs[j], stream.stream());
   }
   return outputs;
 }
@@ -372,6 +445,13 @@ StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const
   for (const at::Tensor& input : inputs) {
     entry->static_inputs.push_back(at::empty_like(input));  // keeps a dense layout (channels_last stays)
     entry->static_inputs.back().copy_(input, true);
+  }
+  entry->input_staging.resize(inputs.size());
+  entry->input_copies.resize(inputs.size());
+  for (size_t i = 0; in_graph_copies_ && i < inputs.size(); ++i) {
+    if (!entry->static_inputs[i].is_contiguous() || entry->static_inputs[i].nbytes() == 0) continue;
+    entry->input_staging[i] = at::empty_like(entry->static_inputs[i]);
+    entry->input_staging[i].copy_(inputs[i], true);
   }
 
   // Warmup and capture share one side stream, so per-stream lazy state (cuBLAS workspaces, for
@@ -397,7 +477,7 @@ StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const
   }  // warmup outputs are freed on the side stream, where they were allocated
   side.synchronize();
 
-  auto graph = std::make_unique<Graph>();
+  auto graph = std::make_unique<Graph>(in_graph_copies_);
   const c10::MempoolId_t pool = at::cuda::graph_pool_handle();  // private to this key's graph
   StatusOr<std::vector<at::Tensor>> outputs = internal_error("capture did not run");
   bool begun = false;
@@ -406,8 +486,18 @@ StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const
     // replays never overlap a capture: the mutex is held).
     graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
     begun = true;
+    for (size_t i = 0; i < inputs.size(); ++i) {  // the copy-in nodes (see graph_copy_node.h)
+      const at::Tensor& staging = entry->input_staging[i];
+      if (!staging.defined()) continue;
+      C10_CUDA_CHECK(cudaMemcpyAsync(entry->static_inputs[i].data_ptr(), staging.data_ptr(), staging.nbytes(),
+                                     cudaMemcpyDeviceToDevice, side.stream()));
+    }
     outputs = inner_->run(entry->static_inputs);
-    if (!outputs.ok()) failure = outputs.status().message();
+    if (!outputs.ok()) {
+      failure = outputs.status().message();
+    } else if (in_graph_copies_ && options_.clone_outputs) {
+      entry->output_staging = record_copy_out_nodes(outputs.value(), device, side.stream());
+    }
   } catch (const std::exception& e) {
     failure = error_text(e);
   }
@@ -430,8 +520,38 @@ StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const
       }
     }
   }
+  if (failure.empty() && in_graph_copies_) {
+    try {
+      uint64_t bound = 0;
+      const cudaGraph_t raw = graph->raw_cuda_graph();
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const at::Tensor& staging = entry->input_staging[i];
+        if (!staging.defined()) continue;
+        entry->input_copies[i] = GraphCopyNode::find(raw, GraphCopyNode::Direction::kIntoGraph,
+                                                     entry->static_inputs[i].data_ptr(), staging.data_ptr(),
+                                                     staging.nbytes());
+        bound += entry->input_copies[i].bound();
+      }
+      const auto& outs = outputs.value();
+      entry->output_staging.resize(outs.size());
+      entry->output_copies.resize(outs.size());
+      for (size_t j = 0; j < outs.size(); ++j) {
+        const at::Tensor& staging = entry->output_staging[j];
+        if (!staging.defined()) continue;
+        entry->output_copies[j] = GraphCopyNode::find(raw, GraphCopyNode::Direction::kOutOfGraph,
+                                                      staging.data_ptr(), outs[j].data_ptr(), staging.nbytes());
+        bound += entry->output_copies[j].bound();
+      }
+      graph->instantiate();
+      entry->exec = graph->raw_cuda_graph_exec();
+      stats_.in_graph_copies += bound;
+    } catch (const std::exception& e) {
+      failure = error_text(e);
+    }
+  }
   if (!failure.empty()) {
     outputs = internal_error("discarded");  // drop pool tensors before the pool is released
+    entry->output_staging.clear();
     if (!graph->capture_ended()) {
       graph->end_generator_capture();
       release_failed_capture(side, device, pool);
@@ -442,6 +562,8 @@ StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const
   }
   entry->graph = std::move(graph);
   entry->static_outputs = std::move(outputs).value();
+  entry->output_staging.resize(entry->static_outputs.size());  // one slot per output, also without
+  entry->output_copies.resize(entry->static_outputs.size());   // in-graph copies (replay indexes them)
   return entry;
 }
 

@@ -5,7 +5,8 @@
 // copies the inputs into its static buffers (skipped for an input that is the buffer itself),
 // replays on the caller's current stream and clones the static outputs (unless
 // clone_outputs=false: then outputs are the static buffers, valid until the next call of that
-// key from any thread). A new key runs one ordinary warmup, captures the inner runner on a side
+// key from any thread). Dense inputs and cloned dense outputs are copied by memcpy nodes inside
+// the graph, re-pointed at each call's tensors, so a call is one launch (graph_copy_node.h). A new key runs one ordinary warmup, captures the inner runner on a side
 // stream into a private memory pool, evicts the least recently used key beyond cache_size, and
 // replays. A key whose capture fails is remembered as non-capturable and runs through the inner
 // runner from then on. Calls whose inputs are not all on one CUDA device, and every call when
@@ -50,6 +51,7 @@ class CudaGraphRunner final : public Runner {
     uint64_t evictions = 0;
     uint64_t capture_failures = 0;  // keys marked non-capturable
     uint64_t direct_calls = 0;
+    uint64_t in_graph_copies = 0;   // input and output copies captured as nodes of the graphs (not launched apart)
   };
 
   CudaGraphRunner(std::shared_ptr<Runner> inner, CudaGraphOptions options);
@@ -68,6 +70,9 @@ class CudaGraphRunner final : public Runner {
 
   // True when AITUNE_DISABLE_CUDA_GRAPHS is 1, true, True, yes, Yes or YES.
   static bool cuda_graphs_disabled_by_env();
+  // True when AITUNE_CUDA_GRAPH_COPY_NODES is 0, false, False, no, No or NO: copies into and out
+  // of a graph are then launched apart from it (the behaviour before in-graph copies).
+  static bool in_graph_copies_disabled_by_env();
 
  private:
   // One input signature: a flat token list (per input: dtype, device type and index,
@@ -98,6 +103,7 @@ class CudaGraphRunner final : public Runner {
   const std::shared_ptr<Runner> inner_;
   const CudaGraphOptions options_;
   const bool graphs_active_;  // enabled, not killed by the environment, cache_size > 0, built with CUDA
+  const bool in_graph_copies_;  // dense copies in and out ride in the graph (graph_copy_node.h)
 
   // Everything below is guarded by mutex_.
   mutable std::mutex mutex_;

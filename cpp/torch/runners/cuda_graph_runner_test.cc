@@ -103,6 +103,19 @@ TEST(CudaGraphRunner, KillSwitchValues) {
   EXPECT_FALSE(CudaGraphRunner::cuda_graphs_disabled_by_env());
 }
 
+TEST(CudaGraphRunner, InGraphCopySwitchValues) {
+  for (const char* off : {"0", "false", "False", "no", "No", "NO"}) {
+    ScopedEnv env("AITUNE_CUDA_GRAPH_COPY_NODES", off);
+    EXPECT_TRUE(CudaGraphRunner::in_graph_copies_disabled_by_env()) << off;
+  }
+  for (const char* on : {"1", "true", "", "yes"}) {
+    ScopedEnv env("AITUNE_CUDA_GRAPH_COPY_NODES", on);
+    EXPECT_FALSE(CudaGraphRunner::in_graph_copies_disabled_by_env()) << on;
+  }
+  ScopedEnv unset("AITUNE_CUDA_GRAPH_COPY_NODES", nullptr);
+  EXPECT_FALSE(CudaGraphRunner::in_graph_copies_disabled_by_env());
+}
+
 TEST(CudaGraphRunner, DisabledRunnerForwardsToInner) {
   auto inner = std::make_shared<AffineRunner>();
   CudaGraphRunner runner(inner, CudaGraphOptions{8, true, false});
@@ -305,6 +318,44 @@ TEST(CudaGraphRunnerGpu, NonContiguousInputsAndOutputsTakeTheGeneralCopy) {
   }
   EXPECT_EQ(runner.stats().captures, 1u);
   EXPECT_EQ(runner.stats().hits, 2u);
+}
+
+// Many replays queued behind a busy stream, each with its own input and keeping its output: the
+// in-graph copy nodes are re-pointed per call while earlier launches still wait, and every call
+// must read its own input and write its own fresh output (CUDA: re-pointing affects only later
+// launches). Then the same with in-graph copies switched off, and without cloning.
+TEST(CudaGraphRunnerGpu, InGraphCopiesFollowEachCallsTensors) {
+  REQUIRE_GPU();
+#if AITUNE_TEST_HAS_CUDA
+  ScopedEnv env("AITUNE_DISABLE_CUDA_GRAPHS", nullptr);
+  for (const char* copy_nodes : {"1", "0"}) {
+    ScopedEnv nodes("AITUNE_CUDA_GRAPH_COPY_NODES", copy_nodes);
+    CudaGraphRunner runner(std::make_shared<AffineRunner>(), CudaGraphOptions{});
+    ASSERT_TRUE(runner.run({at::zeros({512}, at::device(at::kCUDA))}).ok());  // capture
+    std::vector<at::Tensor> xs;
+    std::vector<at::Tensor> ys;
+    at::cuda::sleep(100'000'000);  // the stream stays busy while the calls below are queued
+    for (int i = 0; i < 32; ++i) {
+      xs.push_back(at::full({512}, static_cast<double>(i), at::device(at::kCUDA)));
+      auto r = runner.run({xs.back()});
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      ys.push_back((*r)[0]);
+    }
+    c10::cuda::device_synchronize();
+    for (int i = 0; i < 32; ++i) {
+      EXPECT_TRUE(at::equal(ys[i].cpu(), at::full({512}, 2.0 * i + 1))) << "call " << i << ", copy nodes " << copy_nodes;
+    }
+    EXPECT_EQ(runner.stats().in_graph_copies, std::string(copy_nodes) == "1" ? 2u : 0u);
+    EXPECT_EQ(runner.stats().hits, 32u);
+  }
+  ScopedEnv nodes("AITUNE_CUDA_GRAPH_COPY_NODES", nullptr);
+  CudaGraphRunner no_clone(std::make_shared<AffineRunner>(), CudaGraphOptions{8, false, true});
+  const at::Tensor a = cuda_randn({64});
+  expect_affine(no_clone.run({a}), a);
+  const at::Tensor b = cuda_randn({64});
+  expect_affine(no_clone.run({b}), b);
+  EXPECT_EQ(no_clone.stats().in_graph_copies, 1u) << "only the input is copied by the graph without cloning";
+#endif
 }
 
 TEST(CudaGraphRunnerGpu, CallOnAnotherStreamWaitsForTheLastReadOfTheBuffers) {

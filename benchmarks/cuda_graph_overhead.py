@@ -15,6 +15,7 @@ import time
 import torch
 
 import aitune.torch as ait
+from aitune._native import _C
 from aitune.torch.backend import TorchEagerBackend, TorchEagerBackendConfig
 from aitune.torch.config import config
 
@@ -75,20 +76,25 @@ def device_profile(fn, calls: int = 200) -> dict:
     }
 
 
-def tuned(model: torch.nn.Module, clone: bool, copy_nodes: bool = True) -> torch.nn.Module:
-    """copy_nodes=False: the runner launches input and output copies apart from the graph (the
-    AITUNE_CUDA_GRAPH_COPY_NODES=0 switch, read when the native runner is made during tuning)."""
+def tuned(model: torch.nn.Module, clone: bool) -> torch.nn.Module:
     config.cuda_graph_clone_outputs = clone
-    if not copy_nodes:
-        os.environ["AITUNE_CUDA_GRAPH_COPY_NODES"] = "0"
     backend = TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True))
     strategy = ait.OneBackendStrategy(backend).enable_performance_validation(False).enable_find_max_batch_size(False)
     wrapped = ait.Module(model, f"mlp-clone-{clone}", strategy=strategy)
+    ait.tune(wrapped, [torch.randn(256)], batch_sizes=[1], device="cuda:0")
+    return wrapped
+
+
+def runner_with_copies_apart(flat_call, clone: bool):
+    """A native runner over the same flat call that launches its input and output copies apart
+    from the graph (AITUNE_CUDA_GRAPH_COPY_NODES=0 is read when a runner is made). Made directly,
+    not through ait.tune: tuning re-activates earlier modules, which would remake their runners
+    under whatever the variable says then."""
+    os.environ["AITUNE_CUDA_GRAPH_COPY_NODES"] = "0"
     try:
-        ait.tune(wrapped, [torch.randn(256)], batch_sizes=[1], device="cuda:0")
+        return _C.CudaGraphRunner(flat_call, cache_size=8, clone_outputs=clone)
     finally:
         os.environ.pop("AITUNE_CUDA_GRAPH_COPY_NODES", None)
-    return wrapped
 
 
 def main() -> None:
@@ -133,8 +139,6 @@ def main() -> None:
 
     # The runner reads config.cuda_graph_clone_outputs when a backend (re)activates, so the
     # no-clone module is tuned last and the setting stays off while measuring; both are checked.
-    apart_clone = tuned(copy.deepcopy(base), clone=True, copy_nodes=False)
-    apart_no_clone = tuned(copy.deepcopy(base), clone=False, copy_nodes=False)
     with_clone = tuned(copy.deepcopy(base), clone=True)
     no_clone = tuned(copy.deepcopy(base), clone=False)
     eager = copy.deepcopy(base)
@@ -142,23 +146,42 @@ def main() -> None:
     serving = no_clone.tuned_module.backends[0][1]._cuda_graph  # the shared runner's Python adapter
     native_runner = serving.runner
     clone_runner = with_clone.tuned_module.backends[0][1]._cuda_graph.runner
+    apart_clone = runner_with_copies_apart(serving._flat_call, clone=True)
+    apart_no_clone = runner_with_copies_apart(serving._flat_call, clone=False)
+    # Fresh tensors every call: inputs rotate among three buffers and the last three outputs stay
+    # alive, so each call re-points the in-graph copies (a repeated x lets the runner skip that).
+    xs = [torch.randn(1, 256, device="cuda") for _ in range(3)]
+    kept: list = [None, None, None]
+    turn = [0]
+
+    def fresh(fn):
+        def call():
+            i = turn[0] = (turn[0] + 1) % 3
+            kept[i] = fn(xs[i])
+        return call
+
     assert with_clone.tuned_module.backends[0][1]._cuda_graph.runner.clone_outputs
     assert not native_runner.clone_outputs
     with torch.no_grad():
         assert torch.allclose(with_clone(x), eager(x), atol=1e-5)
         assert torch.allclose(no_clone(x), eager(x), atol=1e-5)
+        assert torch.allclose(apart_clone.run([x])[0], eager(x), atol=1e-5)
+        assert torch.allclose(apart_no_clone.run([x])[0], eager(x), atol=1e-5)
         cases = {"bare_replay": bare_replay, "bare_replay_clone": bare_replay_clone, "copy_replay": copy_replay,
                  "kernel_copy_replay": kernel_copy_replay,
                  "tuned_no_clone": lambda: no_clone(x), "tuned_clone": lambda: with_clone(x),
-                 # The same with the copies launched apart from the graph (before in-graph copies).
-                 "tuned_no_clone_copies_apart": lambda: apart_no_clone(x),
-                 "tuned_clone_copies_apart": lambda: apart_clone(x),
+                 "tuned_no_clone_fresh_tensors": fresh(no_clone), "tuned_clone_fresh_tensors": fresh(with_clone),
                  # The native dispatcher called directly (no nn.Module.__call__, proxy or router):
                  # splits the overhead between the Python module call and the C++ path.
                  "dispatcher_no_clone": lambda: no_clone_dispatch(x),
                  # The native CudaGraphRunner alone (key, mutex, copy-in, replay), called from Python.
                  "runner_no_clone": lambda: native_runner.run([x]),
                  "runner_clone": lambda: clone_runner.run([x]),
+                 # The same runners with the copies launched apart from the graph (as before).
+                 "runner_no_clone_copies_apart": lambda: apart_no_clone.run([x]),
+                 "runner_clone_copies_apart": lambda: apart_clone.run([x]),
+                 "runner_clone_fresh_tensors": fresh(lambda t: clone_runner.run([t])),
+                 "runner_clone_copies_apart_fresh_tensors": fresh(lambda t: apart_clone.run([t])),
                  "eager": lambda: eager(x)}
         for fn in cases.values():
             for _ in range(100):
@@ -171,20 +194,31 @@ def main() -> None:
                                                            - result[f"{mode}_bare_replay_us"], 2)
             result[f"{mode}_overhead_clone_us"] = round(result[f"{mode}_tuned_clone_us"]
                                                         - result[f"{mode}_bare_replay_us"], 2)
-        for name in ("bare_replay", "copy_replay", "runner_no_clone", "tuned_clone"):
+            for kind in ("no_clone", "clone"):  # every call re-points the in-graph copies
+                result[f"{mode}_overhead_{kind}_fresh_tensors_us"] = round(
+                    result[f"{mode}_tuned_{kind}_fresh_tensors_us"] - result[f"{mode}_bare_replay_us"], 2)
+        for name in ("bare_replay", "copy_replay", "runner_no_clone", "tuned_clone", "tuned_clone_fresh_tensors",
+                     "runner_clone_copies_apart"):
             try:
                 result[f"profile_{name}"] = device_profile(cases[name])
             except Exception as e:  # noqa: BLE001 - the profile is a diagnosis, not the benchmark
                 result[f"profile_{name}"] = f"{type(e).__name__}: {e}"
+        # Queued calls with rotating inputs, outputs kept: each kept output must be its input's.
+        check = fresh(with_clone)
+        for _ in range(30):
+            check()
+        torch.cuda.synchronize()
+        result["fresh_tensors_outputs_match"] = all(torch.allclose(kept[i], eager(xs[i]), atol=1e-5) for i in range(3))
     # Whether the dispatcher returns the single output itself or calls the Python rebuild.
     result["native_rebuild_in_python"] = serving.native()[2] is not None
     stats = with_clone.tuned_module.backends[0][1].cuda_graph_stats
     result["cuda_graph_stats"] = stats
     # Which modules really copied inside the graph (in + out with cloning, in only without).
-    result["in_graph_copies"] = {name: module.tuned_module.backends[0][1].cuda_graph_stats.get("in_graph_copies")
-                                 for name, module in (("clone", with_clone), ("no_clone", no_clone),
-                                                      ("clone_copies_apart", apart_clone),
-                                                      ("no_clone_copies_apart", apart_no_clone))}
+    result["in_graph_copies"] = {
+        "clone": with_clone.tuned_module.backends[0][1].cuda_graph_stats.get("in_graph_copies"),
+        "no_clone": no_clone.tuned_module.backends[0][1].cuda_graph_stats.get("in_graph_copies"),
+        "runner_clone_copies_apart": dict(apart_clone.stats()).get("in_graph_copies"),
+        "runner_no_clone_copies_apart": dict(apart_no_clone.stats()).get("in_graph_copies")}
     print(json.dumps(result))
     if args.out:
         with open(args.out, "w") as f:

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <thread>
 
 #if __has_include(<c10/cuda/CUDAGuard.h>) && __has_include(<cuda_runtime_api.h>)
@@ -90,30 +91,29 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// `reads(name)` must be true exactly for the values in `yes` (and false for `no` and unset).
+void expect_env_switch(const char* name, bool (*reads)(), std::initializer_list<const char*> yes,
+                       std::initializer_list<const char*> no) {
+  for (const char* value : yes) {
+    ScopedEnv env(name, value);
+    EXPECT_TRUE(reads()) << name << "=" << value;
+  }
+  for (const char* value : no) {
+    ScopedEnv env(name, value);
+    EXPECT_FALSE(reads()) << name << "=" << value;
+  }
+  ScopedEnv unset(name, nullptr);
+  EXPECT_FALSE(reads()) << name << " unset";
+}
+
 TEST(CudaGraphRunner, KillSwitchValues) {
-  for (const char* on : {"1", "true", "True", "yes", "Yes", "YES"}) {
-    ScopedEnv env("AITUNE_DISABLE_CUDA_GRAPHS", on);
-    EXPECT_TRUE(CudaGraphRunner::cuda_graphs_disabled_by_env()) << on;
-  }
-  for (const char* off : {"0", "false", "", "no"}) {
-    ScopedEnv env("AITUNE_DISABLE_CUDA_GRAPHS", off);
-    EXPECT_FALSE(CudaGraphRunner::cuda_graphs_disabled_by_env()) << off;
-  }
-  ScopedEnv unset("AITUNE_DISABLE_CUDA_GRAPHS", nullptr);
-  EXPECT_FALSE(CudaGraphRunner::cuda_graphs_disabled_by_env());
+  expect_env_switch("AITUNE_DISABLE_CUDA_GRAPHS", &CudaGraphRunner::cuda_graphs_disabled_by_env,
+                    {"1", "true", "True", "yes", "Yes", "YES"}, {"0", "false", "", "no"});
 }
 
 TEST(CudaGraphRunner, InGraphCopySwitchValues) {
-  for (const char* off : {"0", "false", "False", "no", "No", "NO"}) {
-    ScopedEnv env("AITUNE_CUDA_GRAPH_COPY_NODES", off);
-    EXPECT_TRUE(CudaGraphRunner::in_graph_copies_disabled_by_env()) << off;
-  }
-  for (const char* on : {"1", "true", "", "yes"}) {
-    ScopedEnv env("AITUNE_CUDA_GRAPH_COPY_NODES", on);
-    EXPECT_FALSE(CudaGraphRunner::in_graph_copies_disabled_by_env()) << on;
-  }
-  ScopedEnv unset("AITUNE_CUDA_GRAPH_COPY_NODES", nullptr);
-  EXPECT_FALSE(CudaGraphRunner::in_graph_copies_disabled_by_env());
+  expect_env_switch("AITUNE_CUDA_GRAPH_COPY_NODES", &CudaGraphRunner::in_graph_copies_disabled_by_env,
+                    {"0", "false", "False", "no", "No", "NO"}, {"1", "true", "", "yes"});
 }
 
 TEST(CudaGraphRunner, DisabledRunnerForwardsToInner) {

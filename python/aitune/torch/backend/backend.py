@@ -138,7 +138,13 @@ class Backend(abc.ABC):
         return f"{self.name}_{self.config.key()}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"class": f"{type(self).__module__}.{type(self).__qualname__}", "config": self.config.to_dict()}
+        data = {"class": f"{type(self).__module__}.{type(self).__qualname__}", "config": self.config.to_dict()}
+        data.update({key: artifact for key, artifact in self._artifacts().items() if artifact is not None})
+        return data
+
+    def _artifacts(self) -> dict[str, Any]:
+        """The built files saved with a checkpoint (ArtifactPath by key); None entries are left out."""
+        return {}
 
     @property
     def is_jit(self) -> bool:

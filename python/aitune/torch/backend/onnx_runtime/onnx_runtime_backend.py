@@ -87,12 +87,8 @@ class ONNXRuntimeBackend(Backend):
                 return False, reason
         return True, ""
 
-    def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        for key, artifact in (("model", self._model), ("model_data", self._model_data), ("io", self._io)):
-            if artifact is not None:
-                data[key] = artifact
-        return data
+    def _artifacts(self) -> dict[str, Any]:
+        return {"model": self._model, "model_data": self._model_data, "io": self._io}
 
     # -- build -------------------------------------------------------------------------------
     def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,

@@ -107,13 +107,10 @@ class TensorRTBackend(Backend):
         sm = "gpu_sm_ampere_plus" if self.config.compatibility_level == "AMPERE_PLUS" else "gpu_sm"
         return ["tensorrt", "cuda_major", sm]
 
-    def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        if self._plan is not None:
-            data["plan"] = self._plan
-            data["optimization_profiles"] = self._profiles_file
-            data["io"] = self._io_file
-        return data
+    def _artifacts(self) -> dict[str, Any]:
+        if self._plan is None:
+            return {}
+        return {"plan": self._plan, "optimization_profiles": self._profiles_file, "io": self._io_file}
 
     # -- build -------------------------------------------------------------------------------
     def _step(self, name: str, output: Path, fn: Callable[[], Any]) -> Any:

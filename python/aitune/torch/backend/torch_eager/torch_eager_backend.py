@@ -41,9 +41,7 @@ class TorchEagerBackend(AutocastMixin, Backend):
         self._detect_cast_back(self._forward, data)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
-        with torch.no_grad(), self._autocast():
-            output = self._forward(*args, **kwargs)
-        return self._cast_output(output)
+        return self._call_autocast(self._forward, *args, **kwargs)
 
     def _activate(self) -> None:
         if self._module is not None and self._device is not None:

@@ -201,11 +201,8 @@ class TorchInductorAotBackend(Backend):
     def package_path(self) -> Path | None:
         return self._package.path if self._package is not None else None
 
-    def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        if self._package is not None:
-            data["package"] = self._package
-        return data
+    def _artifacts(self) -> dict[str, Any]:
+        return {"package": self._package}
 
     # -- build -------------------------------------------------------------------------------
     def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,

@@ -387,12 +387,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         )
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
-        with torch.no_grad(), self._autocast():
-            if self._specialised is not None:
-                output = self._route(*args, **kwargs)
-            else:
-                output = self._compiled(*args, **kwargs)
-        return self._cast_output(output)
+        return self._call_autocast(self._route if self._specialised is not None else self._compiled, *args, **kwargs)
 
     def _activate(self) -> None:
         if self._module is not None and self._device is not None:

@@ -111,11 +111,8 @@ class TorchTensorRTAotBackend(Backend):
     def artifact_path(self) -> Path | None:
         return self._artifact.path if self._artifact is not None else None
 
-    def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        if self._artifact is not None:
-            data[ARTIFACT_KEY] = self._artifact
-        return data
+    def _artifacts(self) -> dict[str, Any]:
+        return {ARTIFACT_KEY: self._artifact}
 
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
         """The single Input range per graph tensor input (graph.input_spec.tensors order)."""

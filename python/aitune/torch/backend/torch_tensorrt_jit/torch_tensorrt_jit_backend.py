@@ -85,9 +85,7 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
         run_warmup(self._compiled, self._warmup_calls, self._autocast)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
-        with torch.no_grad(), self._autocast():
-            output = self._compiled(*args, **kwargs)
-        return self._cast_output(output)
+        return self._call_autocast(self._compiled, *args, **kwargs)
 
     def _activate(self) -> None:
         if self._module is not None and self._device is not None:

@@ -369,7 +369,8 @@ int bench(int argc, char** argv) {
                           {"captures", counters->captures},
                           {"evictions", counters->evictions},
                           {"capture_failures", counters->capture_failures},
-                          {"direct_calls", counters->direct_calls}};
+                          {"direct_calls", counters->direct_calls},
+                          {"in_graph_copies", counters->in_graph_copies}};
     }
     std::cout << j.dump() << "\n";
     return kExitOk;
@@ -393,7 +394,7 @@ int bench(int argc, char** argv) {
     std::cout << "CUDA graphs: " << counters->hits << " hits, " << counters->misses << " misses, "
               << counters->captures << " captures, " << counters->evictions << " evictions, "
               << counters->capture_failures << " capture failures, " << counters->direct_calls
-              << " direct calls\n";
+              << " direct calls, " << counters->in_graph_copies << " copies inside the graphs\n";
   } else {
     std::cout << "CUDA graphs: off\n";
   }

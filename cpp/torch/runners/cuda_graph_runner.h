@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "runners/cuda_graph_stats.h"
 #include "runners/runner.h"
 
 namespace aitune {
@@ -41,18 +42,7 @@ struct CudaGraphOptions {
 
 class CudaGraphRunner final : public Runner {
  public:
-  // Counters since construction. Every call counts once: as a hit (replayed a cached graph), a
-  // miss (new key, capture attempted), or a direct call (ran through the inner runner: disabled,
-  // non-CUDA inputs, or a non-capturable key).
-  struct Stats {
-    uint64_t hits = 0;
-    uint64_t misses = 0;
-    uint64_t captures = 0;          // successful captures (a miss whose capture failed is not one)
-    uint64_t evictions = 0;
-    uint64_t capture_failures = 0;  // keys marked non-capturable
-    uint64_t direct_calls = 0;
-    uint64_t in_graph_copies = 0;   // input and output copies captured as nodes of the graphs (not launched apart)
-  };
+  using Stats = CudaGraphStats;
 
   CudaGraphRunner(std::shared_ptr<Runner> inner, CudaGraphOptions options);
   ~CudaGraphRunner() override;

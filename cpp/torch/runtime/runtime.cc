@@ -522,8 +522,7 @@ StatusOr<Outputs> ModuleHandle::run_index(size_t gi, const std::vector<at::Tenso
 std::optional<CudaGraphCounters> ModuleHandle::cuda_graph_counters(const std::string& graph) const {
   for (size_t i = 0; i < graphs_.size(); ++i) {
     if (graphs_[i].name != graph || i >= cuda_graph_runners_.size() || !cuda_graph_runners_[i]) continue;
-    const CudaGraphRunner::Stats s = cuda_graph_runners_[i]->stats();
-    return CudaGraphCounters{s.hits, s.misses, s.captures, s.evictions, s.capture_failures, s.direct_calls};
+    return cuda_graph_runners_[i]->stats();
   }
   return std::nullopt;
 }

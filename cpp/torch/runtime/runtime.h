@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runners/cuda_graph_stats.h"
 
 namespace aitune {
 
@@ -46,15 +47,8 @@ struct CudaGraphLoadOptions {
   bool clone_outputs = true;    // false: outputs alias the graph's buffers until the next call
 };
 
-// Counters of a graph's CUDA-graph runner (CudaGraphRunner::Stats).
-struct CudaGraphCounters {
-  uint64_t hits = 0;
-  uint64_t misses = 0;
-  uint64_t captures = 0;
-  uint64_t evictions = 0;
-  uint64_t capture_failures = 0;
-  uint64_t direct_calls = 0;
-};
+// Counters of a graph's CUDA-graph runner.
+using CudaGraphCounters = CudaGraphStats;
 
 struct LoadOptions {
   int device_index = 0;   // CUDA device for CUDA artifacts; -1: CPU

@@ -58,14 +58,7 @@ class ONNXRuntimeBackend(Backend):
         self._output_paths: list[tuple] = []
 
     # -- identity ----------------------------------------------------------------------------
-    @property
-    def is_jit(self) -> bool:
-        return False
-
-    @property
-    def precision_class(self) -> str:
-        return "fp32"
-
+    # is_jit (False) and precision_class ("fp32") are the base class's.
     @property
     def model_path(self) -> Path | None:
         return self._model.path if self._model is not None else None

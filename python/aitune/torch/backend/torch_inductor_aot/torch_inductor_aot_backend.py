@@ -184,14 +184,7 @@ class TorchInductorAotBackend(Backend):
         self._run_device: torch.device | None = None
 
     # -- identity ----------------------------------------------------------------------------
-    @property
-    def is_jit(self) -> bool:
-        return False
-
-    @property
-    def precision_class(self) -> str:
-        return "fp32"
-
+    # is_jit (False) and precision_class ("fp32") are the base class's.
     def is_available(self) -> tuple[bool, str]:
         if not hasattr(torch._inductor, "aoti_compile_and_package") or not hasattr(_C, "AotiRunner"):
             return False, "AOTInductor packaging needs torch >= 2.6 and aitune built with its AOTInductor runner."

@@ -95,11 +95,7 @@ class TorchTensorRTAotBackend(Backend):
         self._signature: Any = None
         self._profile: list[tuple[list[int], list[int]]] | None = None
 
-    # -- identity ----------------------------------------------------------------------------
-    @property
-    def is_jit(self) -> bool:
-        return False
-
+    # -- identity (is_jit is the base class's False) --------------------------------------------
     @property
     def precision_class(self) -> str:
         return settings_precision_class(self.config.compile_config) or "fp32"

@@ -394,7 +394,7 @@ int run(int argc, char** argv) {
     const bool passes = aitune::leaf_passes(leaf, tol);
     std::cout << "check " << path << ": max_abs=" << leaf.max_abs_error << " rel_l2=" << leaf.rel_l2_error
               << " mismatched=" << leaf.mismatch_fraction * 100 << "% (" << aitune::precision_class_name(pc) << ") "
-              << (passes ? "passed" : "FAILED") << "\n";
+              << (passes ? "passed" : "FAILED") << " (decided by " << aitune::deciding_bound(leaf, tol) << ")\n";
     if (!passes) {
       std::cerr << "aitune run: " << aitune::numeric_failure_message(path, 0, leaf, tol, pc) << "\n";
       all_pass = false;

@@ -208,6 +208,22 @@ void register_measure_bindings(py::module_& m) {
       .def_property_readonly("best_throughput", &SweepState::best_throughput);
 
   m.def("passes_first_wins_gate", &passes_first_wins_gate, py::arg("speedup"), py::arg("threshold_percent"));
+  m.def(
+      "first_wins_gate",
+      [](const std::vector<double>& speedups, double threshold_percent) {
+        const GateVerdict v = first_wins_gate(speedups, threshold_percent);
+        py::dict d;
+        d["passed"] = v.passed;
+        d["geomean_speedup"] = v.geomean_speedup;
+        d["worst_speedup"] = v.worst_speedup;
+        d["worst_index"] = v.worst_index;
+        d["too_slow_somewhere"] = v.too_slow_somewhere;
+        return d;
+      },
+      py::arg("speedups"), py::arg("threshold_percent"),
+      "The gate over the caller's batch sizes: passed, geomean_speedup, worst_speedup, worst_index, "
+      "too_slow_somewhere.");
+  m.attr("MAX_GATE_SLOWDOWN") = kMaxGateSlowdown;
   m.def("passes_profiling_gate", &passes_profiling_gate, py::arg("speedup"), py::arg("threshold_percent"));
   m.def("speedup_throughput", &speedup_throughput, py::arg("candidate"), py::arg("baseline"));
   m.def("speedup_latency", &speedup_latency, py::arg("candidate_ms"), py::arg("baseline_ms"));
@@ -249,6 +265,13 @@ void register_measure_bindings(py::module_& m) {
         return leaf_passes(leaf_metrics_from_dict(metrics), tolerance_from_dict(tolerance));
       },
       py::arg("metrics"), py::arg("tolerance"));
+  m.def(
+      "deciding_bound",
+      [](const py::dict& metrics, const py::dict& tolerance) {
+        return std::string(deciding_bound(leaf_metrics_from_dict(metrics), tolerance_from_dict(tolerance)));
+      },
+      py::arg("metrics"), py::arg("tolerance"),
+      "Which bound decided a leaf's verdict: 'nan', 'max_rel_l2' or 'max_mismatch_fraction'.");
   m.def(
       "numeric_failure_message",
       [](const std::string& path, size_t sample_index, const py::dict& metrics, const py::dict& tolerance,

@@ -19,6 +19,34 @@ bool passes_first_wins_gate(double speedup, double threshold_percent) {
   return speedup >= gate_threshold(threshold_percent) - kGateEpsilon;
 }
 
+GateVerdict first_wins_gate(std::span<const double> speedups, double threshold_percent) {
+  GateVerdict v;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (speedups.empty()) {
+    v.geomean_speedup = v.worst_speedup = nan;
+    return v;
+  }
+  double log_sum = 0.0;
+  v.worst_speedup = speedups[0];
+  for (size_t i = 0; i < speedups.size(); ++i) {
+    const double s = speedups[i];
+    if (!(s > 0)) {  // NaN, zero or negative: not a measurement the gate can judge
+      v.geomean_speedup = v.worst_speedup = nan;
+      v.worst_index = i;
+      return v;
+    }
+    log_sum += std::log(s);
+    if (s < v.worst_speedup) {
+      v.worst_speedup = s;
+      v.worst_index = i;
+    }
+  }
+  v.geomean_speedup = std::exp(log_sum / static_cast<double>(speedups.size()));
+  v.too_slow_somewhere = v.worst_speedup < 1.0 - kMaxGateSlowdown - kGateEpsilon;
+  v.passed = passes_first_wins_gate(v.geomean_speedup, threshold_percent) && !v.too_slow_somewhere;
+  return v;
+}
+
 bool passes_profiling_gate(double speedup, double threshold_percent) {
   return speedup > gate_threshold(threshold_percent);
 }

@@ -20,6 +20,20 @@ enum class MetricKind {
 // 1e-12 slack lets a speedup computed as exactly 1.01 pass despite 1 + 1/100 rounding above it.
 bool passes_first_wins_gate(double speedup, double threshold_percent);
 
+// FirstWins / OneBackend at the caller's batch sizes (docs/guide.md, "The performance gate"):
+// the candidate passes when the geometric mean of its per-size speedups (candidate ÷ eager
+// throughput) passes passes_first_wins_gate and no size is slower than eager by more than
+// kMaxGateSlowdown. An empty list or a NaN speedup fails.
+inline constexpr double kMaxGateSlowdown = 0.03;
+struct GateVerdict {
+  bool passed = false;
+  double geomean_speedup = 0.0;  // NaN when the list is empty or holds a NaN
+  double worst_speedup = 0.0;
+  size_t worst_index = 0;        // index of worst_speedup in the list
+  bool too_slow_somewhere = false;  // some size is > kMaxGateSlowdown slower than eager
+};
+GateVerdict first_wins_gate(std::span<const double> speedups, double threshold_percent);
+
 // Profiling strategies: the winner must strictly beat 1 + threshold/100 (ties go to eager).
 bool passes_profiling_gate(double speedup, double threshold_percent);
 

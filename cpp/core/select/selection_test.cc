@@ -18,6 +18,32 @@ TEST(GateTest, FirstWinsBoundaryPasses) {
   EXPECT_FALSE(passes_first_wins_gate(std::nan(""), 1.0));
 }
 
+TEST(GateTest, FirstWinsOverBatchSizesUsesGeomeanAndWorstSize) {
+  const double two[] = {1.5, 0.98};  // geomean 1.212, worst 2 % slower: passes
+  GateVerdict v = first_wins_gate(two, 1.0);
+  EXPECT_TRUE(v.passed);
+  EXPECT_NEAR(v.geomean_speedup, std::sqrt(1.5 * 0.98), 1e-12);
+  EXPECT_EQ(v.worst_index, 1u);
+  EXPECT_FALSE(v.too_slow_somewhere);
+  const double slow_at_one[] = {2.0, 0.96};  // geomean 1.386 but 4 % slower at the second size
+  v = first_wins_gate(slow_at_one, 1.0);
+  EXPECT_FALSE(v.passed);
+  EXPECT_TRUE(v.too_slow_somewhere);
+  EXPECT_DOUBLE_EQ(v.worst_speedup, 0.96);
+  const double exactly_three_percent[] = {1.2, 0.97};
+  EXPECT_TRUE(first_wins_gate(exactly_three_percent, 1.0).passed);
+  const double tie[] = {1.0, 1.0};  // needs 1.01 by default
+  EXPECT_FALSE(first_wins_gate(tie, 1.0).passed);
+  EXPECT_TRUE(first_wins_gate(tie, 0.0).passed);
+  const double single[] = {1.01};
+  EXPECT_TRUE(first_wins_gate(single, 1.0).passed);
+  EXPECT_FALSE(first_wins_gate(std::span<const double>{}, 1.0).passed);
+  const double with_nan[] = {1.5, std::nan("")};
+  v = first_wins_gate(with_nan, 1.0);
+  EXPECT_FALSE(v.passed);
+  EXPECT_TRUE(std::isnan(v.geomean_speedup));
+}
+
 TEST(GateTest, ProfilingIsStrict) {
   EXPECT_FALSE(passes_profiling_gate(1.0, 0.0));  // tie goes to the baseline
   EXPECT_TRUE(passes_profiling_gate(1.0000001, 0.0));

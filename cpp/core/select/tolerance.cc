@@ -1,6 +1,8 @@
 #include "select/tolerance.h"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 namespace aitune {
 namespace {
@@ -46,13 +48,33 @@ StatusOr<PrecisionClass> precision_class_from_name(std::string_view name) {
 NumericTolerance default_tolerance(PrecisionClass precision) {
   switch (precision) {
     case PrecisionClass::kFp32: return {1e-5, 1e-4, 1e-4, 0.0};
-    case PrecisionClass::kTf32: return {1e-3, 1e-2, 5e-3, 1e-3};
-    case PrecisionClass::kFp16: return {1e-2, 1e-2, 1e-2, 1e-3};
-    case PrecisionClass::kBf16: return {3e-2, 3e-2, 3e-2, 1e-3};
+    // tf32/fp16/bf16 allow 1 % of elements outside the band (docs/guide.md, "Checks"): compiled
+    // ResNet-50 on the H200 differs from eager in 0.3-0.7 % of logits at rel_l2 7-30x under its
+    // bound -- reorderings of the same arithmetic, which a 0.1 % bound rejected.
+    case PrecisionClass::kTf32: return {1e-3, 1e-2, 5e-3, 1e-2};
+    case PrecisionClass::kFp16: return {1e-2, 1e-2, 1e-2, 1e-2};
+    case PrecisionClass::kBf16: return {3e-2, 3e-2, 3e-2, 1e-2};
     case PrecisionClass::kInt8:
     case PrecisionClass::kFp8: return {1e-1, 1e-1, 1e-1, 5e-2};
   }
   return {1e-1, 1e-1, 1e-1, 5e-2};
+}
+
+const char* deciding_bound(const LeafMetrics& metrics, const NumericTolerance& tolerance) {
+  if (metrics.has_nan || std::isnan(metrics.rel_l2_error) || std::isnan(metrics.mismatch_fraction)) return "nan";
+  const bool rel_ok = rel_l2_passes(metrics, tolerance);
+  const bool mismatch_ok = mismatch_passes(metrics, tolerance);
+  if (rel_ok != mismatch_ok) return rel_ok ? "max_mismatch_fraction" : "max_rel_l2";
+  // Both pass or both fail: the bound the leaf uses the larger share of. A zero bound counts as
+  // fully used by any positive metric (fp32 allows no mismatched element).
+  auto used = [](double metric, double bound) {
+    if (bound > 0) return metric / bound;
+    return metric > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+  };
+  return used(metrics.mismatch_fraction, tolerance.max_mismatch_fraction) >
+                 used(metrics.rel_l2_error, tolerance.max_rel_l2)
+             ? "max_mismatch_fraction"
+             : "max_rel_l2";
 }
 
 bool leaf_passes(const LeafMetrics& metrics, const NumericTolerance& tolerance) {

@@ -44,6 +44,11 @@ struct LeafMetrics {
 // NaN never passes; otherwise rel_l2 <= max_rel_l2 and mismatch_fraction <= max_mismatch_fraction.
 bool leaf_passes(const LeafMetrics& metrics, const NumericTolerance& tolerance);
 
+// Which bound decided the leaf's verdict: "nan" (NaN never passes), "max_rel_l2" or
+// "max_mismatch_fraction". When one bound passes and the other fails, the failing one; when
+// both agree, the one closer to (or further past) its limit, as a share of that limit.
+const char* deciding_bound(const LeafMetrics& metrics, const NumericTolerance& tolerance);
+
 // The CorrectnessNumericError text of SPEC §7.3 for a leaf that failed leaf_passes; names the
 // check that failed (NaN, rel_l2, or the mismatch share).
 std::string numeric_failure_message(std::string_view access_path, size_t sample_index, const LeafMetrics& metrics,

@@ -17,9 +17,9 @@ void expect_tolerance(PrecisionClass c, double atol, double rtol, double max_rel
 
 TEST(DefaultToleranceTest, SpecTable) {
   expect_tolerance(PrecisionClass::kFp32, 1e-5, 1e-4, 1e-4, 0);
-  expect_tolerance(PrecisionClass::kTf32, 1e-3, 1e-2, 5e-3, 1e-3);
-  expect_tolerance(PrecisionClass::kFp16, 1e-2, 1e-2, 1e-2, 1e-3);
-  expect_tolerance(PrecisionClass::kBf16, 3e-2, 3e-2, 3e-2, 1e-3);
+  expect_tolerance(PrecisionClass::kTf32, 1e-3, 1e-2, 5e-3, 1e-2);
+  expect_tolerance(PrecisionClass::kFp16, 1e-2, 1e-2, 1e-2, 1e-2);
+  expect_tolerance(PrecisionClass::kBf16, 3e-2, 3e-2, 3e-2, 1e-2);
   expect_tolerance(PrecisionClass::kInt8, 1e-1, 1e-1, 1e-1, 5e-2);
   expect_tolerance(PrecisionClass::kFp8, 1e-1, 1e-1, 1e-1, 5e-2);
 }
@@ -45,9 +45,11 @@ LeafMetrics metrics(double rel_l2, double mismatch, bool has_nan = false) {
 TEST(LeafPassesTest, Boundaries) {
   const NumericTolerance fp16 = default_tolerance(PrecisionClass::kFp16);
   EXPECT_TRUE(leaf_passes(metrics(0.0, 0.0), fp16));
-  EXPECT_TRUE(leaf_passes(metrics(1e-2, 1e-3), fp16));  // both limits inclusive
+  EXPECT_TRUE(leaf_passes(metrics(1e-2, 1e-2), fp16));  // both limits inclusive
   EXPECT_FALSE(leaf_passes(metrics(1.01e-2, 0.0), fp16));
-  EXPECT_FALSE(leaf_passes(metrics(0.0, 1.1e-3), fp16));
+  EXPECT_FALSE(leaf_passes(metrics(0.0, 1.1e-2), fp16));
+  // The H200 case that motivated 1 %: compiled fp16 ResNet-50, 0.6 % mismatched at rel_l2 1.37e-3.
+  EXPECT_TRUE(leaf_passes(metrics(1.37e-3, 6e-3), fp16));
   const NumericTolerance fp32 = default_tolerance(PrecisionClass::kFp32);
   EXPECT_FALSE(leaf_passes(metrics(0.0, 0.001), fp32));  // fp32 allows no mismatched element
 }
@@ -59,12 +61,24 @@ TEST(LeafPassesTest, NanNeverPasses) {
   EXPECT_FALSE(leaf_passes(metrics(0.0, std::nan("")), loose));
 }
 
+TEST(DecidingBoundTest, NamesTheBoundThatDecided) {
+  const NumericTolerance fp16 = default_tolerance(PrecisionClass::kFp16);
+  EXPECT_STREQ(deciding_bound(metrics(2e-2, 0.0), fp16), "max_rel_l2");              // only rel_l2 fails
+  EXPECT_STREQ(deciding_bound(metrics(1e-3, 2e-2), fp16), "max_mismatch_fraction");  // only mismatch fails
+  EXPECT_STREQ(deciding_bound(metrics(1.37e-3, 6e-3), fp16), "max_mismatch_fraction");  // both pass: 60 % vs 14 %
+  EXPECT_STREQ(deciding_bound(metrics(9e-3, 1e-3), fp16), "max_rel_l2");             // both pass: 90 % vs 10 %
+  EXPECT_STREQ(deciding_bound(metrics(0.0, 0.0, true), fp16), "nan");
+  const NumericTolerance fp32 = default_tolerance(PrecisionClass::kFp32);
+  EXPECT_STREQ(deciding_bound(metrics(1e-6, 1e-3), fp32), "max_mismatch_fraction");  // zero bound, exceeded
+  EXPECT_STREQ(deciding_bound(metrics(1e-6, 0.0), fp32), "max_rel_l2");
+}
+
 TEST(NumericFailureMessageTest, RelL2) {
   const LeafMetrics m{0.8125, 3.5, 0.0234567, 0.0125, false, 4096};
   EXPECT_EQ(numeric_failure_message("output[0]['logits']", 2, m, default_tolerance(PrecisionClass::kFp16),
                                     PrecisionClass::kFp16),
             "Output output[0]['logits'] differs from eager reference on sample 2: rel_l2=0.0235 > 0.01 "
-            "(precision class fp16; max_abs=0.812, max_rel=3.5, mismatched=1.250% vs allowed 0.100%)");
+            "(precision class fp16; max_abs=0.812, max_rel=3.5, mismatched=1.250% vs allowed 1.000%)");
   EXPECT_EQ(numeric_failure_message("output", 0, LeafMetrics{1e-3, 2e-3, 2e-4, 0.0, false, 10},
                                     default_tolerance(PrecisionClass::kFp32), PrecisionClass::kFp32),
             "Output output differs from eager reference on sample 0: rel_l2=0.0002 > 0.0001 "
@@ -72,9 +86,9 @@ TEST(NumericFailureMessageTest, RelL2) {
 }
 
 TEST(NumericFailureMessageTest, MismatchOnly) {
-  const LeafMetrics m{0.25, 1.5, 0.005, 0.002, false, 4096};
+  const LeafMetrics m{0.25, 1.5, 0.005, 0.02, false, 4096};
   EXPECT_EQ(numeric_failure_message("output", 1, m, default_tolerance(PrecisionClass::kFp16), PrecisionClass::kFp16),
-            "Output output differs from eager reference on sample 1: mismatched=0.200% > allowed 0.100% "
+            "Output output differs from eager reference on sample 1: mismatched=2.000% > allowed 1.000% "
             "(precision class fp16; max_abs=0.25, max_rel=1.5, rel_l2=0.005 <= 0.01)");
 }
 

@@ -256,6 +256,12 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
         g.backend_config = b.value("config", json());
         g.precision_class = b.value("precision_class", json("fp32")).is_string() ? b.value("precision_class", "fp32") : "fp32";
         g.device = b.value("device", json()).is_string() ? b["device"].get<std::string>() : "";
+        // Checkpoints written before the validated class was recorded (no "tf32" entry) say
+        // "fp32" for every fp32 model; on CUDA torch computed those outputs with cuDNN's TF32
+        // (on by default), which is the tf32 class the tuning check used.
+        if (!b.contains("tf32") && g.precision_class == "fp32" && g.device.rfind("cuda", 0) == 0) {
+          g.precision_class = "tf32";
+        }
         g.required_fields = b.value("requires", std::vector<std::string>{});
         g.saved_cuda_graphs = g.backend_config.is_object() && g.backend_config.value("use_cuda_graphs", json(false)).is_boolean() &&
                               g.backend_config.value("use_cuda_graphs", false);

@@ -20,6 +20,7 @@ __all__ = [
     "AITuneUserInputError",
     "BackendUnavailableError",
     "NoValidBackendError",
+    "CudaGraphCaptureError",
     "CorrectnessError",
     "CorrectnessValueError",
     "CorrectnessTensorShapeError",
@@ -81,7 +82,21 @@ class BackendUnavailableError(AITuneError, RuntimeError):
 
 
 class NoValidBackendError(AITuneError, RuntimeError):
-    """No candidate backend qualified for a graph (build, correctness or gate)."""
+    """No candidate backend qualified for a graph (build, correctness or gate).
+
+    ``outcome``, when a strategy raises it, says why in a form ``ait.tune`` logs as the plain
+    "kept eager" line (a :class:`aitune.torch.tune_strategy.outcome.KeptEager`); None otherwise.
+    """
+
+    def __init__(self, message: str, log_path: Optional[PathLike] = None, outcome: Any = None) -> None:
+        super().__init__(message, log_path)
+        self.outcome = outcome
+
+
+class CudaGraphCaptureError(AITuneError, RuntimeError):
+    """A candidate served through CUDA graphs could not be captured (a host sync or
+    data-dependent control flow inside forward). Specific to the graph variant: the same build
+    served without CUDA graphs is still a candidate."""
 
 
 class CorrectnessError(AITuneError, ValueError):

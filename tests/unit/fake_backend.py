@@ -40,10 +40,38 @@ class FakeBackendConfig(BackendConfig):
     output_offset: float = 0.0
     produce_nan: bool = False
     precision: str = "fp32"
+    batch_delays_s: tuple = ()  # ((batch size, delay), ...): per-call delay by batch size, over delay_s
+    graph_delay_s: float = 0.0  # per-call delay when served "through CUDA graphs"
+    capture_fails: bool = False  # the "CUDA-graph capture" of every call fails
+    use_cuda_graphs: bool = False
+
+
+class FakeGraphServing:
+    """Stands in for the native CUDA-graph runner on a CPU (strategy tests only): serves the
+    backend with its graph delay and can report a failed capture, as the real runner does
+    (`capture_failures` in its stats and a warning)."""
+
+    def __init__(self, backend: FakeBackend) -> None:
+        self._backend = backend
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self._backend._compute(x, self._backend.config.graph_delay_s)
+
+    def capture_failure(self) -> str | None:
+        if self._backend.config.capture_fails:
+            return "capture of input signature [8] failed: operation not permitted when stream is capturing"
+        return None
+
+    def native(self) -> None:
+        return None  # served from Python
+
+    def stats(self) -> dict[str, int]:
+        return {"capture_failures": int(self._backend.config.capture_fails)}
 
 
 class FakeBackend(Backend):
     config_class = FakeBackendConfig
+    builds: list[str] = []  # describe() of every _build call, for tests that count builds
 
     def __init__(self, config: FakeBackendConfig | None = None, *, tolerance: Any = None) -> None:
         super().__init__(config, tolerance=tolerance)
@@ -61,17 +89,27 @@ class FakeBackend(Backend):
     def is_available(self) -> tuple[bool, str]:
         return (not self.config.unavailable_reason, self.config.unavailable_reason)
 
+    def _check_cuda_graphs_device(self, device: torch.device) -> None:
+        pass  # FakeGraphServing runs on the CPU
+
+    def _start_cuda_graphs(self) -> None:
+        self._cuda_graph = FakeGraphServing(self) if self.config.use_cuda_graphs else None
+
     def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
                cache_dir: Path) -> None:
+        FakeBackend.builds.append(self.describe())
         if self.config.fail_build:
             print("fake backend: the build fails as configured")  # goes to build.log
             raise RuntimeError(f"fake build failure ({self.config.name})")
         self._module = module
 
     def _infer(self, x: torch.Tensor) -> torch.Tensor:
+        return self._compute(x, dict(self.config.batch_delays_s).get(x.shape[0], self.config.delay_s))
+
+    def _compute(self, x: torch.Tensor, delay_s: float) -> torch.Tensor:
         self.calls += 1
-        if self.config.delay_s:
-            time.sleep(self.config.delay_s)
+        if delay_s:
+            time.sleep(delay_s)
         with torch.no_grad():
             y = self._module.compute(x) * self.config.output_scale + self.config.output_offset
         if self.config.produce_nan:

@@ -453,9 +453,9 @@ def test_budget_failure_message():
 
 SPEC_TOLERANCES = {
     "fp32": (1e-5, 1e-4, 1e-4, 0.0),
-    "tf32": (1e-3, 1e-2, 5e-3, 1e-3),
-    "fp16": (1e-2, 1e-2, 1e-2, 1e-3),
-    "bf16": (3e-2, 3e-2, 3e-2, 1e-3),
+    "tf32": (1e-3, 1e-2, 5e-3, 1e-2),  # 1 % mismatched for tf32/fp16/bf16 (docs/guide.md, "Checks")
+    "fp16": (1e-2, 1e-2, 1e-2, 1e-2),
+    "bf16": (3e-2, 3e-2, 3e-2, 1e-2),
     "int8": (1e-1, 1e-1, 1e-1, 5e-2),
     "fp8": (1e-1, 1e-1, 1e-1, 5e-2),
 }

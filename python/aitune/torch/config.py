@@ -35,6 +35,7 @@ DEFAULT_MIN_NUM_SAMPLES = 100
 DEFAULT_MAX_NUM_SAMPLES_STORED = 1
 DEFAULT_DEVICE_AFTER_TUNING = "meta"
 DEFAULT_CUDA_GRAPH_CACHE_SIZE = 8
+DEFAULT_MAX_BATCH_SEARCH_S = 20.0
 FALLBACK_POLICIES = ("raise", "eager")
 MAX_CUDA_INDEX = 127
 
@@ -120,6 +121,7 @@ class AITuneConfig:
         self.cuda_graph_cache_size = env_int("AITUNE_CUDA_GRAPH_CACHE_SIZE", DEFAULT_CUDA_GRAPH_CACHE_SIZE)
         self.cuda_graph_clone_outputs: bool = True
         self.reuse_tuning_results: bool = env_bool("AITUNE_REUSE_TUNING_RESULTS", True)
+        self.max_batch_search_s = DEFAULT_MAX_BATCH_SEARCH_S
         self.mode = AITuneMode.DECLARATIVE
 
     # -- paths ---------------------------------------------------------------
@@ -211,6 +213,18 @@ class AITuneConfig:
         self._cuda_graph_cache_size = _require_int("cuda_graph_cache_size", value, 1)
 
     @property
+    def max_batch_search_s(self) -> Optional[float]:
+        """Wall-time budget in seconds of find-max-batch-size; None for no limit."""
+        return self._max_batch_search_s
+
+    @max_batch_search_s.setter
+    def max_batch_search_s(self, value: Optional[float]) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not value > 0):
+            raise ValueError(f"max_batch_search_s must be a number of seconds > 0 or None, got {value!r}")
+        self._max_batch_search_s = None if value is None or math.isinf(value) else float(value)
+
+    @property
     def mode(self) -> AITuneMode:
         """Declarative (``ait.tune``) or JIT tuning."""
         return self._mode
@@ -241,6 +255,7 @@ class AITuneConfig:
             "cuda_graph_cache_size": self.cuda_graph_cache_size,
             "cuda_graph_clone_outputs": self.cuda_graph_clone_outputs,
             "reuse_tuning_results": self.reuse_tuning_results,
+            "max_batch_search_s": self.max_batch_search_s,
             "mode": self.mode.value,
         }
 

@@ -9,7 +9,9 @@ import time
 from typing import Any, Callable, Iterable
 
 import torch
+import torch.utils._pytree
 
+from aitune.exceptions import AITuneError, AITuneUserInputError, DiskSpaceError, NoValidBackendError
 from aitune.torch import module_registry
 from aitune.torch.config import config, normalize_device
 from aitune.torch.dataloader import samples_generator
@@ -38,12 +40,30 @@ def _resolve_batch_sizes(batch_sizes: Iterable[int] | None) -> list[int]:
     sizes = list(batch_sizes)
     for bs in sizes:
         if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
-            from aitune.exceptions import AITuneUserInputError
-
             raise AITuneUserInputError(f"batch_sizes must be positive ints, got {bs!r} in {sizes}")
     if len(set(sizes)) == 1:
         logger.warning("Only 1 batch size provided, static shapes will be assumed.")
     return sizes
+
+
+def dataset_hint(error: Exception, batch_size: int, args: tuple, kwargs: dict) -> str:
+    """The message for a first batched call that raised: dataset items are single samples that
+    ait.tune stacks into batches, the shapes of one item and of the batch, and the fix."""
+    shapes = []
+    for path, value in torch.utils._pytree.tree_flatten_with_path((args, kwargs))[0]:
+        if isinstance(value, torch.Tensor) and value.dim() >= 1:
+            name = ("args" if path[0].idx == 0 else "kwargs") + torch.utils._pytree.keystr(path[1:])
+            shapes.append(f"{name}: batch {list(value.shape)}, one item {list(value.shape[1:])}")
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    listed = "; ".join(shapes[:4]) + (f"; … ({len(shapes)} tensors)" if len(shapes) > 4 else "")
+    return (
+        f"ait.tune: the first call with a batch of {batch_size} raised {type(error).__name__}: {first_line}\n"
+        "Dataset items are single, unbatched samples: ait.tune stacks batch_size of them along a new leading "
+        f"axis. The call got {listed or 'no tensors'}.\n"
+        "If your items are already batches, pass single samples instead, e.g. `dataset = list(batch.unbind(0))` "
+        "for a tensor batch, or give ait.tune a DataLoaderFactory that yields your batches; if the shapes above "
+        "are right, the error comes from the model itself (see the chained exception)."
+    )
 
 
 def tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None = None,
@@ -66,12 +86,22 @@ def _tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None, max_n
         device = _resolve_device(device)
         sizes = _resolve_batch_sizes(batch_sizes)
 
+        first = True
         for bs, args, kwargs in samples_generator(dataset, sizes, max_num_batches_per_batch_size):
             # Batches follow the tuning device, so a dataset prepared on the CPU tunes a GPU model.
             if device.type != "meta":
                 args, kwargs = to_device((args, kwargs), device)
             with published_batch_size(bs), torch.no_grad():
-                func(*args, **kwargs)
+                if not first:
+                    func(*args, **kwargs)
+                    continue
+                first = False
+                try:
+                    func(*args, **kwargs)
+                except (AITuneError, KeyboardInterrupt):
+                    raise
+                except Exception as e:
+                    raise AITuneUserInputError(dataset_hint(e, bs, args, kwargs)) from e
 
         modules = list(module_registry.MODULE_REGISTRY.values())
         for module in modules:
@@ -87,19 +117,32 @@ def _tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None, max_n
             try:
                 with tune_data.module_span(module.name):
                     module.tune(device=device, dry_run=dry_run)
+                tune_data.record_module_outcome(module.name, "tuned")
                 logger.info("✅ Tuning module: `%s` completed.", module.name)
-            except Exception as e:
-                from aitune.exceptions import DiskSpaceError
-
-                if isinstance(e, DiskSpaceError) or not ignore_failing_modules:
-                    raise
-                logger.warning("⚠️ Tuning module: `%s` failed: %s: %s", module.name, type(e).__name__, e)
-                logger.warning("  the original module will be used (passthrough)")
+            except NoValidBackendError as e:
+                if e.outcome is None or not ignore_failing_modules:
+                    _failed(module, e, ignore_failing_modules)
+                    continue
+                # Nothing beat eager: not an error. The strategy logged why (🟰 … kept eager — …).
+                tune_data.record_module_outcome(module.name, "kept_eager")
+                logger.info("🟰 Module `%s` kept eager: the original module serves its calls.", module.name)
                 module.enable_passthrough(force=True)
+            except Exception as e:
+                _failed(module, e, ignore_failing_modules)
         logger.info(_RULE)
         logger.info("✅ Completed tuning all modules.")
         if not dry_run:
             _activate(modules)
+
+
+def _failed(module: Any, error: Exception, ignore_failing_modules: bool) -> None:
+    """An unexpected failure: re-raised unless ignore_failing_modules, else a WARNING and passthrough."""
+    tune_data.record_module_outcome(module.name, "failed")
+    if isinstance(error, DiskSpaceError) or not ignore_failing_modules:
+        raise error
+    logger.warning("⚠️ Tuning module: `%s` failed: %s: %s", module.name, type(error).__name__, error)
+    logger.warning("  the original module will be used (passthrough)")
+    module.enable_passthrough(force=True)
 
 
 def _activate(modules: list) -> None:
@@ -108,8 +151,10 @@ def _activate(modules: list) -> None:
         module.activate()
         logger.info("📦 module: %s", module.name)
         if module.state is not ModuleState.TUNED:
+            kept = tune_data.module_outcome(module.name) == "kept_eager"
             for graph in module.graph_specs:
-                logger.info("  ➤ graph: %s\n  ➤ tuning failed: using original module", graph.display_name)
+                logger.info("  ➤ graph: %s\n  ➤ %s: using original module", graph.display_name,
+                            "kept eager" if kept else "tuning failed")
             continue
         for graph, backend in module.tuned_module.backends:
             logger.info("  ➤ graph: %s\n%s\n    backend: %s", graph.display_name, graph.input_spec.table(),

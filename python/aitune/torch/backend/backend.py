@@ -4,6 +4,7 @@ for one graph; the built copy serves the graph's calls."""
 from __future__ import annotations
 
 import abc
+import copy
 import dataclasses
 import enum
 import hashlib
@@ -106,6 +107,17 @@ class BackendConfig:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True))
 
 
+class _SharedBuild:
+    """One build, served by one backend or by several serving variants of it (a CUDA-graph
+    variant and its plain sibling, see serving_variant()). `users` counts the active ones: the
+    build's resources are released when the last one is deactivated, not before."""
+
+    __slots__ = ("users",)
+
+    def __init__(self) -> None:
+        self.users = 0
+
+
 class Backend(abc.ABC):
     """Lifecycle INIT -build-> ACTIVE <-> INACTIVE (SPEC §4.1)."""
 
@@ -125,6 +137,11 @@ class Backend(abc.ABC):
         self._device: torch.device | None = None
         self._cuda_graph: Any = None  # CudaGraphServing when config.use_cuda_graphs is on
         self._graph_spec: Any = None
+        self._shared = _SharedBuild()
+        self.derived_from: str | None = None  # describe() of the backend whose build this one serves
+        # Set by the strategy's numeric check: {"precision_class": ..., "tf32": {...}}; saved with
+        # a checkpoint so every later check judges the outputs by the same class.
+        self.validated_precision: dict[str, Any] | None = None
 
     # -- identity --------------------------------------------------------------------------
     @property
@@ -136,6 +153,16 @@ class Backend(abc.ABC):
 
     def key(self) -> str:
         return f"{self.name}_{self.config.key()}"
+
+    def sibling_key(self) -> str | None:
+        """Identifies the build this backend makes: its class and config without use_cuda_graphs,
+        which only changes how the build is served. Backends with equal keys are serving siblings
+        and can share one build. None for configs without use_cuda_graphs."""
+        data = self.config.to_dict()
+        if "use_cuda_graphs" not in data:
+            return None
+        data.pop("use_cuda_graphs")
+        return f"{type(self).__module__}.{type(self).__qualname__}:" + json.dumps(data, sort_keys=True, default=str)
 
     def to_dict(self) -> dict[str, Any]:
         data = {"class": f"{type(self).__module__}.{type(self).__qualname__}", "config": self.config.to_dict()}
@@ -193,20 +220,61 @@ class Backend(abc.ABC):
         self._check_device(device)
         cache_dir = Path(cache_dir)
         cache_dir.mkdir(parents=True, exist_ok=True)
-        use_graphs = getattr(self.config, "use_cuda_graphs", False)
-        if use_graphs and device.type != "cuda":
+        self._check_cuda_graphs_device(device)
+        self.config.to_json(cache_dir / "config.json")
+        self._device = device
+        self._build(module, graph_spec, data, device, cache_dir)
+        self._graph_spec = graph_spec
+        self._shared.users = 1
+        self._state = BackendState.ACTIVE
+        try:
+            self._start_cuda_graphs()
+        except Exception as e:
+            from aitune.exceptions import CudaGraphCaptureError
+
+            # The build itself is complete and usable without CUDA graphs (its plain sibling).
+            raise CudaGraphCaptureError(f"{self.describe()}: CUDA-graph serving could not start: {e}") from e
+        return self
+
+    def serving_variant(self, use_cuda_graphs: bool) -> Backend:
+        """A sibling that serves this backend's build with CUDA graphs on or off: no rebuild, its
+        own serving state and config. The build's resources stay until every variant sharing it is
+        deactivated. Needs a built backend whose build is still held by an active variant."""
+        if self._graph_spec is None or self._shared.users <= 0:
+            raise RuntimeError(f"{self.describe()} has no live build to serve another way")
+        if not hasattr(self.config, "use_cuda_graphs"):
+            raise TypeError(f"{type(self.config).__name__} has no use_cuda_graphs switch")
+        sibling = copy.copy(self)
+        sibling.config = dataclasses.replace(self.config, use_cuda_graphs=use_cuda_graphs)
+        sibling._cuda_graph = None
+        sibling.__dict__.pop("_cuda_graph_settings", None)
+        sibling.derived_from = self.describe()
+        self._shared.users += 1
+        sibling._state = BackendState.ACTIVE
+        try:
+            sibling._start_cuda_graphs()
+        except Exception as e:
+            sibling.deactivate()
+            from aitune.exceptions import CudaGraphCaptureError
+
+            raise CudaGraphCaptureError(f"{sibling.describe()}: CUDA-graph serving could not start: {e}") from e
+        return sibling
+
+    def cuda_graph_capture_failure(self) -> str | None:
+        """Why a CUDA-graph capture of this backend's calls failed, or None when every capture so
+        far succeeded (or CUDA graphs are off). A failed capture makes the shared runner fall back
+        to plain calls for that input signature, so the candidate would not be what it claims."""
+        if self._cuda_graph is None:
+            return None
+        return self._cuda_graph.capture_failure()
+
+    def _check_cuda_graphs_device(self, device: torch.device) -> None:
+        if getattr(self.config, "use_cuda_graphs", False) and device.type != "cuda":
             from aitune.exceptions import AITuneUserInputError
 
             raise AITuneUserInputError(
                 f"{self.describe()} needs a CUDA device for use_cuda_graphs=True; the tuning device is {device}"
             )
-        self.config.to_json(cache_dir / "config.json")
-        self._device = device
-        self._build(module, graph_spec, data, device, cache_dir)
-        self._graph_spec = graph_spec
-        self._start_cuda_graphs()
-        self._state = BackendState.ACTIVE
-        return self
 
     def _start_cuda_graphs(self) -> None:
         if getattr(self.config, "use_cuda_graphs", False) and not _cuda_graphs_disabled():
@@ -223,7 +291,9 @@ class Backend(abc.ABC):
             return
         if self._state is BackendState.INIT:
             raise RuntimeError(f"Cannot activate backend {self.name}: it was never built")
-        self._activate()
+        if self._shared.users <= 0:  # a serving sibling may still hold the build
+            self._activate()
+        self._shared.users += 1
         if self._graph_spec is not None:
             self._start_cuda_graphs()
         self._state = BackendState.ACTIVE
@@ -232,7 +302,10 @@ class Backend(abc.ABC):
         if self._state is not BackendState.ACTIVE:
             return
         self._cuda_graph = None  # frees the captured graphs and their memory pool
-        self._deactivate()
+        self._shared.users -= 1
+        if self._shared.users <= 0:
+            self._shared.users = 0
+            self._deactivate()
         self._state = BackendState.INACTIVE
 
     def deploy(self, device: Any) -> None:

@@ -74,3 +74,9 @@ class CudaGraphServing:
 
     def stats(self) -> dict[str, int]:
         return dict(self.runner.stats())
+
+    def capture_failure(self) -> str | None:
+        """The runner's warning for its last failed capture, or None if none failed."""
+        if not self.runner.stats().get("capture_failures", 0):
+            return None
+        return self.runner.last_warning or "the CUDA graph capture failed"

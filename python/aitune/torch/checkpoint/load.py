@@ -212,9 +212,19 @@ def load(module: Any, path: str | Path, storage: LocalTorchStorage | None = None
 
 def restore_backend(cls: type[Backend], entry: dict[str, Any], module: torch.nn.Module, graph: Any,
                     device: torch.device, artifacts_root: Path | None, retune: bool, module_name: str) -> Backend:
-    """An active backend for one graph: AOT artifacts load from the extracted files; JIT and
-    eager backends (and graphs re-tuned after an incompatibility) build again from the module
-    and the stored samples."""
+    """An active backend for one graph (with the precision class it was validated with)."""
+    backend = _restore_backend(cls, entry, module, graph, device, artifacts_root, retune, module_name)
+    if isinstance(entry.get("precision_class"), str):
+        tf32 = entry.get("tf32")
+        backend.validated_precision = {"precision_class": entry["precision_class"],
+                                       "tf32": tf32 if isinstance(tf32, dict) else None}
+    return backend
+
+
+def _restore_backend(cls: type[Backend], entry: dict[str, Any], module: torch.nn.Module, graph: Any,
+                     device: torch.device, artifacts_root: Path | None, retune: bool, module_name: str) -> Backend:
+    """AOT artifacts load from the extracted files; JIT and eager backends (and graphs re-tuned
+    after an incompatibility) build again from the module and the stored samples."""
     config = cls.config_class.from_dict(entry["config"])
     artifacts = {k: artifacts_root / v for k, v in entry["artifacts"].items()} if artifacts_root else {}
     if artifacts and not retune and hasattr(cls, "from_checkpoint"):

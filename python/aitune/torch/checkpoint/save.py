@@ -69,12 +69,21 @@ def _backend_entry(backend: Backend, writer: Any, prefix: str, device: torch.dev
         # input, and the access path of each native output.
         "input_order": list(native[1]) if native else None,
         "output_paths": _output_paths(native, backend) if native else None,
-        "precision_class": backend.precision_class, "is_jit": backend.is_jit,
+        # The class the outputs were judged by when tuning (e.g. tf32 for an fp32 model on CUDA),
+        # and torch's TF32 switches then: every later check (aitune run --check) uses the same.
+        "precision_class": _precision(backend)["precision_class"], "tf32": _precision(backend)["tf32"],
+        "is_jit": backend.is_jit,
         "native": bool(artifacts) and not backend.is_jit,
         "runtime": {"use_cuda_graphs": bool(getattr(backend.config, "use_cuda_graphs", False))},
         "profiles": backend.input_profile(), "artifacts": artifacts, "requires": _requires(backend, device),
         "device": str(backend.device) if backend.device is not None else None,
     }
+
+
+def _precision(backend: Backend) -> dict[str, Any]:
+    validated = backend.validated_precision or {}
+    return {"precision_class": validated.get("precision_class") or backend.precision_class,
+            "tf32": validated.get("tf32")}
 
 
 def _output_paths(native: tuple, backend: Backend) -> list[str]:

@@ -32,22 +32,13 @@ def _default_cache_dir() -> Path:
 
 
 def default_strategy() -> Any:
-    """FirstWins over TensorRT (dynamo export), TensorRT (trace export) and Inductor JIT, with
-    the eager performance gate (at batch size 1: JIT graphs have no batch axis). A TensorRT
-    backend that cannot be imported in this build is left out (FirstWins would skip it anyway)."""
-    from aitune.torch.backend import TorchInductorJitBackend
+    """FirstWins over its default candidates for the tuning device — TensorRT (dynamo, then
+    trace export) and Inductor JIT, and on CUDA their CUDA-graph variants, Inductor AOT and eager
+    with CUDA graphs first — with the eager performance gate (at batch size 1: a JIT call's batch
+    size is unknown)."""
     from aitune.torch.tune_strategy import FirstWinsStrategy
 
-    backends: list[Any] = []
-    try:
-        from aitune.torch.backend.tensorrt import TensorRTBackend, TensorRTBackendConfig
-
-        backends += [TensorRTBackend(TensorRTBackendConfig(use_dynamo=True)),
-                     TensorRTBackend(TensorRTBackendConfig(use_dynamo=False))]
-    except Exception as e:  # noqa: BLE001 - an optional part of this build
-        logger.debug("TensorRTBackend left out of the default JIT strategy: %s: %s", type(e).__name__, e)
-    backends.append(TorchInductorJitBackend())
-    return FirstWinsStrategy(backends).enable_performance_validation(True)
+    return FirstWinsStrategy().enable_performance_validation(True)
 
 
 @dataclasses.dataclass

@@ -105,6 +105,12 @@ def _tune(patched: PatchedModule) -> bool:
         _tune_graphs(patched)
     except DiskSpaceError:
         raise
+    except NoValidBackendError as e:  # nothing beat eager: not an error (the strategy said why)
+        patched.state = JITModuleState.EAGER
+        patched.reason = f"kept eager: {e}"
+        runtime.event(name, patched.reason)
+        logger.info("🟰 JIT: module `%s` kept eager; its children are tried next", name)
+        return False
     except Exception as e:  # noqa: BLE001 - any other failure: eager, children next
         patched.state = JITModuleState.EAGER
         patched.reason = f"{type(e).__name__}: {e}"

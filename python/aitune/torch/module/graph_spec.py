@@ -150,6 +150,9 @@ class GraphSpec:
         self.samples: list[Sample] = []
         self.reference_outputs: list[Any] = []  # eager outputs of the samples (host), set when tuning
         self.num_calls = 0
+        # The batch sizes ait.tune published for the calls recorded here (the caller's batch_sizes
+        # that reached this graph): the FirstWins gate measures at these. Empty in JIT mode.
+        self.observed_batch_sizes: list[int] = []
 
     @property
     def display_name(self) -> str:

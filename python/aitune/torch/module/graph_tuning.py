@@ -34,8 +34,11 @@ def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], str
         store = ResultsStore(module, name, forward_params, device, fallback_policy, root=results_root,
                              model_fingerprint=model_fingerprint)
     selected = []
+    kept_eager: list[tuple[GraphSpec, NoValidBackendError]] = []
     for graph, graph_strategy in zip(graphs, strategies):
         cache_dir = Path(build_root) / graph.name
+        if graph_strategy is not None:
+            graph_strategy.prepare(device)  # before the key: default candidates depend on the device
         if dry_run:
             if graph_strategy is not None:
                 graph_strategy.tune_dry_run(module, name, graph, graph.samples, device, cache_dir)
@@ -50,7 +53,11 @@ def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], str
                 path = store.outcome_path(key)
                 logger.info("♻️ Reusing tuning outcome for module `%s` graph `%s`: no backend qualified (%s)", name,
                             graph.display_name, path)
-                raise NoValidBackendError(f"{reason} [stored outcome {path}; delete it to tune again]")
+                error = NoValidBackendError(f"{reason} [stored outcome {path}; delete it to tune again]")
+                if len(graphs) == 1:
+                    raise error
+                kept_eager.append((graph, error))
+                continue
         backend = store.lookup(key, graph, graph_strategy) if key is not None else None
         if backend is not None:
             _record_reuse(graph_strategy, name, graph, device, cache_dir, backend, store.path(key))
@@ -60,11 +67,34 @@ def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], str
             except NoValidBackendError as e:
                 if key is not None and remember_no_backend:
                     store.write_no_backend(key, graph, _reason_with_outcomes(e, graph_strategy))
-                raise
+                if e.outcome is None or len(graphs) == 1:
+                    raise
+                kept_eager.append((graph, e))
+                continue
             if key is not None:
                 store.write(key, graph, backend)
         selected.append((graph, backend))
+    if kept_eager:
+        if not selected:  # every graph kept eager: the module passes through to the original
+            raise kept_eager[0][1]
+        selected = _serve_kept_graphs_eagerly(module, name, selected, kept_eager, device, build_root, graphs)
     return selected
+
+
+def _serve_kept_graphs_eagerly(module: torch.nn.Module, name: str, selected: list, kept: list, device: torch.device,
+                               build_root: Path, graphs: list[GraphSpec]) -> list:
+    """Some graphs were tuned and others kept eager: the tuned ones keep their backends and the
+    kept ones are served by the original module (TorchEagerBackend), in graph order."""
+    from aitune.torch.backend import TorchEagerBackend
+
+    by_graph = {id(graph): backend for graph, backend in selected}
+    for graph, _ in kept:
+        backend = TorchEagerBackend()
+        backend.build(module, graph, graph.samples, device, Path(build_root) / graph.name / "kept_eager")
+        by_graph[id(graph)] = backend
+        logger.info("🟰 %s.%s: served by the original module (TorchEagerBackend); the module's other graphs keep "
+                    "their tuned backends", name, graph.name)
+    return [(graph, by_graph[id(graph)]) for graph in graphs if id(graph) in by_graph]
 
 
 def _reason_with_outcomes(error: NoValidBackendError, strategy: Any) -> str:
@@ -81,6 +111,7 @@ def _record_reuse(strategy: Any, name: str, graph: GraphSpec, device: torch.devi
     try:
         with tune_data.graph_span(strategy, name, graph, len(graph.samples), device, cache_dir) as report:
             report.selection_rule = f"reused stored tuning result {path}"
+            report.outcome = "reused"
             tune_data.record_selection(backend)
     except DiskSpaceError:
         raise

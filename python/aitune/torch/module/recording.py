@@ -85,6 +85,8 @@ class Recorder:
             if len(out_leaves) == len(graph.output_spec.leaves):
                 graph.output_spec.update(out_leaves, batch_size)
         graph.num_calls += 1
+        if batch_size is not None and batch_size not in graph.observed_batch_sizes:
+            graph.observed_batch_sizes.append(batch_size)
         if copied is not None and len(graph.samples) < config.max_num_samples_stored:
             graph.samples.append(Sample(copied[0], copied[1], batch_size))
         return output

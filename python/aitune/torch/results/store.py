@@ -124,7 +124,8 @@ def config_fingerprint(strategy: Any, device: torch.device, fallback_policy: str
         "backends": [{"key": b.key(), "tolerance": _jsonable(b.tolerance)} for b in _strategy_backends(strategy)],
         "strict_mode": bool(config.strict_mode),
         "max_num_samples_stored": "inf" if isinstance(max_stored, float) else max_stored,
-        "fallback_policy": fallback_policy, "batch_sizes": sorted({s.batch_size or 0 for s in graph.samples}),
+        "fallback_policy": fallback_policy, "batch_sizes": sorted(set(getattr(graph, "observed_batch_sizes", ()) or ())
+                                                   | {s.batch_size or 0 for s in graph.samples}),
         "device": str(device),
     }
 

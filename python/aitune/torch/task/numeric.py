@@ -57,11 +57,34 @@ class NumericSummary:
 
     def log_line(self) -> str:
         w = self.worst or {"max_abs_error": 0.0, "max_rel_error": 0.0, "rel_l2_error": 0.0, "mismatch_fraction": 0.0}
+        t = self.tolerance
+        bound = {"max_rel_l2": f"rel_l2 ≤ {t.max_rel_l2:g}",
+                 "max_mismatch_fraction": f"mismatched ≤ {100 * t.max_mismatch_fraction:g}%",
+                 "nan": "no NaN"}.get(w.get("decided_by", ""), "")
         return (
             f"🔍 numeric check ({self.precision_class}): max_abs={w['max_abs_error']:.3g}, "
             f"max_rel={w['max_rel_error']:.3g}, rel_l2={w['rel_l2_error']:.3g}, "
             f"mismatched={100 * w['mismatch_fraction']:.3f}% {'✅' if self.passed else '❌'}"
+            + (f" (decided by {bound})" if bound else "")
         )
+
+    def describe(self) -> str:
+        """The log line: the worst leaf's metrics, the verdict and the bound that decided it."""
+        return self.log_line()
+
+
+def _bound_use(core: dict[str, Any], tolerance: NumericTolerance) -> float:
+    """The largest share of a bound the leaf uses (NaN: infinite), to pick the worst leaf."""
+    if core["has_nan"] or math.isnan(core["rel_l2_error"]) or math.isnan(core["mismatch_fraction"]):
+        return math.inf
+
+    def share(metric: float, bound: float) -> float:
+        if bound > 0:
+            return metric / bound
+        return math.inf if metric > 0 else 0.0
+
+    return max(share(core["rel_l2_error"], tolerance.max_rel_l2),
+               share(core["mismatch_fraction"], tolerance.max_mismatch_fraction))
 
 
 def _scalar_tensor(value: Any) -> torch.Tensor:
@@ -73,7 +96,7 @@ def check_numeric(infer: Any, graph: GraphSpec, data: list[Sample], refs: list[A
     summary = NumericSummary(precision_class, tolerance)
     native_tol = tolerance.to_native()
     fp64 = precision_class == "fp32"
-    worst_rel = -1.0
+    worst_use = -1.0  # the worst leaf uses the largest share of a bound
     with torch.no_grad():
         for index, (sample, ref) in enumerate(zip(data, refs)):
             args, kwargs = copy.deepcopy((sample.args, sample.kwargs))
@@ -96,13 +119,14 @@ def check_numeric(infer: Any, graph: GraphSpec, data: list[Sample], refs: list[A
                 reference = expected if expected_is_tensor else _scalar_tensor(expected)
                 metrics = _C.compare_tensors(candidate, reference.to(candidate.device), tolerance.atol, tolerance.rtol,
                                              fp64)
-                record = {"sample": index, "path": display, **metrics}
-                summary.leaves.append(record)
-                rel = metrics["rel_l2_error"]
-                if metrics["has_nan"] or (not math.isnan(rel) and rel > worst_rel):
-                    worst_rel = math.inf if metrics["has_nan"] else rel
-                    summary.worst = record
                 core = {k: metrics[k] for k in _CORE_METRIC_KEYS}
+                record = {"sample": index, "path": display, **metrics,
+                          "decided_by": _C.deciding_bound(core, native_tol)}
+                summary.leaves.append(record)
+                used = _bound_use(core, tolerance)
+                if used > worst_use:
+                    worst_use = used
+                    summary.worst = record
                 if not _C.leaf_passes(core, native_tol):
                     summary.passed = False
                     summary.worst = record
@@ -112,6 +136,13 @@ def check_numeric(infer: Any, graph: GraphSpec, data: list[Sample], refs: list[A
                     )
     logger.info("%s", summary.log_line())
     return summary
+
+
+def tf32_switches() -> dict[str, Any]:
+    """torch's TF32 switches now: what an fp32 model on CUDA was computed with."""
+    return {"cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 
 def effective_precision_class(backend: Any, module: torch.nn.Module, device: torch.device) -> str:

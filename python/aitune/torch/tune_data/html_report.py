@@ -207,6 +207,12 @@ def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
         exc = graph["exception"]
         out.append(f'<p class="fail">Graph tuning failed: {_e(exc.get("type"))}: {_e(exc.get("message"))}</p>'
                    f'<details><summary>traceback</summary><pre>{_e(exc.get("traceback"))}</pre></details>')
+    if graph.get("outcome") == "kept_eager":
+        out.append(f'<p class="skip"><b>Kept eager:</b> {_e(graph.get("outcome_message"))}</p>')
+    search = graph.get("max_batch_search") or {}
+    if search.get("stopped_by"):
+        out.append(f'<p>Max-batch search stopped by {_e(search.get("stopped_by"))} after '
+                   f'{_fmt(search.get("elapsed_s"))} s.</p>')
     sel = graph.get("selected_backend")
     speedup = graph.get("speedup")
     out.append('<div class="sel"><b>Selected:</b> ' + (_e(sel) if sel else "<i>none</i>")
@@ -222,7 +228,8 @@ def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
         reason = b.get("skipped") or (f"{err.get('type')}: {err.get('message')}" if err else "")
         corr = b.get("correctness") or {}
         corr_text = "" if not corr else ("passed" if corr.get("passed") else "failed") + \
-            f" ({_e(corr.get('precision_class'))})"
+            f" ({_e(corr.get('precision_class'))}" + \
+            (f"; decided by {_e(corr.get('decided_by'))})" if corr.get("decided_by") else ")")
         meas = b.get("measurements") or []
         res = b.get("result") or {}
         meas_text = f"{len(meas)} batch sizes" if meas else ""

@@ -56,6 +56,11 @@ class GraphReport:
     strategy_config: dict[str, Any] = dataclasses.field(default_factory=dict)
     selected_backend: str | None = None
     speedup: float | None = None
+    # "tuned", "kept_eager" (nothing qualified: the original module serves, see outcome_message)
+    # or "reused" (a stored result); None while the graph is tuning or when it failed.
+    outcome: str | None = None
+    outcome_message: str = ""
+    max_batch_search: dict[str, Any] = dataclasses.field(default_factory=dict)
     selection_rule: str = ""
     perf_validation_results: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     baseline_measurements: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -69,6 +74,7 @@ class GraphReport:
 @dataclasses.dataclass
 class ModuleReport:
     name: str
+    outcome: str | None = None  # "tuned", "kept_eager" (passthrough) or "failed"
     duration_s: float | None = None
     exception: dict[str, Any] | None = None
     graphs: list[GraphReport] = dataclasses.field(default_factory=list)
@@ -264,7 +270,8 @@ def module_span(name: str) -> Iterator[ModuleReport]:
         try:
             yield module
         except BaseException as e:
-            module.exception = error_dict(e)
+            if getattr(e, "outcome", None) is None:  # a kept-eager outcome is not an error
+                module.exception = error_dict(e)
             raise
         finally:
             module.duration_s = round(time.perf_counter() - module._start, 3)
@@ -328,7 +335,8 @@ def graph_span(strategy: Any, module_name: str, graph: Any, num_samples: int = 0
         try:
             yield report
         except BaseException as e:
-            report.exception = error_dict(e)
+            if getattr(e, "outcome", None) is None:  # a kept-eager outcome is not an error
+                report.exception = error_dict(e)
             raise
         finally:
             report.duration_s = round(time.perf_counter() - report._start, 3)
@@ -346,6 +354,46 @@ def record_selection(backend: Any, speedup: float | None = None) -> None:
         graph.selected_backend = backend.describe()
     if speedup is not None:
         graph.speedup = speedup
+    if graph.outcome is None:
+        graph.outcome = "tuned"
+
+
+def record_outcome(outcome: str, message: str = "") -> None:
+    """The graph's outcome ("kept_eager", "reused", ...) and its one-line explanation."""
+    graph = _state.graph
+    if graph is None:
+        return
+    graph.outcome = outcome
+    graph.outcome_message = message
+    _flush()
+
+
+def record_module_outcome(name: str, outcome: str) -> None:
+    run = _state.run
+    if run is None:
+        return
+    for module in reversed(run.modules):
+        if module.name == name:
+            module.outcome = outcome
+            break
+    _flush()
+
+
+def module_outcome(name: str) -> str | None:
+    """The outcome recorded for module `name` in the current (or last) run."""
+    run = _state.run or _last_run[0]
+    if run is None:
+        return None
+    for module in reversed(run.modules):
+        if module.name == name:
+            return module.outcome
+    return None
+
+
+def record_max_batch_search(stopped_by: str, elapsed_s: float) -> None:
+    graph = _state.graph
+    if graph is not None:
+        graph.max_batch_search = {"stopped_by": stopped_by, "elapsed_s": round(elapsed_s, 3)}
 
 
 # -- builds ----------------------------------------------------------------------------------
@@ -400,8 +448,10 @@ def record_correctness(summary: Any) -> None:
     if isinstance(summary, dict):
         build.correctness = dict(summary)
         return
+    worst = dict(getattr(summary, "worst", {}) or {})
     build.correctness = {"precision_class": getattr(summary, "precision_class", None),
                          "passed": getattr(summary, "passed", None),
+                         "decided_by": worst.get("decided_by"),
                          "tolerance": _clean(getattr(summary, "tolerance", None)),
                          "worst": dict(getattr(summary, "worst", {}) or {}),
                          "leaves": list(getattr(summary, "leaves", []) or [])}

@@ -1,37 +1,88 @@
-"""Default candidate lists (SPEC §6.2). Every backend is constructed whatever is installed:
-construction never fails, and the strategies skip an unavailable candidate with its reason
-(`⏭️ backend skipped: …`), so the same lists serve a CPU host and a TensorRT GPU host."""
+"""Default candidate lists (docs/guide.md, "Strategies"). Every backend is constructed whatever
+is installed: construction never fails, and the strategies skip an unavailable candidate with its
+reason (`⏭️ backend skipped: …`), so the same lists serve a CPU host and a TensorRT GPU host.
+
+On CUDA the lists lead with CUDA-graph variants: at small batch sizes a GPU model is bound by
+kernel launches, so a compiled backend without CUDA graphs rarely beats eager there, and every
+candidate used to fail the gate. A graph variant and its plain sibling share one build (see
+siblings.py), so listing both costs one build, not two."""
 
 from __future__ import annotations
+
+from typing import Any
+
+import torch
 
 from aitune.torch.backend.backend import Backend
 
 
-def first_wins_defaults() -> list[Backend]:
-    from aitune.torch.backend import TensorRTBackend, TensorRTBackendConfig, TorchInductorJitBackend
-
-    return [TensorRTBackend(), TensorRTBackend(TensorRTBackendConfig(use_dynamo=False)), TorchInductorJitBackend()]
+def _on_cuda(device: Any) -> bool:
+    return device is not None and torch.device(device).type == "cuda"
 
 
-def profiling_defaults() -> list[Backend]:
+def first_wins_defaults(device: Any = None) -> list[Backend]:
+    """TensorRT (dynamo export), TensorRT (trace export), then Inductor JIT. On CUDA: the same
+    TensorRT pair with CUDA graphs, Inductor JIT, Inductor AOT and eager with CUDA graphs, then
+    Inductor JIT without them (for forwards that cannot be captured)."""
+    from aitune.torch.backend import (
+        TensorRTBackend,
+        TensorRTBackendConfig,
+        TorchEagerBackend,
+        TorchEagerBackendConfig,
+        TorchInductorAotBackend,
+        TorchInductorAotBackendConfig,
+        TorchInductorJitBackend,
+        TorchInductorJitBackendConfig,
+    )
+
+    if not _on_cuda(device):
+        return [TensorRTBackend(), TensorRTBackend(TensorRTBackendConfig(use_dynamo=False)),
+                TorchInductorJitBackend()]
+    return [
+        TensorRTBackend(TensorRTBackendConfig(use_cuda_graphs=True)),
+        TensorRTBackend(TensorRTBackendConfig(use_dynamo=False, use_cuda_graphs=True)),
+        TorchInductorJitBackend(TorchInductorJitBackendConfig(use_cuda_graphs=True)),
+        TorchInductorAotBackend(TorchInductorAotBackendConfig(use_cuda_graphs=True)),
+        TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True)),
+        TorchInductorJitBackend(),
+    ]
+
+
+def profiling_defaults(device: Any = None) -> list[Backend]:
+    """Every backend family; on CUDA each as its CUDA-graph variant followed by its plain
+    sibling, then eager with CUDA graphs."""
     from aitune.torch.backend import (
         ONNXRuntimeBackend,
         ONNXRuntimeBackendConfig,
         TensorRTBackend,
         TensorRTBackendConfig,
+        TorchEagerBackend,
+        TorchEagerBackendConfig,
         TorchInductorAotBackend,
+        TorchInductorAotBackendConfig,
         TorchInductorJitBackend,
+        TorchInductorJitBackendConfig,
         TorchTensorRTAotBackend,
+        TorchTensorRTAotBackendConfig,
         TorchTensorRTJitBackend,
+        TorchTensorRTJitBackendConfig,
     )
 
-    return [
-        TensorRTBackend(),
-        TensorRTBackend(TensorRTBackendConfig(use_dynamo=False)),
-        TorchInductorJitBackend(),
-        TorchInductorAotBackend(),
-        TorchTensorRTJitBackend(),
-        TorchTensorRTAotBackend(),
-        ONNXRuntimeBackend(),
-        ONNXRuntimeBackend(ONNXRuntimeBackendConfig(use_dynamo=False)),
+    families: list[tuple[type[Backend], Any, dict[str, Any]]] = [
+        (TensorRTBackend, TensorRTBackendConfig, {}),
+        (TensorRTBackend, TensorRTBackendConfig, {"use_dynamo": False}),
+        (TorchInductorJitBackend, TorchInductorJitBackendConfig, {}),
+        (TorchInductorAotBackend, TorchInductorAotBackendConfig, {}),
+        (TorchTensorRTJitBackend, TorchTensorRTJitBackendConfig, {}),
+        (TorchTensorRTAotBackend, TorchTensorRTAotBackendConfig, {}),
+        (ONNXRuntimeBackend, ONNXRuntimeBackendConfig, {}),
+        (ONNXRuntimeBackend, ONNXRuntimeBackendConfig, {"use_dynamo": False}),
     ]
+    if not _on_cuda(device):
+        return [backend(config(**fields)) for backend, config, fields in families]
+    backends: list[Backend] = []
+    for backend, config, fields in families:
+        backends.append(backend(config(**fields, use_cuda_graphs=True)))
+        backends.append(backend(config(**fields)))
+    backends.append(TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True)))
+    return backends

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from aitune.exceptions import NoValidBackendError
+from aitune.exceptions import CudaGraphCaptureError, NoValidBackendError
 from aitune.torch.backend.backend import Backend
+from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.default_backends import first_wins_defaults
 from aitune.torch.tune_strategy.performance_validation import PerformanceValidatedStrategy
 from aitune.torch.tune_strategy.tune_strategy import GraphContext
@@ -11,16 +12,27 @@ from aitune.torch.tune_strategy.tune_strategy import GraphContext
 
 class FirstWinsStrategy(PerformanceValidatedStrategy):
     """The first candidate that is available, builds, is correct and passes the gate
-    (SPEC §6.2). Eager is never returned: ait.tune puts the module into passthrough."""
+    (docs/guide.md, "Strategies"). Eager is never returned: when nothing qualifies the strategy
+    logs the plain kept-eager line and raises NoValidBackendError carrying that outcome, and
+    ait.tune serves the original module.
+
+    `backends=None` means the default list for the tuning device: on CUDA it leads with
+    CUDA-graph variants (default_backends.py)."""
 
     def __init__(self, backends: list[Backend] | None = None, *, sink: Any = None, profiling_config: Any = None,
                  min_speedup_threshold_percent: float = 1.0) -> None:
         super().__init__(sink=sink, profiling_config=profiling_config,
                          min_speedup_threshold_percent=min_speedup_threshold_percent)
+        self._default_backends = backends is None
         self.backends = list(backends) if backends is not None else first_wins_defaults()
         for b in self.backends:
             if not isinstance(b, Backend):
                 raise TypeError(f"FirstWinsStrategy backends must be Backend instances, got {type(b).__name__}")
+
+    def prepare(self, device: Any) -> FirstWinsStrategy:
+        if self._default_backends:
+            self.backends = first_wins_defaults(device)
+        return self
 
     def _describe_parts(self) -> list[str]:
         return ["backends=[" + ", ".join(b.describe() for b in self.backends) + "]"]
@@ -35,12 +47,22 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
             backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
             if backend is None:
                 continue
-            if self._passes_gate(backend, ctx):
+            try:
+                passed = self._passes_gate(backend, ctx)
+            except CudaGraphCaptureError as e:  # a capture failed while measuring: its plain sibling may run
+                self._log("❌ backend failed: %s", e)
+                self._tally.record_failure(None)
+                tune_data.fail_build(e, backend.describe())
+                passed = False
+            if passed:
                 self._log("✅ Selected %s for module %s and graph spec %s.", backend.describe(), ctx.module_name,
                           ctx.graph.display_name)
                 return backend
+            self._siblings.before_release(backend)
             backend.deactivate()  # gate-rejected candidates free their memory at once (SPEC §6.1)
             ctx.module.to(ctx.device)
+        self._keep_eager_message(ctx)
         raise NoValidBackendError(
-            f"There is no valid backend for a module: {ctx.module_name}, graph_spec: {ctx.graph.display_name}"
+            f"There is no valid backend for a module: {ctx.module_name}, graph_spec: {ctx.graph.display_name}",
+            outcome=self._kept_eager,
         )

@@ -10,7 +10,7 @@ from aitune.torch.tune_strategy.tune_strategy import GraphContext
 
 class OneBackendStrategy(PerformanceValidatedStrategy):
     """Exactly one backend: its availability, build and correctness errors propagate; below
-    the performance gate the eager baseline is served instead (SPEC §6.2)."""
+    the performance gate the eager baseline is served instead (docs/guide.md, "Strategies")."""
 
     def __init__(self, backend: Backend, *, sink: Any = None, profiling_config: Any = None,
                  min_speedup_threshold_percent: float = 1.0) -> None:
@@ -19,6 +19,9 @@ class OneBackendStrategy(PerformanceValidatedStrategy):
         if not isinstance(backend, Backend):
             raise TypeError(f"OneBackendStrategy needs a Backend instance, got {type(backend).__name__}")
         self.backend = backend
+
+    def _candidates(self) -> list[Backend]:
+        return [self.backend]
 
     def _describe_parts(self) -> list[str]:
         return [f"backend={self.backend.describe()}"]
@@ -37,6 +40,7 @@ class OneBackendStrategy(PerformanceValidatedStrategy):
         if self._baseline_backend is not None:
             self._log("ℹ️ Baseline was selected: %s did not beat eager by %.2f%%", backend.describe(),
                       self.min_speedup_threshold_percent)
+            self._keep_eager_message(ctx)
             return self._baseline_backend
         raise NoValidBackendError(
             f"Backend '{backend.describe()}' failed the performance gate but no TorchEager baseline is available "

@@ -15,6 +15,7 @@ from aitune.torch.task.profile import profile
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.default_backends import profiling_defaults
+from aitune.torch.tune_strategy.outcome import KEPT_EAGER
 from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy
 
 
@@ -35,6 +36,7 @@ class ProfilingTuneStrategy(TuneStrategy):
     def __init__(self, backends: list[Backend] | None = None, profiling_config: ProfilingConfig | None = None, *,
                  sink: Any = None, min_speedup_threshold_percent: float = 0.0) -> None:
         super().__init__(sink=sink, profiling_config=profiling_config)
+        self._default_backends = backends is None
         self.backends = list(backends) if backends is not None else profiling_defaults()
         for b in self.backends:
             if not isinstance(b, Backend):
@@ -46,6 +48,12 @@ class ProfilingTuneStrategy(TuneStrategy):
 
     def enable_performance_validation(self, enable: bool = True) -> ProfilingTuneStrategy:
         self._performance_validation = enable
+        return self
+
+    def prepare(self, device: Any) -> ProfilingTuneStrategy:
+        """`backends=None`: the default list for the tuning device (CUDA-graph variants on CUDA)."""
+        if self._default_backends:
+            self.backends = profiling_defaults(device)
         return self
 
     def _describe_parts(self) -> list[str]:
@@ -72,6 +80,8 @@ class ProfilingTuneStrategy(TuneStrategy):
                           self._batch_sizes(ctx), stop_above_latency_ms=self._latency_limit_ms(),
                           label=backend.describe())
         tune_data.record_measurements(results, kind=kind, backend_description=backend.describe())
+        if kind == "build":
+            self.check_cuda_graph_capture(backend)  # measuring captures new shapes too
         return self._select_point(backend, results)
 
     def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
@@ -117,12 +127,16 @@ class ProfilingTuneStrategy(TuneStrategy):
                 self._log("❌ backend profiling failed for %s: %s: %s", backend.describe(), type(e).__name__, e)
                 self.backend_results[-1].update({"success": False, "error": f"{type(e).__name__}: {e}"})
                 tune_data.fail_build(e, backend.describe())
+                self._tally.record_failure(None)
+                self._siblings.before_release(backend)
                 backend.deactivate()
                 continue
             if point is None:
                 self._log("❌ %s has no measurement within the limits", backend.describe())
                 self.backend_results[-1].update({"success": False, "error": "no batch size within the limits"})
                 tune_data.fail_build("no batch size within the limits", backend.describe())
+                self._tally.record_failure(None)
+                self._siblings.before_release(backend)
                 backend.deactivate()
                 continue
             self.backend_results[-1].update({self.metric_name: point.metric, "selected_batch_size": point.batch_size,
@@ -145,7 +159,10 @@ class ProfilingTuneStrategy(TuneStrategy):
         if self._performance_validation and baseline is not None:
             if winner is None:
                 self._log("ℹ️ Falling back to TorchEager baseline (%.4g): no candidate qualified", baseline.metric)
+                self._keep_eager(ctx)
                 return baseline.backend
+            for m in measured:
+                self._tally.record_speedup(m.backend.describe(), self._speedup(m, baseline))
             speedup = self._speedup(winner, baseline)
             passed = _C.passes_profiling_gate(speedup, self.min_speedup_threshold_percent)
             self.perf_validation_results.append({"backend_description": winner.backend.describe(),
@@ -158,14 +175,27 @@ class ProfilingTuneStrategy(TuneStrategy):
                 winner.backend.deactivate()
                 self._log("ℹ️ Falling back to TorchEager baseline (%.4g): %s speedup %.3fx does not beat eager",
                           baseline.metric, winner.backend.describe(), speedup)
+                self._keep_eager(ctx)
                 return baseline.backend
             baseline.backend.deactivate()
             self._log("⚡ speedup: %.2fx (%s %.4g → %.4g)", speedup, self.metric_name, baseline.metric, winner.metric)
         if winner is None:
-            raise NoValidBackendError("No correct backend found")
+            gate = f"> {1 + self.min_speedup_threshold_percent / 100:.2f}×"
+            outcome = self._tally.kept_eager(ctx.module_name, ctx.graph.name, gate)
+            self._log("%s", outcome.message())
+            tune_data.record_outcome(KEPT_EAGER, outcome.message())
+            raise NoValidBackendError("No correct backend found", outcome=outcome)
         self._log("✅ Selected %s for module %s and graph spec %s.", winner.backend.describe(), ctx.module_name,
                   ctx.graph.display_name)
         return winner.backend
+
+
+    def _keep_eager(self, ctx: GraphContext) -> None:
+        """The plain kept-eager line (INFO) and telemetry outcome; the eager baseline serves."""
+        gate = f"> {1 + self.min_speedup_threshold_percent / 100:.2f}×"
+        message = self._tally.kept_eager(ctx.module_name, ctx.graph.name, gate).message()
+        self._log("%s", message)
+        tune_data.record_outcome(KEPT_EAGER, message)
 
 
 class MaxThroughputStrategy(ProfilingTuneStrategy):

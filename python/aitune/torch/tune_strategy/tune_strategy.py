@@ -15,16 +15,17 @@ from typing import Any
 
 import torch
 
-from aitune.exceptions import BackendUnavailableError
+from aitune.exceptions import BackendUnavailableError, CudaGraphCaptureError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.logging_utils import captured_output, format_duration, indent
 from aitune.torch.module.graph_spec import GraphSpec, Sample
-from aitune.torch.task.batching import extend_max_batch
 from aitune.torch.task.correctness import check_correctness
-from aitune.torch.task.numeric import check_numeric, effective_precision_class, reference_outputs
-from aitune.torch.task.profile import best_throughput, profile
+from aitune.torch.task.numeric import check_numeric, effective_precision_class, reference_outputs, tf32_switches
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_strategy.max_batch_search import search_max_batch_size
+from aitune.torch.tune_strategy.outcome import CandidateTally
+from aitune.torch.tune_strategy.siblings import SiblingBuilds
 from aitune.torch.utils.progress import LiveLine
 from aitune.torch.validation import ToleranceSetting, resolve_tolerance
 
@@ -42,6 +43,9 @@ class GraphContext:
     device: torch.device
     cache_dir: Path
     refs: list[Any] | None = None
+    # The batch sizes the caller tuned with that reached this graph (ait.tune's batch_sizes), in
+    # ascending order; empty when unknown (JIT mode, where a call's batch size is not known).
+    batch_sizes: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def forward(self) -> Any:
@@ -70,6 +74,8 @@ class TuneStrategy(abc.ABC):
         self._tolerance: ToleranceSetting | None = None
         self._find_max_batch_size = True
         self._find_max_batch_size_backend_class: type | None = None
+        self._tally = CandidateTally()
+        self._siblings = SiblingBuilds([])
 
     # -- switches (each returns self so they chain) ----------------------------------------
     def enable_correctness_check(self, enable: bool = True) -> TuneStrategy:
@@ -96,6 +102,16 @@ class TuneStrategy(abc.ABC):
 
     def clone(self) -> TuneStrategy:
         return copy.deepcopy(self)
+
+    def prepare(self, device: Any) -> TuneStrategy:
+        """Settles what depends on the tuning device (e.g. default candidate lists, which add
+        CUDA-graph variants on CUDA). Called before the results-store key is computed and before
+        tuning; idempotent."""
+        return self
+
+    def _candidates(self) -> list[Backend]:
+        """The candidate blueprints in order (their serving siblings share builds)."""
+        return list(getattr(self, "backends", None) or [])
 
     # -- description -----------------------------------------------------------------------
     @abc.abstractmethod
@@ -133,6 +149,7 @@ class TuneStrategy(abc.ABC):
     # -- tuning ----------------------------------------------------------------------------
     def tune(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
              device: torch.device, cache_dir: Path) -> Backend:
+        self.prepare(device)
         with tune_data.graph_span(self, module_name, graph, len(data), device, cache_dir):
             backend = self._tune_graph(module, module_name, graph, data, device, cache_dir)
             speedups = [r.get("speedup") for r in getattr(self, "perf_validation_results", []) or []
@@ -143,7 +160,10 @@ class TuneStrategy(abc.ABC):
     def _tune_graph(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
                     device: torch.device, cache_dir: Path) -> Backend:
         self.backend_results = []
-        ctx = GraphContext(module, module_name, graph, data, torch.device(device), Path(cache_dir))
+        ctx = GraphContext(module, module_name, graph, data, torch.device(device), Path(cache_dir),
+                           batch_sizes=sorted(set(getattr(graph, "observed_batch_sizes", ()) or ())))
+        self._tally = CandidateTally()
+        self._siblings = SiblingBuilds(self._candidates())
         self._log_graph_block(ctx)
         self._log("⏳ Executing strategy %s", type(self).__name__)
         start = time.perf_counter()
@@ -154,7 +174,10 @@ class TuneStrategy(abc.ABC):
             graph.reference_outputs = []
             ctx.refs = reference_outputs(ctx.forward, data, graph.reference_outputs)
         self._pre_tune(ctx)
-        backend = self._tune(ctx)
+        try:
+            backend = self._tune(ctx)
+        finally:
+            self._siblings.release()  # derived siblings that were never tried
         self._post_tune(ctx, backend)
         self._log("⏱️ Tune `%s`: completed in %s", type(self).__name__, format_duration(time.perf_counter() - start))
         return backend
@@ -181,78 +204,82 @@ class TuneStrategy(abc.ABC):
         return cls()
 
     def _search_max_batch_size(self, ctx: GraphContext) -> None:
-        """SPEC §6.1 step 1: sweep an eager backend over the profiling batch sizes and extend
-        the graph's max shapes to the best-throughput batch size."""
-        folder = ctx.cache_dir / "find_max_batch_size"
-        self._log("🚀 Finding max batch size for module `%s` graph `%s`", ctx.module_name, ctx.graph.display_name)
-        try:
-            backend = self._eager_backend()
-            with captured_output(folder / "build.log"):
-                backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
-            results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
-                              list(self.profiling_config.batch_sizes), label="the max batch size (eager)")
-            tune_data.record_measurements(results, kind="max_batch_search")
-            best = best_throughput(results)
-            if best is None:
-                raise RuntimeError("no batch size could be measured")
-            extend_max_batch(ctx.graph, ctx.data[0], best["batch_size"])
-            self._log("✅ Max batch size for module `%s` graph `%s` is %d with throughput %.2f samples/s",
-                      ctx.module_name, ctx.graph.display_name, best["batch_size"], best["throughput_per_s"])
-        except Exception as e:
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "error.log").write_text("".join(traceback.format_exception(e)))
-            raise
+        """Sweeps an eager backend over the profiling batch sizes within the time budget and
+        extends the graph's max shapes to the best-throughput batch size (max_batch_search.py)."""
+        search_max_batch_size(self._eager_backend(), ctx, self.profiling_config, self._log)
+
+    def _skip(self, blueprint: Backend, reason: str) -> None:
+        self._log("⏭️ backend skipped: %s — %s", blueprint.describe(), reason)
+        self.backend_results.append({"backend": blueprint.describe(), "success": False, "skipped": reason})
+        tune_data.record_skipped(blueprint, reason)
 
     def _build_and_validate(self, blueprint: Backend, ctx: GraphContext, raise_on_failure: bool) -> Backend | None:
-        """Builds a deep copy of `blueprint` in `<cache_dir>/<key>/` and checks it. On failure
-        the traceback goes to build.log, the module returns to the tuning device, and the error
-        is re-raised or None returned. An unavailable backend is skipped (or raises)."""
+        """Builds a deep copy of `blueprint` in `<cache_dir>/<key>/` — or serves a serving
+        sibling's build the other way (siblings.py) — and checks it. On failure the traceback goes
+        to build.log, the module returns to the tuning device, and the error is re-raised or None
+        returned. An unavailable backend, or one whose sibling's build failed, is skipped (or
+        raises)."""
         available, reason = availability(blueprint, ctx.device)
+        self._siblings.start(blueprint)
         if not available:
             if raise_on_failure:
                 raise BackendUnavailableError(reason)
-            self._log("⏭️ backend skipped: %s — %s", blueprint.describe(), reason)
-            self.backend_results.append({"backend": blueprint.describe(), "success": False, "skipped": reason})
-            tune_data.record_skipped(blueprint, reason)
+            self._tally.unavailable += 1
+            self._skip(blueprint, reason)
             return None
-        backend = copy.deepcopy(blueprint)
+        reason = self._siblings.skip_reason(blueprint)
+        if reason is not None and not raise_on_failure:
+            self._tally.failed += 1
+            self._skip(blueprint, reason)
+            return None
+        backend = self._siblings.take(blueprint)
+        derived = backend is not None
+        if backend is None:
+            backend = copy.deepcopy(blueprint)
         build_dir = ctx.cache_dir / backend.key()
         log_file = build_dir / "build.log"
-        self._log("🤖 backend: %s", backend.describe())
+        self._log("🤖 backend: %s%s", backend.describe(),
+                  f" (serves the build of {backend.derived_from})" if derived else "")
         self._log("🔄 in progress...please wait")
         start = time.perf_counter()
         result: dict[str, Any] = {"backend": backend.describe(), "success": False}
+        if derived:
+            result["shared_build_of"] = backend.derived_from
         self.backend_results.append(result)
         tune_data.begin_build(backend, log_file, build_dir, result)
+        building = not derived
         try:
-            with LiveLine(f"🔄 {backend.describe()}: building"), captured_output(log_file):
-                backend.build(ctx.module, ctx.graph, copy.deepcopy(ctx.data), ctx.device, build_dir, log_file)
+            if derived:
+                build_dir.mkdir(parents=True, exist_ok=True)
+                log_file.write_text(f"No build: serves the build of {backend.derived_from}.\n")
+            else:
+                with LiveLine(f"🔄 {backend.describe()}: building"), captured_output(log_file):
+                    try:
+                        backend.build(ctx.module, ctx.graph, copy.deepcopy(ctx.data), ctx.device, build_dir, log_file)
+                    except CudaGraphCaptureError:
+                        building = False  # the build itself is complete; only its serving failed
+                        raise
+            building = False
+            self._siblings.built(backend)
             result["build_duration_s"] = round(time.perf_counter() - start, 3)
             tune_data.record_step("build", time.perf_counter() - start)
             self._log("✅ backend built")
             if self._correctness_check:
-                description = f"{ctx.module_name}.{ctx.graph.name}.{backend.describe()}"
-                step_start = time.perf_counter()
-                with LiveLine(f"🔍 {backend.describe()}: checking outputs against eager"):
-                    check_correctness(backend, ctx.graph, ctx.data, description)
-                tune_data.record_step("correctness_check", time.perf_counter() - step_start)
-                if self._numeric_check and ctx.refs is not None:
-                    cls = effective_precision_class(backend, ctx.module, ctx.device)
-                    tolerance = resolve_tolerance(cls, backend.tolerance, self._tolerance)
-                    step_start = time.perf_counter()
-                    with LiveLine(f"🔍 {backend.describe()}: comparing outputs with eager"):
-                        summary = check_numeric(backend.infer, ctx.graph, ctx.data, ctx.refs, tolerance, cls)
-                    tune_data.record_step("numeric_check", time.perf_counter() - step_start)
-                    tune_data.record_correctness(summary)
-                    result["correctness"] = {"precision_class": cls, "passed": summary.passed, **summary.worst}
-                self._log("✅ backend validated")
+                self._validate(backend, ctx, result)
+            self.check_cuda_graph_capture(backend)
         except Exception as e:
             build_dir.mkdir(parents=True, exist_ok=True)
             with open(log_file, "a") as f:
                 f.write("\n" + "".join(traceback.format_exception(e)))
-            self._log("❌ backend failed (log file: %s)", log_file)
+            first_line = (str(e).strip().splitlines() or [""])[0]
+            self._log("❌ backend failed (log file: %s): %s: %s", log_file, type(e).__name__, first_line)
             result["error"] = f"{type(e).__name__}: {e}"
             tune_data.end_build(False, e)
+            if building:
+                self._siblings.build_failed(blueprint, e)
+            else:
+                self._siblings.before_release(backend)
+            self._tally.record_failure(log_file)
             backend.deactivate()
             ctx.module.to(ctx.device)
             if raise_on_failure:
@@ -265,3 +292,32 @@ class TuneStrategy(abc.ABC):
         result["success"] = True
         tune_data.end_build(True)
         return backend
+
+    def _validate(self, backend: Backend, ctx: GraphContext, result: dict[str, Any]) -> None:
+        """Structural checks, then the numeric comparison with eager (SPEC §7). The precision
+        class that judged the outputs, and the TF32 switches in force, stay with the backend: a
+        checkpoint records them so every later check (aitune run --check) uses the same class."""
+        description = f"{ctx.module_name}.{ctx.graph.name}.{backend.describe()}"
+        step_start = time.perf_counter()
+        with LiveLine(f"🔍 {backend.describe()}: checking outputs against eager"):
+            check_correctness(backend, ctx.graph, ctx.data, description)
+        tune_data.record_step("correctness_check", time.perf_counter() - step_start)
+        cls = effective_precision_class(backend, ctx.module, ctx.device)
+        backend.validated_precision = {"precision_class": cls, "tf32": tf32_switches()}
+        if self._numeric_check and ctx.refs is not None:
+            tolerance = resolve_tolerance(cls, backend.tolerance, self._tolerance)
+            step_start = time.perf_counter()
+            with LiveLine(f"🔍 {backend.describe()}: comparing outputs with eager"):
+                summary = check_numeric(backend.infer, ctx.graph, ctx.data, ctx.refs, tolerance, cls)
+            tune_data.record_step("numeric_check", time.perf_counter() - step_start)
+            tune_data.record_correctness(summary)
+            result["correctness"] = {"precision_class": cls, "passed": summary.passed, **summary.worst}
+        self._log("✅ backend validated")
+
+    def check_cuda_graph_capture(self, backend: Backend) -> None:
+        """Raises CudaGraphCaptureError when a CUDA-graph capture of the candidate's calls failed:
+        the shared runner then serves those calls without a graph, so the candidate is not what it
+        claims to be. Its plain sibling (same build) remains a candidate."""
+        failure = backend.cuda_graph_capture_failure()
+        if failure is not None:
+            raise CudaGraphCaptureError(f"CUDA graph capture failed for {backend.describe()}: {failure}")

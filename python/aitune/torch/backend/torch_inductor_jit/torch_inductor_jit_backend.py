@@ -10,7 +10,8 @@ Dynamic shapes are not free (a dynamic=True reduce-overhead ResNet-50 ran about 
 batch 1 than a static one), so with ``dynamic=None`` on a graph with batch or dim axes the build
 also compiles a *specialised* variant: ``dynamic=False`` on a private copy of a thin wrapper's
 code object (its own Dynamo cache and recompile limit), warmed up on the distinct shapes of the
-stored samples plus the graph's min and max shapes, one static graph per shape. Both variants are
+stored samples plus the caller's batch sizes (the graph's min and max shapes when those are
+unknown), one static graph per shape. Both variants are
 timed on those shapes (SPEC §8.1 calls, median host time) and the faster total wins. When the
 specialised variant wins, calls whose input shapes are among the specialised ones are dispatched
 to it by shape and every other call goes to the dynamic build, so an unseen shape never
@@ -219,15 +220,22 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
 
     def _comparison_calls(self, graph: GraphSpec, data: list[Sample]) -> list[tuple[tuple, tuple[tuple, dict]]]:
         """The calls the variants are compared on: one per distinct shape of the stored samples,
-        then the graph's min and max shapes (sample 0 resized)."""
+        then sample 0 at each batch size the caller tuned with (ait.tune's batch_sizes) — or, when
+        those are unknown (JIT mode), at the graph's min and max shapes. Not at the max batch size
+        a search found: a static graph for a size nobody asked for costs a whole compile."""
         calls = [(tuple(s.args), dict(s.kwargs)) for s in data]
+        sizes = list(getattr(graph, "observed_batch_sizes", None) or [])
         try:
-            from aitune.torch.task.correctness import resized_sample
+            if sizes and graph.has_batch_axis():
+                from aitune.torch.task.batching import make_batch
 
-            for which in ("min", "max"):
-                calls.append(resized_sample(graph, data[0], which))
+                calls += [make_batch(graph, data[0], min(bs, graph.max_batch_size())) for bs in sizes]
+            else:
+                from aitune.torch.task.correctness import resized_sample
+
+                calls += [resized_sample(graph, data[0], which) for which in ("min", "max")]
         except Exception as e:  # noqa: BLE001 - the stored samples still give a comparison
-            logger.debug("TorchInductorJitBackend: no min/max comparison sample: %s", e)
+            logger.debug("TorchInductorJitBackend: no further comparison samples: %s", e)
         unique: dict[tuple, tuple[tuple, dict]] = {}
         for args, kwargs in calls:
             try:

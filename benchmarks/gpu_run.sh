@@ -33,15 +33,21 @@ finish() {
     echo "--- cuda graphs"; cat "$OUT/cuda_graph_overhead.json"; echo "--- cuda graphs (repeat)"
     grep -E '_us"' "$LOGS/cuda_graph_overhead_2.json"; echo "--- zoo"; grep -A20 "^| model" "$LOGS/zoo.log"
     echo "--- zoo rows"; grep "^{" "$LOGS/zoo.log" | cut -c1-3000
+    echo "--- defaults"; cat "$LOGS/defaults.md"
   } >> "$summary" 2>/dev/null
   tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
   cat "$summary"
 }
 trap finish EXIT
 
+# BUILD_TESTS=OFF builds without the C++ tests and benchmarks (quicker, for benchmark-only calls).
 # STAGES selects what runs (default: everything but the zoo): build ctest tests bench demo aotidiag
-# roundtrip jit; ZOO_MODELS adds the model zoo. PYTEST_TIMEOUT, ZOO_TIMEOUT, JIT_TIMEOUT and
-# ROUNDTRIP_TIMEOUT (seconds) bound those stages so one call of the device tool keeps its logs.
+# roundtrip jit defaults defaults_bg defaults_wait; ZOO_MODELS adds the model zoo. defaults: benchmarks/defaults.py, aitune
+# with no options vs eager/torch.compile per model (DEFAULTS_ARGS adds options, e.g. "--models
+# resnet50 --budget-s 500"; it writes $OUT/defaults.json after every row, and its table goes into
+# summary.txt, not a file of its own: the device tool returns at most 8 files). PYTEST_TIMEOUT,
+# ZOO_TIMEOUT, JIT_TIMEOUT, ROUNDTRIP_TIMEOUT and DEFAULTS_TIMEOUT (seconds) bound those stages so
+# one call of the device tool keeps its logs.
 STAGES=${STAGES:-"build tests bench demo"}
 ZOO_MODELS=${ZOO_MODELS:-}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -65,7 +71,7 @@ install_carried() {
 step deps install_carried
 if has build || ! $PY -c 'import aitune._C' 2>/dev/null; then
   step build $PY -m pip install --no-build-isolation --no-deps -v \
-    -C cmake.define.AITUNE_BUILD_TESTS=ON -C cmake.define.AITUNE_BUILD_BENCHMARKS=ON . || exit 1
+    -C cmake.define.AITUNE_BUILD_TESTS=${BUILD_TESTS:-ON} -C cmake.define.AITUNE_BUILD_BENCHMARKS=${BUILD_TESTS:-ON} . || exit 1
 fi
 BUILD=$(ls -d build/cp3*/ | head -n1)
 if has tests || has ctest; then
@@ -112,6 +118,26 @@ fi
 # AOTI_PRELOAD=1 runs the AOTInductor-dependent stages with the system libstdc++ preloaded.
 AOTI_ENV=()
 [ "${AOTI_PRELOAD:-0}" = 1 ] && AOTI_ENV=(env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6)
+has defaults && step defaults timeout -k 10 "${DEFAULTS_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/defaults.py \
+  ${DEFAULTS_ARGS:-} --out "$OUT/defaults.json" --markdown "$LOGS/defaults.md"
+# A defaults run longer than one device call (10 min): defaults_bg starts it detached (it lives
+# while the machine stays warm); each later call's defaults_wait waits up to DEFAULTS_WAIT_S for it
+# and copies what it has so far into $OUT.
+BG=/tmp/aitune-defaults-bg
+if has defaults_bg; then
+  mkdir -p "$BG" && rm -f "$BG"/done
+  setsid nohup bash -c "${AOTI_ENV[*]} $PY benchmarks/defaults.py ${DEFAULTS_ARGS:-} --out $BG/defaults.json \
+    --markdown $BG/defaults.md > $BG/defaults.log 2>&1; echo \$? > $BG/done" < /dev/null > /dev/null 2>&1 &
+  echo "defaults_bg started (pid $!)" | tee -a "$summary"
+fi
+if has defaults_wait; then
+  waited=0
+  while [ ! -f "$BG/done" ] && [ "$waited" -lt "${DEFAULTS_WAIT_S:-0}" ]; do sleep 10; waited=$((waited + 10)); done
+  cp "$BG"/defaults.json "$BG"/defaults.md "$OUT"/ 2>/dev/null
+  cp "$BG"/defaults.log "$LOGS"/defaults.log 2>/dev/null
+  echo "defaults_wait: waited ${waited} s, finished: $([ -f "$BG/done" ] && cat "$BG/done" || echo no)" | tee -a "$summary"
+  { echo "--- defaults (so far)"; cat "$BG/defaults.md" 2>/dev/null; } >> "$summary"
+fi
 if [ -n "$ZOO_MODELS" ]; then
   step zoo timeout -k 10 "${ZOO_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/zoo.py --models $ZOO_MODELS ${ZOO_ARGS:-} --out "$OUT/zoo.json"
 fi

@@ -14,6 +14,7 @@ import argparse
 import copy
 import json
 import logging
+import re
 import time
 from typing import Any, Callable
 
@@ -60,29 +61,30 @@ class LlamaStyleStep(torch.nn.Module):
 
 
 def build(name: str) -> tuple[torch.nn.Module, Callable[[int], tuple], int, torch.dtype]:
-    """(model, make_inputs(batch) -> args, batch size, dtype)."""
-    if name == "mlp":
+    """(model, make_inputs(batch) -> args, batch size, dtype). A name ending `_bN` (resnet50_b64,
+    bert_b32) is the same model at batch N; without it the batch is 1."""
+    match = re.fullmatch(r"(.+)_b(\d+)", name)
+    base, batch = (match[1], int(match[2])) if match else (name, 1)
+    if base == "mlp":
         model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
-        return model, lambda b: (torch.randn(b, 256),), 1, torch.float32
-    if name.startswith("resnet50"):
+        return model, lambda b: (torch.randn(b, 256),), batch, torch.float32
+    if base == "resnet50":
         import torchvision
 
-        batch = 64 if name.endswith("b64") else 1
         return torchvision.models.resnet50(), lambda b: (torch.randn(b, 3, 224, 224),), batch, torch.float16
-    if name == "vit_b_16":
+    if base == "vit_b_16":
         import torchvision
 
-        return torchvision.models.vit_b_16(), lambda b: (torch.randn(b, 3, 224, 224),), 1, torch.float32
-    if name.startswith("bert"):
+        return torchvision.models.vit_b_16(), lambda b: (torch.randn(b, 3, 224, 224),), batch, torch.float32
+    if base == "bert":
         from transformers import BertConfig, BertModel
 
-        batch = 32 if name.endswith("b32") else 1
         model = BertModel(BertConfig(), add_pooling_layer=False)
         return model, lambda b: (torch.randint(0, 30000, (b, 128)), torch.ones(b, 128, dtype=torch.long)), batch, \
             torch.float16
-    if name == "llama_step":
+    if base == "llama_step":
         return LlamaStyleStep(), lambda b: (torch.randn(b, 1, 1024), torch.randn(b, 16, 255, 64),
-                                            torch.randn(b, 16, 255, 64)), 1, torch.float16
+                                            torch.randn(b, 16, 255, 64)), batch, torch.float16
     raise ValueError(f"unknown model {name}")
 
 
@@ -101,8 +103,9 @@ def cuda_median_ms(fn: Callable[[], Any], iterations: int = 200) -> float:
     return times[len(times) // 2]
 
 
-def to(args: tuple, dtype: torch.dtype) -> tuple:
-    return tuple(a.cuda().to(dtype) if a.is_floating_point() else a.cuda() for a in args)
+def to(args: tuple, dtype: torch.dtype, device: str = "cuda") -> tuple:
+    """Float tensors to `dtype`, every tensor to `device`."""
+    return tuple(a.to(device).to(dtype) if a.is_floating_point() else a.to(device) for a in args)
 
 
 AOT_CUDA_GRAPHS = True  # --aot-cuda-graphs

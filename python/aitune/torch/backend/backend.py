@@ -260,6 +260,15 @@ class Backend(abc.ABC):
             raise CudaGraphCaptureError(f"{sibling.describe()}: CUDA-graph serving could not start: {e}") from e
         return sibling
 
+    def release_cuda_graph_captures(self) -> None:
+        """Drops every captured CUDA graph (and its memory pool) but keeps serving through CUDA
+        graphs: the next call of each input signature captures again. For a measured candidate
+        that is kept for a later selection, so a sweep over many batch sizes does not hold a pool
+        per size per candidate."""
+        if self._cuda_graph is not None:
+            self._cuda_graph = None
+            self._start_cuda_graphs()
+
     def cuda_graph_capture_failure(self) -> str | None:
         """Why a CUDA-graph capture of this backend's calls failed, or None when every capture so
         far succeeded (or CUDA graphs are off). A failed capture makes the shared runner fall back

@@ -139,6 +139,8 @@ class ProfilingTuneStrategy(TuneStrategy):
                 self._siblings.before_release(backend)
                 backend.deactivate()
                 continue
+            if len(self._batch_sizes(ctx)) > 1:
+                backend.release_cuda_graph_captures()  # one pool per swept size adds up over candidates
             self.backend_results[-1].update({self.metric_name: point.metric, "selected_batch_size": point.batch_size,
                                              "latency": point.latency_ms})
             self._log("✅ backend profiled - %s: %.4g, batch size: %d", self.metric_name, point.metric,

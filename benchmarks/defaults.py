@@ -1,0 +1,338 @@
+"""What a user who passes NO options gets from aitune, side by side with torch.compile.
+
+For each model (zoo.build: random weights, nothing downloaded) six rows are measured on one fixed
+input: `eager`, `compile` (torch.compile, default mode), `reduce-overhead` (torch.compile with CUDA
+graphs), `ait_defaults` (`ait.tune(ait.Module(model), dataset)`: no strategy, no tolerance, no
+config), `min_latency` and `max_throughput` (the same with only that strategy). Batch-1 models get
+ait.tune's default batch sizes; a `_bN` model gets `batch_sizes=[N]`, the batch the user serves.
+Columns: median latency (CUDA events, 200 calls after 20 warm-up), its ratio to the best of the
+three torch references, setup time (first two compiled calls, or the whole ait.tune call), what
+aitune picked, the telemetry's per-graph outcome, and max |output - eager output|.
+
+    python benchmarks/defaults.py --out defaults.json --markdown defaults.md
+    python benchmarks/defaults.py --device cpu --models mlp --rows eager compile ait_defaults  # smoke test
+
+Caches. Every row gets a fresh aitune cache (AITUNE_CACHE_DIR in a temp dir; inherited AITUNE_*
+variables are dropped, since they are options). Each model gets one fresh Inductor/Triton cache
+shared by its rows, and `ait_defaults` runs first, so its tuning time is measured with cold torch
+caches (the target: ResNet-50 default tuning <= 90 s, cold) while the torch.compile rows find a
+warm one, as a user's second run would (column `torch cache`; `n/a` for eager, which compiles
+nothing). `--cold-all` gives every row its own fresh cache.
+
+Why one process per row: torch.compile and aitune keep process-wide state (Dynamo caches, CUDA
+graph pools, loaded kernels, allocator), so rows in one process would measure each other; and a
+native crash or a hang must cost one row (recorded with the child's stderr tail), not the run.
+The parent imports nothing heavy and rewrites --out / --markdown after every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+MODELS = ["resnet50", "mlp", "bert", "llama_step", "vit_b_16", "resnet50_b32"]
+ROWS = ["ait_defaults", "eager", "compile", "reduce-overhead", "min_latency", "max_throughput"]  # run order
+REFERENCES = ("eager", "compile", "reduce-overhead")
+AITUNE_ROWS = ("ait_defaults", "min_latency", "max_throughput")
+DISPLAY = [*REFERENCES, *AITUNE_ROWS]
+
+
+# -- child: one row ---------------------------------------------------------------------------
+def measure(row: str, name: str, device: str, result: dict[str, Any]) -> None:
+    """Fills `result` as it goes, so what was measured before an exception survives it."""
+    import copy
+
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    import zoo  # benchmarks/ is sys.path[0]
+
+    cpu = device == "cpu"
+    result.update(torch=torch.__version__, gpu=None if cpu else torch.cuda.get_device_name(device))
+    torch.manual_seed(0)  # same weights and inputs in every row's process
+    model, make_inputs, batch, dtype = zoo.build(name)
+    dtype = torch.float32 if cpu else dtype
+    model = model.eval().to(device).to(dtype)
+    args = zoo.to(make_inputs(batch), dtype, device)
+    result.update(batch=batch, dtype=str(dtype).removeprefix("torch."))
+
+    def tensors(out: Any) -> list[torch.Tensor]:  # HF ModelOutputs are pytree dicts
+        return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+    def sync() -> None:
+        if not cpu:
+            torch.cuda.synchronize(device)
+
+    with torch.no_grad():  # the reference, before compiling or tuning touches the model
+        reference = [t.clone() for t in tensors(copy.deepcopy(model)(*args))]
+    start = time.perf_counter()
+    if row == "eager":
+        fn = model
+    elif row in ("compile", "reduce-overhead"):
+        fn = torch.compile(model) if row == "compile" else torch.compile(model, mode="reduce-overhead")
+        with torch.no_grad():
+            fn(*args)
+            fn(*args)
+        sync()
+        result["setup_s"] = round(time.perf_counter() - start, 2)
+    else:
+        import aitune.torch as ait
+
+        args4 = zoo.to(make_inputs(4), dtype, device)
+        dataset = [tuple(a[i] for a in args4) for i in range(4)]  # unbatched; ait.tune stacks them
+        strategy = {"ait_defaults": None, "min_latency": ait.MinLatencyStrategy,
+                    "max_throughput": ait.MaxThroughputStrategy}[row]
+        fn = wrapped = ait.Module(model, strategy=strategy()) if strategy else ait.Module(model)
+        kwargs: dict[str, Any] = {"batch_sizes": [batch]} if re.search(r"_b\d+$", name) else {}
+        start = time.perf_counter()
+        ait.tune(wrapped, dataset, device=device, **kwargs)
+        result["setup_s"] = round(time.perf_counter() - start, 2)
+        result["state"] = wrapped.state.name
+        picks = [b.describe() for _, b in wrapped.tuned_module.backends] if wrapped.tuned_module else []
+        result["picks"] = picks
+        result["pick"] = (picks[0] + (f" (+{len(picks) - 1} graphs)" if len(picks) > 1 else "")) if picks \
+            else "passthrough (original module)"
+    with torch.no_grad():
+        result["latency_ms"] = zoo.cuda_median_ms(lambda: fn(*args)) if not cpu else host_median_ms(lambda: fn(*args))
+        out = tensors(fn(*args))
+    sync()
+    if len(out) != len(reference) or any(a.shape != b.shape for a, b in zip(out, reference)):
+        result["max_abs_diff"] = f"outputs differ: {[tuple(t.shape) for t in out]} vs eager's " \
+                                 f"{[tuple(t.shape) for t in reference]}"
+    else:
+        diffs = [(a.float() - b.float()).abs().max() for a, b in zip(out, reference)]
+        result["max_abs_diff"] = float(torch.stack(diffs).max()) if diffs else 0.0
+
+
+def host_median_ms(fn: Any, iterations: int = 200) -> float:
+    """CPU rows: wall-clock median (no CUDA events)."""
+    for _ in range(20):
+        fn()
+    times = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return sorted(times)[iterations // 2]
+
+
+def child(args: argparse.Namespace) -> None:
+    import logging
+
+    log_path = Path(args.out).with_name("aitune.log")
+    if args.row in AITUNE_ROWS:
+        # aitune's INFO log into a file: marked as aitune's own handler, so setup_logging() adds
+        # no console handler, and the console (our captured stderr) keeps only real errors.
+        handler = logging.FileHandler(log_path)
+        handler.setFormatter(logging.Formatter("%(asctime)s - %(levelname)s - %(message)s"))
+        handler._aitune = True  # type: ignore[attr-defined]
+        logger = logging.getLogger("aitune")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    result: dict[str, Any] = {}
+    try:
+        measure(args.row, args.model, args.device, result)
+    except Exception as e:  # noqa: BLE001 - becomes this row's error entry
+        result["error"] = f"{type(e).__name__}: {e}"[:1500]
+        result["traceback_tail"] = traceback.format_exc()[-2500:]
+    if args.row in AITUNE_ROWS:
+        result.update(telemetry_outcome())
+        if log_path.exists():
+            lines = log_path.read_text(errors="replace").splitlines()
+            result["tuning_log_tail"] = lines[-15:]
+            result["log_warnings"] = [line[:300] for line in lines if " - WARNING - " in line][:20]
+    Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+
+
+def telemetry_outcome() -> dict[str, Any]:
+    """Per-graph outcome from the telemetry JSON ("tuned" / "kept_eager" / "reused"; "n/a"
+    where this aitune predates the field)."""
+    try:
+        from aitune.torch.config import config
+
+        data = json.loads(Path(config.tuning_data_output_path).read_text())
+    except (ImportError, OSError, ValueError) as e:
+        return {"outcome": f"no telemetry ({type(e).__name__})"}
+    graphs = [g for m in data.get("modules") or [] for g in m.get("graphs") or []]
+    outcomes = [str(g.get("outcome", "n/a")) for g in graphs]
+    return {"outcome": "n/a" if all(o == "n/a" for o in outcomes) and outcomes else ",".join(outcomes) or "no graphs",
+            "graphs": [{k: g.get(k) for k in ("display_name", "outcome", "selected_backend", "speedup", "duration_s")}
+                       for g in graphs]}
+
+
+# -- parent: rows in child processes ----------------------------------------------------------
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: a child outlives a parent killed by a timeout unless the kernel signals it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def run_row(row: str, model: str, device: str, inductor_dir: Path, timeout_s: float) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix=f"aitune-defaults-{model}-{row}-"))
+    out = work / "row.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AITUNE_")}  # no options: no AITUNE_*
+    env.update(PYTHONUNBUFFERED="1", AITUNE_CRASH_REPORT="1", AITUNE_CACHE_DIR=str(work / "aitune-cache"),
+               AITUNE_TUNING_DATA_PATH=str(work / "aitune-cache" / "tuning_data.json"),
+               TORCHINDUCTOR_CACHE_DIR=str(inductor_dir), TRITON_CACHE_DIR=str(inductor_dir / "triton"))
+    cmd = [sys.executable, __file__, "--row", row, "--model", model, "--device", device, "--out", str(out)]
+    # Own process group: a timeout kills the child's compile workers too.
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace", start_new_session=True, preexec_fn=_die_with_parent)
+    error = None
+    try:
+        _, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        error = f"timed out after {timeout_s:.0f} s"
+    finally:  # also on SIGTERM (SystemExit): no child, and no temp dir, outlives its row
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, stderr = proc.communicate()
+        try:
+            result = json.loads(out.read_text())
+        except (OSError, ValueError):
+            result = {}
+        shutil.rmtree(work, ignore_errors=True)
+    if error or proc.returncode or not result:
+        result.setdefault("error", error or f"child exited with {proc.returncode}")
+        result["stderr_tail"] = stderr[-2500:]
+    return result
+
+
+def git_commit() -> dict[str, Any]:
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {"aitune_commit": None}
+    commit = head.stdout.strip() or None
+    return {"aitune_commit": commit, "aitune_dirty": bool(dirty.stdout.strip()) if commit else None}
+
+
+# -- report ---------------------------------------------------------------------------------
+def _best_ref(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    refs = [r for r in rows if r["row"] in REFERENCES and isinstance(r.get("latency_ms"), float)]
+    return min(refs, key=lambda r: r["latency_ms"]) if refs else None
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| model | batch | dtype | row | latency ms | vs best ref | setup s | torch cache | pick | outcome | "
+             "max abs diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mine = sorted((r for r in rows if r["model"] == model), key=lambda r: DISPLAY.index(r["row"]))
+        known = next((r for r in mine if "batch" in r), {})
+        best = _best_ref(mine)
+        for r in mine:
+            lat = r.get("latency_ms")
+            ratio = lat / best["latency_ms"] if best and isinstance(lat, float) else None
+            note = r.get("skipped") or (f"ERROR: {r['error'][:120]}" if r.get("error") else r.get("pick", ""))
+            outcome = r.get("outcome", "") + (f" [{r['state']}]" if r.get("state") else "")
+            diff = r.get("max_abs_diff")
+            lines.append("| " + " | ".join(cell(v) for v in (
+                model, known.get("batch", ""), known.get("dtype", ""), r["row"],
+                f"{lat:.4f}" if isinstance(lat, float) else "-", f"{ratio:.2f}×" if ratio else "-",
+                f"{r['setup_s']:.1f}" if isinstance(r.get("setup_s"), float) else "-", r.get("torch_cache", "-"),
+                note, outcome, f"{diff:.2e}" if isinstance(diff, float) else diff or "-")) + " |")
+        parts = []
+        for row in ("ait_defaults", "min_latency"):
+            r = next((x for x in mine if x["row"] == row and isinstance(x.get("latency_ms"), float)), None)
+            if r is None or best is None:
+                parts.append(f"{row} ≤ 1.00× best reference: n/a")
+                continue
+            ratio = r["latency_ms"] / best["latency_ms"]
+            verdict = "yes" if round(ratio, 2) <= 1.0 else "no"  # as printed: 1.004× reads 1.00×
+            parts.append(f"{row} ≤ 1.00× best reference: {verdict} ({ratio:.2f}×)")
+        if best:
+            parts.append(f"best reference: {best['row']} {best['latency_ms']:.4f} ms")
+        verdicts.append(f"- **{model}**: " + "; ".join(parts))
+    return "\n".join(lines) + "\n\n" + "\n".join(verdicts) + "\n"
+
+
+def write(args: argparse.Namespace, header: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    for r in rows:  # machine facts come from the children: the parent does not import torch
+        for key in ("gpu", "torch"):
+            if r.get(key) and not header.get(key):
+                header[key] = r[key]
+    if args.out:
+        Path(args.out).write_text(json.dumps({**header, "rows": rows}, indent=2, default=str))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=MODELS, help="zoo.build names; `_bN` sets batch N")
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=ROWS)
+    parser.add_argument("--device", default="cuda:0", help="cuda:N, or cpu for a smoke test")
+    parser.add_argument("--row-timeout", type=float, default=420.0, help="seconds per row's child process")
+    parser.add_argument("--budget-s", type=float, help="start no new row after this much wall time")
+    parser.add_argument("--cold-all", action="store_true", help="a fresh Inductor cache for every row")
+    parser.add_argument("--out", help="JSON, rewritten after every row")
+    parser.add_argument("--markdown", help="the table, rewritten after every row")
+    parser.add_argument("--row", choices=ROWS, help=argparse.SUPPRESS)  # child mode
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.row:
+        return child(args)
+    # SIGTERM (gpu_run.sh's timeout) as SystemExit, so run_row's finally kills the child's group.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    start = time.monotonic()
+    header = {"device": args.device, "gpu": None, "torch": None, **git_commit(), "cold_all": args.cold_all,
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    rows: list[dict[str, Any]] = []
+    for model in args.models:
+        model_cache = Path(tempfile.mkdtemp(prefix=f"aitune-defaults-inductor-{model}-"))
+        try:
+            run_model(args, model, model_cache, start, header, rows)
+        finally:
+            shutil.rmtree(model_cache, ignore_errors=True)
+        print(markdown([r for r in rows if r["model"] == model]), flush=True)
+    print(markdown(rows), flush=True)
+
+
+def run_model(args: argparse.Namespace, model: str, model_cache: Path, start: float, header: dict[str, Any],
+              rows: list[dict[str, Any]]) -> None:
+    """The model's rows in ROWS order (ait_defaults first: cold torch caches), one child each."""
+    cache_used = False
+    for row in (r for r in ROWS if r in args.rows):
+        entry: dict[str, Any] = {"model": model, "row": row}
+        if row == "reduce-overhead" and args.device == "cpu":
+            entry["skipped"] = "CUDA only"
+        elif args.budget_s is not None and time.monotonic() - start > args.budget_s:
+            entry["skipped"] = "not run (budget)"
+        else:
+            # --cold-all: a fresh cache inside the model's, so the model's cleanup removes it too.
+            cache = Path(tempfile.mkdtemp(dir=model_cache)) if args.cold_all else model_cache
+            entry["torch_cache"] = "n/a" if row == "eager" else "cold" if args.cold_all or not cache_used else "warm"
+            cache_used |= row != "eager"
+            entry.update(run_row(row, model, args.device, cache, args.row_timeout))
+        rows.append(entry)
+        brief = {k: entry.get(k) for k in ("latency_ms", "setup_s", "pick", "outcome", "error", "skipped")}
+        print(f"[{time.monotonic() - start:6.0f} s] {model} {row}: {json.dumps(brief, default=str)}", flush=True)
+        write(args, header, rows)
+
+
+if __name__ == "__main__":
+    main()

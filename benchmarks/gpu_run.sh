@@ -121,7 +121,8 @@ AOTI_ENV=()
 has defaults && step defaults timeout -k 10 "${DEFAULTS_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/defaults.py \
   ${DEFAULTS_ARGS:-} --out "$OUT/defaults.json" --markdown "$LOGS/defaults.md"
 # A defaults run longer than one device call (10 min): defaults_bg starts it detached (it lives
-# while the machine stays warm); each later call's defaults_wait waits up to DEFAULTS_WAIT_S for it
+# while the machine stays warm); each later call's defaults_wait waits up to DEFAULTS_WAIT_S (or until
+# the script has run DEFAULTS_UNTIL_S) for it
 # and copies what it has so far into $OUT.
 BG=/tmp/aitune-defaults-bg
 if has defaults_bg; then
@@ -132,7 +133,9 @@ if has defaults_bg; then
 fi
 if has defaults_wait; then
   waited=0
-  while [ ! -f "$BG/done" ] && [ "$waited" -lt "${DEFAULTS_WAIT_S:-0}" ]; do sleep 10; waited=$((waited + 10)); done
+  # DEFAULTS_UNTIL_S: wait until this script has run that many seconds (fits a call's limit).
+  until_s=${DEFAULTS_UNTIL_S:-$((SECONDS + ${DEFAULTS_WAIT_S:-0}))}
+  while [ ! -f "$BG/done" ] && [ "$SECONDS" -lt "$until_s" ]; do sleep 10; waited=$((waited + 10)); done
   cp "$BG"/defaults.json "$BG"/defaults.md "$OUT"/ 2>/dev/null
   cp "$BG"/defaults.log "$LOGS"/defaults.log 2>/dev/null
   echo "defaults_wait: waited ${waited} s, finished: $([ -f "$BG/done" ] && cat "$BG/done" || echo no)" | tee -a "$summary"

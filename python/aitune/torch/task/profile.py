@@ -78,11 +78,7 @@ def _sweep(fn: Callable, graph: GraphSpec, data: list[Sample], config: Profiling
             break
         size_start = limits.clock()
         line.update(f"{base_text} at batch size {bs}" if batching else base_text)
-        if batching:
-            sample = make_batch(graph, data[0], bs)
-        else:
-            sample = (data[0].args, data[0].kwargs)
-        sets = [copy.deepcopy(sample) for _ in range(NUM_INPUT_SETS)]
+        sets: list = []
 
         def call(i: int, sets=sets) -> tuple:
             args, kwargs = copy.deepcopy(sets[i % len(sets)])  # outside the timed window
@@ -90,6 +86,10 @@ def _sweep(fn: Callable, graph: GraphSpec, data: list[Sample], config: Profiling
                 return _C.time_call(lambda: fn(*args, **kwargs), cuda_index)
 
         try:
+            # Inside the try: at a large batch size, making the inputs can be what runs out of memory.
+            sample = make_batch(graph, data[0], bs) if batching else (data[0].args, data[0].kwargs)
+            sets.extend(copy.deepcopy(sample) for _ in range(NUM_INPUT_SETS))
+            del sample
             result = _C.measure_batch(call, bs if batching else 1, rule)
         except torch.OutOfMemoryError as e:
             logger.warning("Out of memory at batch size %d; the sweep stops here (%s)", bs, str(e).splitlines()[0])
@@ -102,7 +102,7 @@ def _sweep(fn: Callable, graph: GraphSpec, data: list[Sample], config: Profiling
             limits.stopped_by = f"an error at batch size {bs} ({type(e).__name__})"
             break
         finally:
-            del sets
+            sets.clear()  # the closure keeps the list: empty it to free the inputs
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         results.append(result)

@@ -15,6 +15,7 @@ import aitune.torch as ait
 from aitune.torch.backend import TorchInductorJitBackend, TorchInductorJitBackendConfig
 from aitune.torch.backend.torch_inductor_jit import torch_inductor_jit_backend as jit_module
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_backend import shape_key
+from aitune.torch.config import config as aitune_config
 from aitune.torch.module.state import ModuleState
 
 LINE = "dynamic=None: specialised per shape"
@@ -38,6 +39,9 @@ def _dataset(n=4, seed=0):
 
 
 def _tune(config=None, batch_sizes=(1, 3)):
+    # Every recorded call is stored, so the specialised variant covers batch 1 and batch 3 (it
+    # covers the stored samples' shapes only).
+    aitune_config.max_num_samples_stored = float("inf")
     model = _mlp()
     reference = copy.deepcopy(model)
     m = ait.Module(model, "mlp", strategy=_strategy(TorchInductorJitBackend(config)))
@@ -75,7 +79,7 @@ def test_dynamic_none_compares_and_keeps_the_faster(aitune_log):
     assert backend.dynamic_choice == expected
     [line] = _policy_lines(aitune_log)
     assert line.levelname == "INFO" and line.name == "aitune"
-    assert f"over 2 shapes; keeping {expected}" in line.getMessage()  # [1, 6] and [3, 6] (= min and max)
+    assert f"over 2 shapes; keeping {expected}" in line.getMessage()  # [1, 6] and [3, 6] (the stored samples)
     assert backend.describe() == "TorchInductorJitBackend()"  # the choice is not config
     assert backend.compiled_dynamic is True  # shapes outside the specialised set: the dynamic build
     _assert_serves(m, reference)
@@ -140,6 +144,16 @@ def test_dynamic_kept_drops_the_specialised_variant(aitune_log, monkeypatch):
     assert "keeping dynamic" in aitune_log.text
     assert backend._specialised is None and backend.specialised_shapes == []
     _assert_serves(m, reference)
+
+
+def test_only_the_stored_samples_shapes_are_specialised(aitune_log, monkeypatch):
+    _force(monkeypatch, "specialised")
+    model = _mlp()
+    m = ait.Module(model, "one", strategy=_strategy(TorchInductorJitBackend()))
+    ait.tune(m, _dataset(), batch_sizes=[1, 3], device="cpu")  # one stored sample (the default)
+    [(_, backend)] = m.tuned_module.backends
+    assert backend.specialised_shapes == [((1, 6),)], "batch 3 is served by the dynamic build"
+    assert "over 1 shapes; keeping specialised" in aitune_log.text
 
 
 def test_too_many_shapes_for_the_recompile_limit_keeps_dynamic(aitune_log, monkeypatch):

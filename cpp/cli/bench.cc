@@ -258,11 +258,11 @@ int bench(int argc, char** argv) {
   const ModuleHandle* module = nullptr;
   const GraphInfo* graph = nullptr;
   if (Status s = pick(**rt, a, &module, &graph); !s.ok()) return fail("bench", s);
+  if (Status s = check_device(a, o.device, *graph); !s.ok()) return fail("bench", s);
   Inputs inputs;
   if (o.source == Source::kFile) {
     auto read = read_inputs_file(a.values.at("--inputs"));
-    if (!read.ok())
-      return fail("bench", Status(read.status().code(), "--inputs: " + read.status().message()));
+    if (!read.ok()) return fail("bench", read.status());
     inputs = std::move(read).value();
     if (!a.values.count("--graph")) {  // the graph ModuleHandle::run would select for the file
       auto selected = module->select_graph(inputs);

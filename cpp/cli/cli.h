@@ -36,9 +36,15 @@ std::optional<Args> parse(const std::string& command, int argc, char** argv,
                           const std::vector<std::string>& value_flags,
                           const std::vector<std::string>& bool_flags,
                           const std::vector<std::string>& list_flags = {});
+// A decimal int; nullopt for anything else, including values outside int.
 std::optional<int> parse_int(const std::string& s);
-// --device N|cuda:N|cpu -> device index (-1: CPU). Default 0.
+constexpr int kMaxCudaIndex = 127;
+// --device N|cuda:N|cpu -> device index (-1: CPU). Default 0. nullopt for a negative index or one
+// above kMaxCudaIndex.
 std::optional<int> parse_device(const Args& a);
+// An explicit --device cuda:N must exist on this machine (kIncompatible) and suit the graph's
+// package (a CPU package cannot run on a GPU: kInvalidArgument). Without --device: ok.
+Status check_device(const Args& a, int device, const GraphInfo& graph);
 // --cuda-graphs on|off|auto into `graphs` (auto, the default: as saved with the backend, nullopt).
 // False for any other value.
 bool parse_cuda_graphs(const Args& a, std::optional<bool>& graphs);

@@ -4,8 +4,11 @@
 // 7 input outside profile or unknown graph.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <iomanip>
+#include <limits>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -85,22 +88,41 @@ std::optional<Args> parse(const std::string& command, int argc, char** argv,
 }
 
 std::optional<int> parse_int(const std::string& s) {
-  try {
-    size_t pos = 0;
-    const long v = std::stol(s, &pos);
-    if (pos != s.size()) return std::nullopt;
-    return static_cast<int>(v);
-  } catch (...) {
+  // Decimal digits with an optional '-', within int: 4294967297 must not wrap to 1.
+  const size_t digits = s.size() - (!s.empty() && s[0] == '-');
+  if (digits == 0 || digits > 10 || !std::all_of(s.end() - static_cast<long>(digits), s.end(), ::isdigit)) {
     return std::nullopt;
   }
+  const long long v = std::stoll(s);
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) return std::nullopt;
+  return static_cast<int>(v);
 }
 
 std::optional<int> parse_device(const Args& a) {
   auto it = a.values.find("--device");
   if (it == a.values.end()) return 0;
   if (it->second == "cpu") return -1;
-  if (it->second.rfind("cuda:", 0) == 0) return parse_int(it->second.substr(5));
-  return parse_int(it->second);
+  const std::string index = it->second.rfind("cuda:", 0) == 0 ? it->second.substr(5) : it->second;
+  const std::optional<int> v = parse_int(index);
+  if (!v || *v < 0 || *v > kMaxCudaIndex) return std::nullopt;
+  return v;
+}
+
+aitune::Status check_device(const Args& a, int device, const aitune::GraphInfo& graph) {
+  if (!a.values.count("--device") || device < 0) return aitune::Status::Ok();  // default: where the graph was built
+  const std::string asked = a.values.at("--device");
+  const int count = at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
+  if (device >= count) {
+    return {aitune::StatusCode::kIncompatible, "--device " + asked + ": this machine has " +
+                                                   (count == 0 ? std::string("no CUDA device") :
+                                                                 std::to_string(count) + " CUDA device(s)")};
+  }
+  if (graph.device.rfind("cuda", 0) != 0) {
+    return aitune::invalid_argument("--device " + asked + " asks for a GPU, but graph '" + graph.name +
+                                    "' was built for " + (graph.device.empty() ? "the CPU" : graph.device) +
+                                    "; run it with --device cpu");
+  }
+  return aitune::Status::Ok();
 }
 
 aitune::Status pick(const aitune::Runtime& rt, const Args& a, const aitune::ModuleHandle** module,
@@ -143,10 +165,8 @@ aitune::StatusOr<std::unique_ptr<aitune::Runtime>> load_for_run(const Args& a, i
 
 StatusOr<Inputs> read_inputs_file(const std::string& path) {
   auto tensors = read_safetensors_file(path);
-  if (!tensors.ok()) {
-    return tensors.status().code() == StatusCode::kNotFound ? invalid_argument(tensors.status().message())
-                                                            : tensors.status();
-  }
+  // A bad inputs file is a bad command line (exit 2), not a corrupt checkpoint (exit 3).
+  if (!tensors.ok()) return invalid_argument("--inputs " + path + ": " + tensors.status().message());
   Inputs inputs;
   for (auto& [name, t] : *tensors) inputs[name] = t;
   return inputs;
@@ -350,6 +370,7 @@ int run(int argc, char** argv) {
   const aitune::ModuleHandle* module = nullptr;
   const aitune::GraphInfo* graph = nullptr;
   if (aitune::Status s = pick(**rt, a, &module, &graph); !s.ok()) return fail("run", s);
+  if (aitune::Status s = check_device(a, *device, *graph); !s.ok()) return fail("run", s);
   aitune::Inputs inputs;
   std::optional<aitune::StoredSample> sample;
   if (a.values.count("--inputs")) {

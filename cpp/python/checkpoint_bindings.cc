@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "checkpoint/extraction_cache.h"
+#include "checkpoint/manifest_schema.h"
 #include "checkpoint/zip_archive.h"
 #include "errors.h"
 
@@ -172,6 +173,23 @@ void register_checkpoint_bindings(py::module_& m) {
              }
              return py::reinterpret_steal<py::str>(text);
            })
+      .def(
+          "validated_manifest",
+          [](const ArchiveReader& r) {
+            // The one manifest check the C++ runtime runs too (nesting, types, names, references);
+            // Python parses the text only after it passed.
+            const std::string_view bytes = r.manifest_bytes();
+            auto parsed = parse_manifest(bytes);
+            if (!parsed.ok()) throw_status({parsed.status().code(), "Checkpoint '" + r.path() + "': " + parsed.status().message()});
+            PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "strict");
+            if (text == nullptr) {
+              PyErr_Clear();
+              throw_status({StatusCode::kCorrupt, "Checkpoint '" + r.path() + "' is corrupt: manifest.json is not UTF-8"});
+            }
+            return py::reinterpret_steal<py::str>(text);
+          },
+          "manifest.json's text after the manifest schema check (CorruptCheckpointError, "
+          "UnsupportedCheckpointError otherwise).")
       .def("digest", &ArchiveReader::digest)
       .def("entry_names", &ArchiveReader::entry_names)
       .def("entry_size", &ArchiveReader::entry_size, py::arg("name"))
@@ -226,6 +244,13 @@ void register_checkpoint_bindings(py::module_& m) {
           },
           py::arg("files"), py::arg("cache_root"), py::arg("verify_full") = false,
           "Extracts `files` into <cache_root>/<digest>/ once (SPEC §10.4) and returns that folder.");
+  m.def(
+      "check_json_nesting",
+      [](const std::string& text, const std::string& what) { ok_or_throw(check_json_nesting(text, kMaxJsonNesting, what)); },
+      py::arg("text"), py::arg("what"),
+      "CorruptCheckpointError when `text` nests arrays/objects deeper than the checkpoint limit (64).");
+  m.def("is_safe_name", [](const std::string& name) { return is_safe_name(name); }, py::arg("name"),
+        "True for a module or graph name that can be a folder name.");
 }
 
 }  // namespace aitune::python

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <utility>
 
 namespace aitune {
@@ -18,13 +20,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Holds an exclusive flock until destroyed. Separate open() calls get separate open file
-// descriptions, so the lock also serialises threads of one process.
+// Holds an exclusive flock until destroyed (or nothing, for a read-only cache whose lock file
+// cannot be created: nobody can write there, so there is nothing to serialise). Separate open()
+// calls get separate open file descriptions, so the lock also serialises threads of one process.
 class ExclusiveLock {
  public:
   static StatusOr<ExclusiveLock> acquire(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return internal_error("Cannot open lock file '" + path + "': " + std::strerror(errno));
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // read-only cache: an existing lock file
+    if (fd < 0) return ExclusiveLock(-1);
     int rc;
     do {
       rc = ::flock(fd, LOCK_EX);
@@ -94,19 +98,57 @@ std::string lowercase(std::string s) {
   return s;
 }
 
-// True when `path` holds the entry `f` (its size; with verify_full also its SHA-256).
-bool is_valid_file(const std::string& path, const FileRecord& f, bool verify_full) {
+// A cheap identity of an extracted file: any write to it changes its ctime (which no user can
+// set back), a replacement changes its inode. Recorded in `.stamps` when the file is verified, so
+// a later load knows, without hashing hundreds of megabytes, that the bytes are the ones whose
+// SHA-256 was checked -- a changed byte of a cached .so would otherwise be mapped as native code.
+std::string stamp_of(const struct stat& st) {
+  return std::to_string(st.st_size) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_dev) + " " +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
+         std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
+}
+
+// `.stamps`: one "<stamp>\t<entry path>" line per verified file.
+using Stamps = std::map<std::string, std::string>;  // entry path -> stamp
+
+Stamps read_stamps(const std::string& path) {
+  Stamps out;
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  ssize_t r;
+  while ((r = ::read(fd, buf, sizeof(buf))) > 0 && text.size() < (16u << 20)) text.append(buf, static_cast<size_t>(r));
+  ::close(fd);
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const std::string line = text.substr(start, end - start);
+    const size_t tab = line.find('\t');
+    if (tab != std::string::npos) out[line.substr(tab + 1)] = line.substr(0, tab);
+    start = end + 1;
+  }
+  return out;
+}
+
+// True when `path` holds the entry `f`: its stamp is the recorded one (fast), or its SHA-256 is
+// the entry's (verify_full, or no matching stamp). `stamp` receives the file's current stamp.
+bool is_valid_file(const std::string& path, const FileRecord& f, bool verify_full, const Stamps& stamps,
+                   std::string* stamp) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != f.size) {
     return false;
   }
-  if (!verify_full) return true;
+  *stamp = stamp_of(st);
+  const auto known = stamps.find(f.path);
+  if (!verify_full && known != stamps.end() && known->second == *stamp) return true;
   auto hash = sha256_file(path);
   return hash.ok() && *hash == lowercase(f.sha256);
 }
 
 Status write_marker(const std::string& path, const std::string& text) {
-  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
+  static std::atomic<uint64_t> counter{0};
+  const std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return internal_error("Cannot write '" + temp + "': " + std::strerror(errno));
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
@@ -118,6 +160,21 @@ Status write_marker(const std::string& path, const std::string& text) {
     return internal_error("Cannot write '" + path + "': " + std::strerror(e));
   }
   return Status::Ok();
+}
+
+Status write_stamps(const std::string& path, const Stamps& stamps) {
+  std::string text;
+  for (const auto& [entry, stamp] : stamps) text += stamp + "\t" + entry + "\n";
+  return write_marker(path, text);
+}
+
+// The error for a cache folder aitune cannot write: says what to do about it.
+Status read_only_or(const std::string& dir, const std::string& message) {
+  if (::access(dir.c_str(), W_OK) != 0 || ::access(fs::path(dir).parent_path().c_str(), W_OK) != 0) {
+    return internal_error(message + ". The extraction cache is not writable and does not hold this checkpoint's "
+                          "files yet: set AITUNE_CACHE_DIR (or config.cache_dir) to a writable folder");
+  }
+  return internal_error(message);
 }
 
 void sync_dir(const std::string& dir) {
@@ -134,36 +191,61 @@ StatusOr<std::string> extract_all(const ArchiveReader& reader, const std::vector
                                   const std::string& cache_root, bool verify_full) {
   AITUNE_CHECK_ARG(!cache_root.empty(), "Extraction cache root must not be empty");
   for (const auto& f : files) {
-    AITUNE_CHECK_ARG(f.path != kExtractionMarker,
-                     std::string("Checkpoint entry '") + kExtractionMarker + "' clashes with the extraction marker");
+    AITUNE_CHECK_ARG(f.path != kExtractionMarker && f.path != kExtractionStamps,
+                     std::string("Checkpoint entry '") + f.path + "' clashes with the extraction cache's own files");
   }
   std::error_code ec;
   fs::create_directories(cache_root, ec);
-  if (ec) return internal_error("Cannot create extraction cache '" + cache_root + "': " + ec.message());
+  if (ec && !fs::is_directory(cache_root)) {
+    return internal_error("Cannot create extraction cache '" + cache_root + "': " + ec.message());
+  }
 
   const std::string digest = reader.digest();
   const std::string dir = (fs::path(cache_root) / digest).string();
   AITUNE_ASSIGN_OR_RETURN(ExclusiveLock lock, ExclusiveLock::acquire(dir + ".lock"));
+  const std::string stamps_path = dir + "/" + kExtractionStamps;
   std::string marker;
   const bool owned = read_small_file(dir + "/" + kExtractionMarker, marker) && marker_names(marker, digest);
-  if (!owned) {
-    // A miss, an interrupted first extraction or a foreign folder: start from an empty folder.
-    AITUNE_RETURN_IF_ERROR(remove_tree(dir));
-    fs::create_directories(dir, ec);
-    if (ec) return internal_error("Cannot create extraction folder '" + dir + "': " + ec.message());
-  }
-  bool wrote = false;
+  const Stamps stamps = owned ? read_stamps(stamps_path) : Stamps{};
+  Stamps fresh = stamps;
+  std::vector<const FileRecord*> missing;
   for (const auto& f : files) {
     // Entry names were validated by ArchiveReader::open, and read() accepts only real entries,
-    // so `dir / f.path` stays inside `dir`. Each file is written to a temporary name and renamed,
-    // so a present file of the right size is a finished one; a damaged one is replaced alone.
-    const std::string path = dir + "/" + f.path;
-    if (owned && is_valid_file(path, f, verify_full)) continue;
-    AITUNE_RETURN_IF_ERROR(reader.extract(f.path, f, path));
-    wrote = true;
+    // so `dir / f.path` stays inside `dir`.
+    std::string stamp;
+    if (owned && is_valid_file(dir + "/" + f.path, f, verify_full, stamps, &stamp)) {
+      fresh[f.path] = stamp;
+    } else {
+      missing.push_back(&f);
+    }
   }
-  if (!owned) AITUNE_RETURN_IF_ERROR(write_marker(dir + "/" + kExtractionMarker, marker_text(digest)));
-  if (wrote || !owned) sync_dir(dir);
+  if (owned && missing.empty()) {
+    if (fresh != stamps) (void)write_stamps(stamps_path, fresh);  // best effort: a read-only cache still serves
+    return dir;
+  }
+  if (!owned) {
+    // A miss, an interrupted first extraction or a foreign folder: start from an empty folder.
+    if (Status s = remove_tree(dir); !s.ok()) return read_only_or(dir, s.message());
+    fs::create_directories(dir, ec);
+    if (ec) return read_only_or(dir, "Cannot create extraction folder '" + dir + "': " + ec.message());
+    fresh.clear();
+  }
+  for (const FileRecord* f : missing) {
+    // Each file is written to a temporary name and renamed, so a present file is a finished one;
+    // a damaged one is replaced alone. extract() verifies the entry's SHA-256 first.
+    const std::string path = dir + "/" + f->path;
+    const Status s = reader.extract(f->path, *f, path);
+    if (!s.ok()) return s.code() == StatusCode::kCorrupt ? s : read_only_or(dir, s.message());
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) fresh[f->path] = stamp_of(st);
+  }
+  if (Status s = write_stamps(stamps_path, fresh); !s.ok()) return read_only_or(dir, s.message());
+  if (!owned) {
+    if (Status s = write_marker(dir + "/" + kExtractionMarker, marker_text(digest)); !s.ok()) {
+      return read_only_or(dir, s.message());
+    }
+  }
+  sync_dir(dir);
   return dir;
 }
 

@@ -89,10 +89,12 @@ TEST_F(ExtractionCacheTest, DamagedFileIsExtractedAgainAlone) {
   EXPECT_EQ(extract(false), out);
   EXPECT_EQ(read_all(onnx), "onnx-graph");
 
-  // Same size, different bytes: only the full check notices.
+  // Same size, different bytes: the write changed the file's stamp (ctime), so even the fast
+  // check hashes it again and extracts it anew (a flipped byte of a cached .so used to be mapped).
   write_all(onnx, "ONNX-GRAPH");
   EXPECT_EQ(extract(false), out);
-  EXPECT_EQ(read_all(onnx), "ONNX-GRAPH");
+  EXPECT_EQ(read_all(onnx), "onnx-graph");
+  write_all(onnx, "ONNX-GRAPH");
   EXPECT_EQ(extract(true), out);
   EXPECT_EQ(read_all(onnx), "onnx-graph");
 
@@ -101,6 +103,47 @@ TEST_F(ExtractionCacheTest, DamagedFileIsExtractedAgainAlone) {
   EXPECT_EQ(extract(false), out);
   EXPECT_EQ(read_all(onnx), "onnx-graph");
   EXPECT_TRUE(fs::exists(out + "/sentinel"));
+}
+
+TEST_F(ExtractionCacheTest, StampsRecordEveryVerifiedFile) {
+  const std::string out = extract(false);
+  const std::string stamps = read_all(out + "/.stamps");
+  EXPECT_NE(stamps.find("\tmodules/0/graphs/0/backend/model.pt2\n"), std::string::npos) << stamps;
+  EXPECT_NE(stamps.find("\tmodules/0/graphs/0/backend/model_raw.onnx\n"), std::string::npos) << stamps;
+  // A cache from before stamps (no .stamps): files are hashed once and stamped, not re-extracted.
+  write_all(out + "/sentinel", "x");
+  fs::remove(out + "/.stamps");
+  EXPECT_EQ(extract(false), out);
+  EXPECT_EQ(read_all(out + "/.stamps"), stamps);
+  EXPECT_TRUE(fs::exists(out + "/sentinel"));
+}
+
+// chattr +i makes a folder unwritable even for root (tests may run as root, for whom permission
+// bits do not apply). Returns false when the file system or the user cannot do it.
+bool set_immutable(const std::string& path, bool on) {
+  const std::string cmd = std::string("chattr ") + (on ? "+i " : "-i ") + "'" + path + "' 2>/dev/null";
+  return std::system(cmd.c_str()) == 0;
+}
+
+TEST_F(ExtractionCacheTest, ReadOnlyCacheServesACompleteExtraction) {
+  const std::string out = extract(false);
+  fs::remove(root_ + "/" + reader_->digest() + ".lock");  // a cache copied without its lock files
+  if (!set_immutable(root_, true)) GTEST_SKIP() << "chattr +i is not available here (needs ext2/3/4 and root)";
+  set_immutable(out, true);
+  auto served = extract_all(*reader_, wanted_, root_, false);
+  auto full = extract_all(*reader_, wanted_, root_, true);
+  // A damaged file cannot be replaced in a read-only cache: the error says what to do.
+  set_immutable(out, false);
+  write_all(out + "/modules/0/graphs/0/backend/model_raw.onnx", "ONNX-GRAPH");
+  set_immutable(out, true);
+  auto damaged = extract_all(*reader_, wanted_, root_, false);
+  set_immutable(out, false);
+  set_immutable(root_, false);
+  ASSERT_TRUE(served.ok()) << served.status().to_string();
+  EXPECT_EQ(*served, out);
+  ASSERT_TRUE(full.ok()) << full.status().to_string();
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find("set AITUNE_CACHE_DIR"), std::string::npos) << damaged.status().to_string();
 }
 
 TEST_F(ExtractionCacheTest, FolderWithoutItsMarkerIsClearedAndExtractedAnew) {

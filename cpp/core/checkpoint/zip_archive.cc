@@ -249,8 +249,11 @@ ArchiveWriter::ArchiveWriter(std::string final_path, std::string temp_path, int 
 
 StatusOr<ArchiveWriter> ArchiveWriter::create(std::string final_path, ZipWriteOptions options) {
   AITUNE_CHECK_ARG(!final_path.empty(), "Checkpoint path must not be empty");
-  std::string temp_path = final_path + ".tmp-" + std::to_string(::getpid());
-  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Unique per writer, not per process: two threads saving to one path must not share (and
+  // truncate) one temporary file. O_EXCL: never write into a file someone else made.
+  static std::atomic<uint64_t> counter{0};
+  std::string temp_path = final_path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     return invalid_argument("Cannot create checkpoint " + in_quotes(final_path) + " (temporary file " +
                             in_quotes(temp_path) + "): " + std::strerror(errno));
@@ -557,7 +560,9 @@ ArchiveReader& ArchiveReader::operator=(ArchiveReader&& other) noexcept = defaul
 ArchiveReader::~ArchiveReader() = default;
 
 StatusOr<ArchiveReader> ArchiveReader::open(std::string path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; fstat
+  // below refuses anything that is not a regular file (the flag does not affect reading one).
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return not_found("Checkpoint file not found: " + path);
     return invalid_argument("Cannot open checkpoint " + in_quotes(path) + ": " + std::strerror(errno));
@@ -629,7 +634,7 @@ Status ArchiveReader::State::parse() {
   struct Raw {
     std::string name;
     uint16_t made_by, flags, method, disk_start;
-    uint32_t csize, usize, attributes, local_offset;
+    uint32_t crc, csize, usize, attributes, local_offset;
     const unsigned char* extra;
     uint16_t extra_size;
   };
@@ -643,8 +648,8 @@ Status ArchiveReader::State::parse() {
     const uint64_t record = kCentralSize + get16(h + 28) + get16(h + 30) + get16(h + 32);
     if (p + record > central_end) return corrupt(bad + "central directory is truncated");
     raws.push_back({std::string(reinterpret_cast<const char*>(h + kCentralSize), get16(h + 28)), get16(h + 4),
-                    get16(h + 8), get16(h + 10), get16(h + 34), get32(h + 20), get32(h + 24), get32(h + 38),
-                    get32(h + 42), h + kCentralSize + get16(h + 28), get16(h + 30)});
+                    get16(h + 8), get16(h + 10), get16(h + 34), get32(h + 16), get32(h + 20), get32(h + 24),
+                    get32(h + 38), get32(h + 42), h + kCentralSize + get16(h + 28), get16(h + 30)});
     p += record;
   }
   if (p != central_end) return corrupt(bad + "central directory has " + std::to_string(central_end - p) + " bytes after its last entry");
@@ -738,7 +743,14 @@ Status ArchiveReader::State::parse() {
   if (entries.empty() || entries[0].name != kManifestEntryName || entries[0].header_offset != 0) {
     return corrupt(bad + (has_manifest ? "manifest.json is not the first entry" : "it has no manifest.json"));
   }
-  digest = sha256_hex(view(entries[0]));
+  // Every other entry is checked by its SHA-256 in the manifest; the manifest itself only by
+  // the CRC-32 the ZIP records for it, so a damaged manifest is refused here, not parsed.
+  const auto manifest_raw = std::find_if(raws.begin(), raws.end(), [](const Raw& r) { return r.name == kManifestEntryName; });
+  const std::string_view manifest = view(entries[0]);
+  if (crc32_update(0, manifest.data(), manifest.size()) != manifest_raw->crc) {
+    return corrupt(bad + "manifest.json does not match its CRC-32 (the manifest is damaged)");
+  }
+  digest = sha256_hex(manifest);
   hashes.resize(entries.size());
   return Status::Ok();
 }

@@ -44,7 +44,7 @@ struct ZipWriteOptions {
 };
 
 // Writes an archive. Nothing appears at `final_path` until finish() succeeds: the bytes go to
-// `<final_path>.tmp-<pid>`, which is renamed over `final_path` at the end and removed when the
+// `<final_path>.tmp-<pid>-<n>` (unique per writer), which is renamed over `final_path` at the end and removed when the
 // writer is destroyed unfinished. Move-only; not thread-safe (one writer per thread).
 class ArchiveWriter {
  public:

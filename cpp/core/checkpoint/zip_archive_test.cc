@@ -2,6 +2,7 @@
 #include "checkpoint/test_files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -416,7 +417,10 @@ TEST(ZipArchiveTest, AbandonedOrFailedWriterLeavesNothing) {
     auto writer = ArchiveWriter::create(path);
     ASSERT_TRUE(writer.ok());
     temp = writer->temp_path();
-    EXPECT_EQ(temp, path + ".tmp-" + std::to_string(::getpid()));
+    EXPECT_EQ(temp.rfind(path + ".tmp-" + std::to_string(::getpid()) + "-", 0), 0u) << temp;
+    auto second = ArchiveWriter::create(path);  // a second writer of the same path (another thread)
+    ASSERT_TRUE(second.ok());
+    EXPECT_NE(second->temp_path(), temp) << "two writers of one path must not share a temporary file";
     ASSERT_TRUE(writer->add_bytes("a", "x").ok());
     EXPECT_TRUE(fs::exists(temp));
   }
@@ -808,6 +812,61 @@ TEST(ZipArchiveTest, LargeArchiveBeyond4GiB) {
   }
   EXPECT_EQ(*reader->read(files[2].path, files[2]), "after 4 GiB");
   EXPECT_EQ(reader->read(files[1].path, files[1])->substr(big_size - 4), "tail");
+}
+
+}  // namespace
+}  // namespace aitune
+
+namespace aitune {
+namespace {
+
+TEST(ZipArchiveHostileTest, ThreadsSavingToOnePathEachWriteAWholeArchive) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) {
+        auto writer = ArchiveWriter::create(path);
+        const std::string data(1000 + t, static_cast<char>('a' + t));
+        if (!writer.ok() || !writer->add_bytes("data", data).ok() || !writer->finish(kManifest).ok()) ++failures;
+        auto reader = ArchiveReader::open(path);  // whatever is at the path is a whole archive
+        if (!reader.ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(ZipArchiveHostileTest, DamagedManifestIsRefusedByItsCrc) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  {
+    auto writer = ArchiveWriter::create(path);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer->finish(R"({"format": "aitune.checkpoint", "files": []})").ok());
+  }
+  std::string bytes = read_all(path);
+  const size_t at = bytes.find("aitune.checkpoint");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = 'A';  // same size, one byte changed
+  write_all(path, bytes);
+  auto reader = ArchiveReader::open(path);
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(reader.status().message().find("manifest.json does not match its CRC-32"), std::string::npos)
+      << reader.status().message();
+}
+
+TEST(ZipArchiveHostileTest, AFifoIsRefusedNotWaitedOn) {
+  TempDir dir;
+  const std::string path = dir / "model.ait";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  auto reader = ArchiveReader::open(path);  // with a blocking open this never returns
+  ASSERT_FALSE(reader.ok());
+  EXPECT_NE(reader.status().message().find("is not a regular file"), std::string::npos) << reader.status().message();
 }
 
 }  // namespace

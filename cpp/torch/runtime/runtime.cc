@@ -9,6 +9,7 @@
 
 #include "bridge/tensor_bridge.h"
 #include "checkpoint/extraction_cache.h"
+#include "checkpoint/manifest_schema.h"
 #include "checkpoint/zip_archive.h"
 #include "env/environment.h"
 #include "runners/aoti_runner.h"
@@ -224,14 +225,11 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
                                   "that would execute code when loaded, so aitune refuses it. Re-tune the model and "
                                   "save it with aitune.");
     }
-    rt->manifest_ = json::parse(rt->reader_->manifest_bytes(), nullptr, /*allow_exceptions=*/false);
+    // The one manifest check Python's ait.load runs too (nesting, types, names, references).
+    auto parsed = parse_manifest(rt->reader_->manifest_bytes());
+    if (!parsed.ok()) return Status(parsed.status().code(), path + ": " + parsed.status().message());
+    rt->manifest_ = std::move(parsed).value();
     const json& m = rt->manifest_;
-    if (m.is_discarded() || !m.is_object()) return corrupt("manifest.json of " + path + " is not a JSON object");
-    if (m.value("format", json()) != "aitune.checkpoint")
-      return unsupported(path + " is not an aitune checkpoint (format " + m.value("format", json()).dump() + ")");
-    const json version = m.value("format_version", json());
-    if (!version.is_number_integer() || version.get<int64_t>() != 1)
-      return unsupported("Unsupported checkpoint format_version " + json_text(version) + " (this aitune reads 1)");
     AITUNE_RETURN_IF_ERROR(rt->reader_->check_listed(rt->files()));
 
     const json current = current_fingerprint(options.device_index);

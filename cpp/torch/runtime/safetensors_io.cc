@@ -2,10 +2,13 @@
 // reader/writer of the format (8-byte little-endian header length, JSON header, raw bytes).
 #include "runtime/safetensors_io.h"
 
+#include "checkpoint/manifest_schema.h"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -51,6 +54,10 @@ StatusOr<NamedTensors> parse_safetensors(std::string_view bytes) {
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[i]);
   if (header_len > bytes.size() - 8) return corrupt("header length " + std::to_string(header_len) + " exceeds the data");
+  // nlohmann recurses per nesting level: refuse deep nesting before parsing (a stack overflow).
+  if (Status s = check_json_nesting(bytes.substr(8, header_len), kMaxJsonNesting, "the safetensors header"); !s.ok()) {
+    return corrupt(s.message());
+  }
   nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len), nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return corrupt("the header is not a JSON object");
   const std::string_view data = bytes.substr(8 + header_len);
@@ -76,11 +83,16 @@ StatusOr<NamedTensors> parse_safetensors(std::string_view bytes) {
       uint64_t numel = 1;
       for (int64_t d : e.shape) {
         if (d < 0) return corrupt("entry '" + name + "' has a negative dimension");
-        numel *= static_cast<uint64_t>(d);
+        // Checked: a shape such as [2^32, 2^32] wraps to 0 elements and would pass the size test.
+        if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel)) {
+          return corrupt("entry '" + name + "' has shape " + info["shape"].dump() + ", more elements than 2^64");
+        }
       }
-      if (numel * c10::elementSize(type) != e.end - e.begin)
-        return corrupt("entry '" + name + "' holds " + std::to_string(e.end - e.begin) + " bytes, its shape needs " +
-                       std::to_string(numel * c10::elementSize(type)));
+      uint64_t nbytes = 0;
+      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(c10::elementSize(type)), &nbytes) ||
+          nbytes != e.end - e.begin)
+        return corrupt("entry '" + name + "' holds " + std::to_string(e.end - e.begin) + " bytes, its shape " +
+                       info["shape"].dump() + " needs " + std::to_string(nbytes));
       entries.push_back(std::move(e));
     }
   } catch (const std::exception& ex) {
@@ -103,6 +115,11 @@ StatusOr<NamedTensors> parse_safetensors(std::string_view bytes) {
 }
 
 StatusOr<NamedTensors> read_safetensors_file(const std::string& path) {
+  std::error_code ec;
+  const auto kind = std::filesystem::status(path, ec).type();
+  if (kind == std::filesystem::file_type::not_found) return not_found("Cannot open safetensors file " + path);
+  // Reading a FIFO or a device would wait or never end.
+  if (kind != std::filesystem::file_type::regular) return invalid_argument("safetensors file " + path + " is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found("Cannot open safetensors file " + path);
   std::stringstream buffer;

@@ -104,35 +104,55 @@ def _tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None, max_n
                     raise AITuneUserInputError(dataset_hint(e, bs, args, kwargs)) from e
 
         modules = list(module_registry.MODULE_REGISTRY.values())
-        for module in modules:
-            for other in modules:
-                if other is not module:
-                    other.deactivate()
-            logger.info(_RULE)
-            if module.state is ModuleState.TUNED:
-                # Tuned by an earlier ait.tune call: keep it (re-tuning needs an explicit reset).
-                logger.info("⏭️ Module `%s` is already tuned; skipping it.", module.name)
-                continue
-            logger.info("🎯 Tuning module: `%s` (all graphs)", module.name)
-            try:
-                with tune_data.module_span(module.name):
-                    module.tune(device=device, dry_run=dry_run)
-                tune_data.record_module_outcome(module.name, "tuned")
-                logger.info("✅ Tuning module: `%s` completed.", module.name)
-            except NoValidBackendError as e:
-                if e.outcome is None or not ignore_failing_modules:
-                    _failed(module, e, ignore_failing_modules)
-                    continue
-                # Nothing beat eager: not an error. The strategy logged why (🟰 … kept eager — …).
-                tune_data.record_module_outcome(module.name, "kept_eager")
-                logger.info("🟰 Module `%s` kept eager: the original module serves its calls.", module.name)
-                module.enable_passthrough(force=True)
-            except Exception as e:
-                _failed(module, e, ignore_failing_modules)
+        try:
+            _tune_modules(modules, device, dry_run, ignore_failing_modules)
+        except BaseException:
+            # Ctrl-C, or an error re-raised: the modules tuned so far (by this or an earlier
+            # ait.tune) serve again, instead of staying deactivated for the next module's tuning.
+            _reactivate_tuned(modules)
+            raise
         logger.info(_RULE)
         logger.info("✅ Completed tuning all modules.")
         if not dry_run:
             _activate(modules)
+
+
+def _reactivate_tuned(modules: list) -> None:
+    for module in modules:
+        if module.state is ModuleState.TUNED:
+            try:
+                module.activate()
+            except Exception as e:  # noqa: BLE001 - the original error is the one to report
+                logger.warning("⚠️ Could not reactivate module `%s`: %s: %s", module.name, type(e).__name__, e)
+
+
+def _tune_modules(modules: list, device: torch.device, dry_run: bool, ignore_failing_modules: bool) -> None:
+    """Tunes each module in registration order, with every other module deactivated meanwhile."""
+    for module in modules:
+        for other in modules:
+            if other is not module:
+                other.deactivate()
+        logger.info(_RULE)
+        if module.state is ModuleState.TUNED:
+            # Tuned by an earlier ait.tune call: keep it (re-tuning needs an explicit reset).
+            logger.info("⏭️ Module `%s` is already tuned; skipping it.", module.name)
+            continue
+        logger.info("🎯 Tuning module: `%s` (all graphs)", module.name)
+        try:
+            with tune_data.module_span(module.name):
+                module.tune(device=device, dry_run=dry_run)
+            tune_data.record_module_outcome(module.name, "tuned")
+            logger.info("✅ Tuning module: `%s` completed.", module.name)
+        except NoValidBackendError as e:
+            if e.outcome is None or not ignore_failing_modules:
+                _failed(module, e, ignore_failing_modules)
+                continue
+            # Nothing beat eager: not an error. The strategy logged why (🟰 … kept eager — …).
+            tune_data.record_module_outcome(module.name, "kept_eager")
+            logger.info("🟰 Module `%s` kept eager: the original module serves its calls.", module.name)
+            module.enable_passthrough(force=True)
+        except Exception as e:
+            _failed(module, e, ignore_failing_modules)
 
 
 def _failed(module: Any, error: Exception, ignore_failing_modules: bool) -> None:

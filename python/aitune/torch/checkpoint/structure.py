@@ -2,17 +2,21 @@
 (safetensors): the checkpoint holds no pickle (SPEC §2.5, §10.2).
 
 Classes are recorded by qualified name and, on load, must be dataclasses, Mapping or Sequence
-types (named tuples included); nothing else is reconstructed."""
+types (named tuples included) from modules the program already imported; nothing else is
+reconstructed and nothing is imported."""
 
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import importlib
+import inspect
 import math
+import sys
 from typing import Any
 
 import torch
+
+from aitune.exceptions import UnsupportedCheckpointError
 
 
 class NotRepresentable(ValueError):
@@ -24,12 +28,25 @@ def _qualname(cls: type) -> str:
 
 
 def _import(qualname: str) -> type:
+    """The class a skeleton names, from a module the program has already imported: nothing is
+    imported or run because a checkpoint names it (docs/guide.md "Threat model"). Lookups are
+    static (no module or class __getattr__ runs)."""
     module_name, _, attr_path = qualname.partition(":")
-    obj: Any = importlib.import_module(module_name)
+    module = sys.modules.get(module_name)
+    if module is None:
+        raise UnsupportedCheckpointError(
+            f"A stored sample uses the type {qualname}, whose module '{module_name}' is not imported: import it "
+            "before ait.load (aitune never imports a module that a checkpoint names)"
+        )
+    obj: Any = module
     for part in attr_path.split("."):
-        obj = getattr(obj, part)
+        try:
+            obj = inspect.getattr_static(obj, part)
+        except AttributeError:
+            raise UnsupportedCheckpointError(f"A stored sample uses the type {qualname}, which "
+                                             f"'{module_name}' does not define") from None
     if not isinstance(obj, type):
-        raise TypeError(f"{qualname} is not a class")
+        raise UnsupportedCheckpointError(f"A stored sample names {qualname}, which is not a class")
     return obj
 
 

@@ -51,6 +51,33 @@ _PROBE_SCRIPT = (
 )
 
 
+def _file_stamp(path: Path) -> str:
+    st = os.stat(path)
+    return f"{st.st_size} {st.st_ino} {st.st_dev} {st.st_mtime_ns} {st.st_ctime_ns}"
+
+
+def probe_package_load_once(path: Path, device_index: int = -1) -> None:
+    """probe_package_load for a package loaded from a checkpoint: a package whose library crashes
+    on load (a damaged or hostile .so with valid hashes) becomes an error instead of taking the
+    process down. The probe costs a child process (a few seconds), so a successful one is
+    remembered beside the extracted file, keyed by the file's stamp (any write to the file
+    changes it); in a read-only cache it runs on every load."""
+    if os.environ.get(LOAD_PROBE_ENV, "1") == "0":
+        return
+    marker = path.with_name(path.name + f".probed-{device_index}")
+    stamp = _file_stamp(path)
+    try:
+        if marker.read_text() == stamp:
+            return
+    except OSError:
+        pass
+    probe_package_load(path, device_index)
+    try:
+        marker.write_text(stamp)
+    except OSError:
+        pass  # read-only cache: probe again next time
+
+
 def probe_package_load(path: Path | str, device_index: int = -1, timeout_s: float = 600) -> None:
     """Loads `path` with torch's AOTIModelPackageLoader in a child process. A package whose load
     crashes (seen with some compiler/libstdc++ combinations: the generated model library faults
@@ -232,12 +259,14 @@ class TorchInductorAotBackend(Backend):
                 f"{len(self._input_order)} matched the graph's tensor inputs"
             )
 
-    def _load(self, path: Path, device: torch.device, probe: bool = False) -> None:
+    def _load(self, path: Path, device: torch.device, probe: bool = False, probe_once: bool = False) -> None:
         index = -1
         if device.type == "cuda":
             index = device.index if device.index is not None else torch.cuda.current_device()
         if probe and os.environ.get(LOAD_PROBE_ENV, "1") != "0":
             probe_package_load(path, index)
+        elif probe_once:
+            probe_package_load_once(Path(path), index)
         promote_libstdcxx()  # see global_libstdcxx.py: packages can crash without it
         self._runner = _C.AotiRunner.load(str(path), index)
         in_spec, out_spec = self._runner.call_spec
@@ -249,8 +278,9 @@ class TorchInductorAotBackend(Backend):
     @classmethod
     def from_checkpoint(cls, config: TorchInductorAotBackendConfig, artifacts: dict[str, Path], graph: GraphSpec,
                         device: Any) -> TorchInductorAotBackend:
-        """A backend loaded from a checkpoint's extracted `model.pt2` (ait.load)."""
-        backend = cls.from_package(artifacts["package"], device, graph=graph, config=config)
+        """A backend loaded from a checkpoint's extracted `model.pt2` (ait.load): probed in a
+        child process first (once per extracted file), since the package's library is native code."""
+        backend = cls.from_package(artifacts["package"], device, graph=graph, config=config, probe_once=True)
         if getattr(config, "use_cuda_graphs", False) and torch.device(device).type == "cuda":
             backend._graph_spec = graph
             backend._start_cuda_graphs()
@@ -258,7 +288,8 @@ class TorchInductorAotBackend(Backend):
 
     @classmethod
     def from_package(cls, path: Path | str, device: Any = "cpu", graph: GraphSpec | None = None,
-                     config: TorchInductorAotBackendConfig | None = None) -> TorchInductorAotBackend:
+                     config: TorchInductorAotBackendConfig | None = None,
+                     probe_once: bool = False) -> TorchInductorAotBackend:
         """An active backend serving an existing `model.pt2`. With `graph`, calls are bound to
         its forward signature and native_runner() is available; without, calls must already be
         in the canonical layout the package was exported with."""
@@ -267,7 +298,7 @@ class TorchInductorAotBackend(Backend):
         backend._device = device
         path = Path(path)
         backend._package = ArtifactPath.from_existing(path, path.parent)
-        backend._load(path, device)
+        backend._load(path, device, probe_once=probe_once)
         if graph is not None:
             backend._params = graph.forward_params
             backend._signature = _C.Signature(graph.forward_params)

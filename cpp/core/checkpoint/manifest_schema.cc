@@ -1,0 +1,564 @@
+#include "checkpoint/manifest_schema.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace aitune {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kMaxRank = 64;          // tensor rank
+constexpr size_t kMaxName = 255;         // bytes of a module or graph name (a folder name)
+constexpr uint64_t kMaxDim = 1ULL << 48;  // any real tensor dimension is far below this
+
+std::string show(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+
+Status bad(const std::string& where, const std::string& expected, const json& actual) {
+  return {StatusCode::kCorrupt, "manifest.json is corrupt: " + where + " must be " + expected + ", got " + show(actual)};
+}
+
+Status bad_text(const std::string& where, const std::string& problem) {
+  return {StatusCode::kCorrupt, "manifest.json is corrupt: " + where + " " + problem};
+}
+
+enum class Kind { kObject, kArray, kString, kBool, kInt, kNumber, kAny };
+
+bool is(const json& v, Kind kind) {
+  switch (kind) {
+    case Kind::kObject: return v.is_object();
+    case Kind::kArray: return v.is_array();
+    case Kind::kString: return v.is_string();
+    case Kind::kBool: return v.is_boolean();
+    case Kind::kInt: return v.is_number_integer();
+    case Kind::kNumber: return v.is_number();
+    case Kind::kAny: return true;
+  }
+  return false;
+}
+
+const char* kind_text(Kind kind) {
+  switch (kind) {
+    case Kind::kObject: return "an object";
+    case Kind::kArray: return "an array";
+    case Kind::kString: return "a string";
+    case Kind::kBool: return "true or false";
+    case Kind::kInt: return "an integer";
+    case Kind::kNumber: return "a number";
+    case Kind::kAny: return "a value";
+  }
+  return "a value";
+}
+
+// `obj[key]` of the given kind (or null when `nullable`); `out` points at it (or is null for a
+// null value).
+Status get(const json& obj, const std::string& where, const char* key, Kind kind, const json** out,
+           bool nullable = false) {
+  const std::string at = where + "." + key;
+  const auto it = obj.find(key);
+  if (it == obj.end()) return bad_text(at, "is missing");
+  if (it->is_null() && nullable) {
+    *out = nullptr;
+    return Status::Ok();
+  }
+  if (!is(*it, kind)) return bad(at, std::string(kind_text(kind)) + (nullable ? " or null" : ""), *it);
+  *out = &*it;
+  return Status::Ok();
+}
+
+Status get_string_in(const json& obj, const std::string& where, const char* key,
+                     std::initializer_list<const char*> allowed, std::string* out, bool nullable = false) {
+  const json* v = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(obj, where, key, Kind::kString, &v, nullable));
+  if (v == nullptr) {
+    out->clear();
+    return Status::Ok();
+  }
+  const std::string s = v->get<std::string>();
+  std::string list;
+  for (const char* a : allowed) {
+    if (s == a) {
+      *out = s;
+      return Status::Ok();
+    }
+    list += (list.empty() ? "" : ", ") + std::string("\"") + a + "\"";
+  }
+  return bad(where + "." + key, "one of " + list, *v);
+}
+
+// An archive entry path as the writer makes them: relative, '/'-separated, no empty, '.' or '..'
+// component (the ArchiveReader enforces the same on the archive's own names).
+bool is_entry_path(const std::string& p) {
+  if (p.empty() || p.size() > 4096 || p.front() == '/' || p == "manifest.json") return false;
+  size_t start = 0;
+  while (start <= p.size()) {
+    const size_t end = std::min(p.find('/', start), p.size());
+    const std::string_view part(p.data() + start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return std::none_of(p.begin(), p.end(), [](char c) { return c == '\\' || c == '\0'; });
+}
+
+bool is_hex64(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c); });
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+// A module prefix: "" or dot-separated attribute names (identifier characters or digits, as
+// nn.Module child names are), none starting with "__": ait.load walks and assigns these
+// attributes, so a dunder would reach into the object's machinery.
+bool is_module_prefix(const std::string& p) {
+  if (p.empty()) return true;
+  size_t start = 0;
+  while (start <= p.size()) {
+    const size_t end = std::min(p.find('.', start), p.size());
+    const std::string part = p.substr(start, end - start);
+    if (part.empty() || part.size() > kMaxName || starts_with(part, "__")) return false;
+    if (!std::all_of(part.begin(), part.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; })) {
+      return false;
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+bool is_identifier(const std::string& s) {
+  return !s.empty() && s.size() <= kMaxName && !std::isdigit(static_cast<unsigned char>(s[0])) &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
+const std::set<std::string>& dtype_names() {
+  static const std::set<std::string> names = {
+      "float32", "float64", "float16", "bfloat16", "complex64", "complex128", "int8", "int16", "int32", "int64",
+      "uint8", "uint16", "uint32", "uint64", "bool", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+      "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "complex32", "qint8", "quint8", "qint32"};
+  return names;
+}
+
+// What the rest of the manifest needs to check its references.
+struct Context {
+  std::unordered_set<std::string> files;  // listed entry paths
+};
+
+Status check_listed(const Context& ctx, const std::string& where, const std::string& entry, const std::string& folder) {
+  if (!ctx.files.count(entry)) return bad_text(where, "names '" + entry + "', which is not a listed file");
+  if (!starts_with(entry, folder)) return bad_text(where, "names '" + entry + "', which is outside " + folder);
+  return Status::Ok();
+}
+
+// `expected`: the one entry ait.save writes a weights file to.
+Status check_weights(const Context& ctx, const json& w, const std::string& where, const std::string& expected) {
+  const json* entry = nullptr;
+  const json* aliases = nullptr;
+  const json* extra = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(w, where, "entry", Kind::kString, &entry));
+  AITUNE_RETURN_IF_ERROR(check_listed(ctx, where + ".entry", entry->get<std::string>(), ""));
+  if (entry->get<std::string>() != expected) return bad(where + ".entry", "\"" + expected + "\"", *entry);
+  AITUNE_RETURN_IF_ERROR(get(w, where, "aliases", Kind::kObject, &aliases));
+  for (const auto& [name, target] : aliases->items()) {
+    if (!target.is_string()) return bad(where + ".aliases[\"" + name + "\"]", "a string", target);
+  }
+  return get(w, where, "extra_state", Kind::kObject, &extra);
+}
+
+Status check_semantic_path(const json& v, const std::string& where) {
+  if (v.is_string() || v.is_number_integer()) return Status::Ok();
+  if (v.is_object() && v.size() == 1 && v.contains("tuple") && v["tuple"].is_array()) {
+    for (const json& step : v["tuple"]) {
+      if (!step.is_string() && !step.is_number_integer()) return bad(where + ".tuple[]", "a string or an integer", step);
+    }
+    return Status::Ok();
+  }
+  return bad(where, "a string, an integer or {\"tuple\": [...]}", v);
+}
+
+Status check_int_list(const json& leaf, const std::string& where, const char* key, size_t rank, bool allow_null,
+                      std::vector<int64_t>* out) {
+  const json* list = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(leaf, where, key, Kind::kArray, &list));
+  if (list->size() != rank) return bad(where + "." + key, "an array of " + std::to_string(rank) + " values", *list);
+  out->clear();
+  for (const json& d : *list) {
+    if (d.is_null() && allow_null) {
+      out->push_back(-1);
+      continue;
+    }
+    if (!d.is_number_integer() || d.get<int64_t>() < 0 || static_cast<uint64_t>(d.get<int64_t>()) > kMaxDim) {
+      return bad(where + "." + key + "[]", "a dimension (an integer from 0 to 2^48)", d);
+    }
+    out->push_back(d.get<int64_t>());
+  }
+  return Status::Ok();
+}
+
+// Returns the leaf's rank in `rank` (0 for a constant) and whether it is a tensor.
+Status check_leaf(const json& leaf, const std::string& where, bool* is_tensor, size_t* rank) {
+  if (!leaf.is_object()) return bad(where, "an object", leaf);
+  const json* v = nullptr;
+  if (!leaf.contains("semantic_path")) return bad_text(where + ".semantic_path", "is missing");
+  AITUNE_RETURN_IF_ERROR(check_semantic_path(leaf["semantic_path"], where + ".semantic_path"));
+  AITUNE_RETURN_IF_ERROR(get(leaf, where, "access_path", Kind::kString, &v));
+  if (leaf.contains("value")) {  // a constant: its skeleton node (nesting is bounded by the document's)
+    *is_tensor = false;
+    *rank = 0;
+    if (!leaf["value"].is_object()) return bad(where + ".value", "a skeleton node (an object)", leaf["value"]);
+    if (leaf.contains("needs_eq") && !leaf["needs_eq"].is_boolean()) return bad(where + ".needs_eq", "true or false", leaf["needs_eq"]);
+    return Status::Ok();
+  }
+  *is_tensor = true;
+  AITUNE_RETURN_IF_ERROR(get(leaf, where, "name", Kind::kString, &v));
+  const json* kinds = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(leaf, where, "axis_kinds", Kind::kArray, &kinds));
+  if (kinds->size() > kMaxRank) return bad(where + ".axis_kinds", "at most 64 axes", *kinds);
+  *rank = kinds->size();
+  for (const json& k : *kinds) {
+    if (!k.is_string() || (k != "static" && k != "batch" && k != "dim")) {
+      return bad(where + ".axis_kinds[]", "\"static\", \"batch\" or \"dim\"", k);
+    }
+  }
+  const json* shape = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(leaf, where, "shape", Kind::kArray, &shape));
+  if (shape->size() != *rank) return bad(where + ".shape", "an array of " + std::to_string(*rank) + " axes", *shape);
+  for (const json& d : *shape) {
+    if (!d.is_string() && !d.is_number_integer()) return bad(where + ".shape[]", "an integer or an axis name", d);
+  }
+  std::vector<int64_t> lo, hi;
+  AITUNE_RETURN_IF_ERROR(check_int_list(leaf, where, "min_shape", *rank, false, &lo));
+  AITUNE_RETURN_IF_ERROR(check_int_list(leaf, where, "max_shape", *rank, false, &hi));
+  for (size_t i = 0; i < *rank; ++i) {
+    if (lo[i] > hi[i]) return bad_text(where, "has min_shape " + show(leaf["min_shape"]) + " above max_shape " + show(leaf["max_shape"]));
+  }
+  const json* multipliers = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(leaf, where, "multipliers", Kind::kArray, &multipliers));
+  if (multipliers->size() != *rank) return bad(where + ".multipliers", "an array of " + std::to_string(*rank) + " values", *multipliers);
+  for (const json& m : *multipliers) {
+    if (!m.is_null() && !m.is_number()) return bad(where + ".multipliers[]", "a number or null", m);
+  }
+  const json* dtype = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(leaf, where, "dtype", Kind::kString, &dtype));
+  if (!dtype_names().count(dtype->get<std::string>())) return bad(where + ".dtype", "a torch dtype name", *dtype);
+  const json* dtypes = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(leaf, where, "dtypes", Kind::kArray, &dtypes));
+  if (dtypes->empty() || dtypes->size() > 16) return bad(where + ".dtypes", "1 to 16 dtype names", *dtypes);
+  for (const json& d : *dtypes) {
+    if (!d.is_string() || !dtype_names().count(d.get<std::string>())) return bad(where + ".dtypes[]", "a torch dtype name", d);
+  }
+  return Status::Ok();
+}
+
+// Tensor leaves' ranks, in order.
+Status check_spec(const json& graph, const std::string& where, const char* key, std::vector<size_t>* ranks) {
+  const json* spec = nullptr;
+  const json* leaves = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(graph, where, key, Kind::kObject, &spec));
+  AITUNE_RETURN_IF_ERROR(get(*spec, where + "." + key, "leaves", Kind::kArray, &leaves));
+  ranks->clear();
+  for (size_t i = 0; i < leaves->size(); ++i) {
+    bool tensor = false;
+    size_t rank = 0;
+    AITUNE_RETURN_IF_ERROR(check_leaf((*leaves)[i], where + "." + key + ".leaves[" + std::to_string(i) + "]", &tensor, &rank));
+    if (tensor) ranks->push_back(rank);
+  }
+  return Status::Ok();
+}
+
+Status check_profiles(const json& profiles, const std::string& where, const std::vector<size_t>& ranks) {
+  if (profiles.size() != ranks.size()) {
+    return bad(where, "one range per tensor input (" + std::to_string(ranks.size()) + ")", profiles);
+  }
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    const json& p = profiles[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (p.is_null()) continue;
+    if (!p.is_array() || p.size() != 2 || !p[0].is_array() || !p[1].is_array() || p[0].size() != ranks[i] ||
+        p[1].size() != ranks[i]) {
+      return bad(at, "[min shape, max shape] of rank " + std::to_string(ranks[i]), p);
+    }
+    for (size_t a = 0; a < ranks[i]; ++a) {
+      const json& lo = p[0][a];
+      const json& hi = p[1][a];
+      if (!lo.is_number_integer() || lo.get<int64_t>() < 0) return bad(at + "[0][]", "a dimension", lo);
+      if (!hi.is_null() && (!hi.is_number_integer() || hi.get<int64_t>() < lo.get<int64_t>())) {
+        return bad(at + "[1][]", "null or a dimension not below the minimum", hi);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status check_backend(const Context& ctx, const json& graph, const std::string& where, const std::string& folder,
+                     const std::vector<size_t>& input_ranks, size_t num_outputs, bool* is_jit) {
+  const json* b = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(graph, where, "backend", Kind::kObject, &b));
+  const std::string at = where + ".backend";
+  const json* v = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(*b, at, "class", Kind::kString, &v));
+  if (v->get<std::string>().empty() || v->get<std::string>().size() > 512) return bad(at + ".class", "a class name", *v);
+  AITUNE_RETURN_IF_ERROR(get(*b, at, "config", Kind::kObject, &v));
+  if (b->contains("extra")) AITUNE_RETURN_IF_ERROR(get(*b, at, "extra", Kind::kObject, &v));
+  std::string precision;
+  AITUNE_RETURN_IF_ERROR(get_string_in(*b, at, "precision_class", {"fp32", "tf32", "fp16", "bf16", "int8", "fp8"}, &precision));
+  if (b->contains("tf32")) AITUNE_RETURN_IF_ERROR(get(*b, at, "tf32", Kind::kObject, &v, /*nullable=*/true));
+  const json* jit = nullptr;
+  const json* native = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(*b, at, "is_jit", Kind::kBool, &jit));
+  AITUNE_RETURN_IF_ERROR(get(*b, at, "native", Kind::kBool, &native));
+  *is_jit = jit->get<bool>();
+  if (b->contains("runtime")) AITUNE_RETURN_IF_ERROR(get(*b, at, "runtime", Kind::kObject, &v));
+  const json* requires_ = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(*b, at, "requires", Kind::kArray, &requires_));
+  for (const json& r : *requires_) {
+    if (!r.is_string()) return bad(at + ".requires[]", "a fingerprint field name", r);
+  }
+  const json* device = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(*b, at, "device", Kind::kString, &device, /*nullable=*/true));
+  if (device) {
+    const std::string d = device->get<std::string>();
+    const bool cuda = starts_with(d, "cuda:") && d.size() > 5 && d.size() <= 8 &&
+                      std::all_of(d.begin() + 5, d.end(), [](unsigned char c) { return std::isdigit(c); });
+    if (d != "cpu" && d != "meta" && !cuda) return bad(at + ".device", "\"cpu\", \"meta\" or \"cuda:N\"", *device);
+  }
+  const json* artifacts = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(*b, at, "artifacts", Kind::kObject, &artifacts));
+  for (const auto& [key, entry] : artifacts->items()) {
+    const std::string ak = at + ".artifacts[\"" + key + "\"]";
+    if (!entry.is_string()) return bad(ak, "an entry path", entry);
+    AITUNE_RETURN_IF_ERROR(check_listed(ctx, ak, entry.get<std::string>(), folder + "/backend/"));
+  }
+  const json* order = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(*b, at, "input_order", Kind::kArray, &order, /*nullable=*/true));
+  if (order) {
+    std::vector<bool> used(input_ranks.size(), false);
+    for (const json& i : *order) {
+      if (!i.is_number_integer() || i.get<int64_t>() < 0 || static_cast<size_t>(i.get<int64_t>()) >= input_ranks.size() ||
+          used[i.get<size_t>()]) {
+        return bad(at + ".input_order", "distinct tensor input indices below " + std::to_string(input_ranks.size()), *order);
+      }
+      used[i.get<size_t>()] = true;
+    }
+  }
+  const json* paths = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(*b, at, "output_paths", Kind::kArray, &paths, /*nullable=*/true));
+  if (paths) {
+    if (paths->size() != num_outputs) {
+      return bad(at + ".output_paths", "one access path per output tensor (" + std::to_string(num_outputs) + ")", *paths);
+    }
+    std::set<std::string> seen;
+    for (const json& p : *paths) {
+      if (!p.is_string() || !seen.insert(p.get<std::string>()).second) return bad(at + ".output_paths", "distinct access paths", *paths);
+    }
+  }
+  // The C++ runtime serves an AOTInductor package through these two (other artifacts, e.g. ONNX,
+  // are served from Python and record neither).
+  if (native->get<bool>() && artifacts->contains("package") && (!order || !paths)) {
+    return bad_text(at, "serves a native package but has no input_order or output_paths");
+  }
+  const json* profiles = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(*b, at, "profiles", Kind::kArray, &profiles, /*nullable=*/true));
+  if (profiles) AITUNE_RETURN_IF_ERROR(check_profiles(*profiles, at + ".profiles", input_ranks));
+  return Status::Ok();
+}
+
+Status check_graph(const Context& ctx, const json& g, const std::string& where, const std::string& module_folder,
+                   std::set<std::string>* names, bool* is_jit) {
+  if (!g.is_object()) return bad(where, "an object", g);
+  const json* name = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(g, where, "name", Kind::kString, &name));
+  const std::string n = name->get<std::string>();
+  if (!is_safe_name(n)) return bad(where + ".name", "a graph name usable as a folder name", *name);
+  if (!names->insert(n).second) return bad_text(where + ".name", "'" + n + "' appears twice in the module");
+  std::string phase;
+  if (g.contains("llm_phase")) AITUNE_RETURN_IF_ERROR(get_string_in(g, where, "llm_phase", {"prefill", "decode"}, &phase, true));
+  const json* tokens = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(g, where, "key_tokens", Kind::kArray, &tokens));
+  if (tokens->size() > (1u << 20)) return bad_text(where + ".key_tokens", "has more than 2^20 tokens");
+  for (const json& t : *tokens) {
+    if (!t.is_number_integer()) return bad(where + ".key_tokens[]", "an integer", t);
+  }
+  std::vector<size_t> inputs, outputs;
+  AITUNE_RETURN_IF_ERROR(check_spec(g, where, "input_spec", &inputs));
+  AITUNE_RETURN_IF_ERROR(check_spec(g, where, "output_spec", &outputs));
+  const std::string folder = module_folder + "/graphs/" + n;
+  AITUNE_RETURN_IF_ERROR(check_backend(ctx, g, where, folder, inputs, outputs.size(), is_jit));
+  const json* samples = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(g, where, "samples", Kind::kArray, &samples));
+  for (const json& s : *samples) {
+    if (!s.is_string()) return bad(where + ".samples[]", "an entry prefix", s);
+    for (const char* suffix : {".safetensors", ".json"}) {
+      AITUNE_RETURN_IF_ERROR(check_listed(ctx, where + ".samples[]", s.get<std::string>() + suffix, folder + "/samples/"));
+    }
+  }
+  return Status::Ok();
+}
+
+// `results_store`: a file of the tuning-results store ("kind": "aitune.results"), which never
+// holds weights: its key pins them to the live module's (ait.load refuses such files).
+Status check_module(const Context& ctx, const json& m, size_t index, bool results_store, std::set<std::string>* names,
+                    std::set<std::string>* prefixes) {
+  const std::string where = "modules[" + std::to_string(index) + "]";
+  if (!m.is_object()) return bad(where, "an object", m);
+  const json* v = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(m, where, "name", Kind::kString, &v));
+  const std::string name = v->get<std::string>();
+  if (!is_safe_name(name)) return bad(where + ".name", "a module name usable as a folder name", *v);
+  if (!names->insert(name).second) return bad_text(where + ".name", "'" + name + "' appears twice");
+  AITUNE_RETURN_IF_ERROR(get(m, where, "prefix", Kind::kString, &v));
+  if (!is_module_prefix(v->get<std::string>())) return bad(where + ".prefix", "\"\" or dotted attribute names", *v);
+  if (!prefixes->insert(v->get<std::string>()).second) return bad_text(where + ".prefix", "'" + v->get<std::string>() + "' appears twice");
+  AITUNE_RETURN_IF_ERROR(get(m, where, "class", Kind::kString, &v));
+  AITUNE_RETURN_IF_ERROR(get(m, where, "strict_mode", Kind::kBool, &v));
+  std::string policy;
+  AITUNE_RETURN_IF_ERROR(get_string_in(m, where, "fallback_policy", {"raise", "eager"}, &policy));
+  const std::string folder = "modules/" + std::to_string(index);
+  const json* weights = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(m, where, "weights", Kind::kObject, &weights, /*nullable=*/true));
+  if (weights) AITUNE_RETURN_IF_ERROR(check_weights(ctx, *weights, where + ".weights", folder + "/weights.safetensors"));
+  const json* signature = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(m, where, "forward_signature", Kind::kArray, &signature));
+  for (size_t i = 0; i < signature->size(); ++i) {
+    const json& p = (*signature)[i];
+    const std::string at = where + ".forward_signature[" + std::to_string(i) + "]";
+    if (!p.is_object()) return bad(at, "an object", p);
+    AITUNE_RETURN_IF_ERROR(get(p, at, "name", Kind::kString, &v));
+    if (!is_identifier(v->get<std::string>())) return bad(at + ".name", "a Python parameter name", *v);
+    std::string kind;
+    AITUNE_RETURN_IF_ERROR(get_string_in(p, at, "kind", {"POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL",
+                                                         "KEYWORD_ONLY", "VAR_KEYWORD"}, &kind));
+    AITUNE_RETURN_IF_ERROR(get(p, at, "has_default", Kind::kBool, &v));
+  }
+  const json* graphs = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(m, where, "graphs", Kind::kArray, &graphs));
+  if (graphs->empty()) return bad_text(where + ".graphs", "is empty: a tuned module has at least one graph");
+  std::set<std::string> graph_names;
+  bool needs_weights = policy == "eager";
+  for (size_t i = 0; i < graphs->size(); ++i) {
+    bool jit = false;
+    AITUNE_RETURN_IF_ERROR(check_graph(ctx, (*graphs)[i], where + ".graphs[" + std::to_string(i) + "]", folder,
+                                       &graph_names, &jit));
+    needs_weights = needs_weights || jit;
+  }
+  if (needs_weights && !weights && !results_store) {
+    return bad_text(where + ".weights", "is null, but the module's " +
+                                            std::string(policy == "eager" ? "eager fallback" : "JIT or eager backends") +
+                                            " serve its weights, which a checkpoint then always holds");
+  }
+  return Status::Ok();
+}
+
+Status check_files(const json& manifest, Context* ctx) {
+  const json* files = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(manifest, "manifest", "files", Kind::kArray, &files));
+  for (size_t i = 0; i < files->size(); ++i) {
+    const json& f = (*files)[i];
+    const std::string at = "files[" + std::to_string(i) + "]";
+    if (!f.is_object()) return bad(at, "an object", f);
+    const json* v = nullptr;
+    AITUNE_RETURN_IF_ERROR(get(f, at, "path", Kind::kString, &v));
+    const std::string path = v->get<std::string>();
+    if (!is_entry_path(path)) return bad(at + ".path", "a relative entry path", *v);
+    if (!ctx->files.insert(path).second) return bad_text(at + ".path", "'" + path + "' is listed twice");
+    AITUNE_RETURN_IF_ERROR(get(f, at, "size", Kind::kInt, &v));
+    if (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0) return bad(at + ".size", "a size in bytes", *v);
+    AITUNE_RETURN_IF_ERROR(get(f, at, "sha256", Kind::kString, &v));
+    if (!is_hex64(v->get<std::string>())) return bad(at + ".sha256", "64 hex digits", *v);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status check_json_nesting(std::string_view text, int max_depth, std::string_view what) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return {StatusCode::kCorrupt, std::string(what) + " is corrupt: it nests deeper than " +
+                                          std::to_string(max_depth) + " levels (at byte " + std::to_string(i) + ")"};
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return Status::Ok();
+}
+
+bool is_safe_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxName || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](unsigned char c) { return c >= 0x20 && c < 0x7F && c != '/' && c != '\\'; });
+}
+
+StatusOr<nlohmann::json> parse_manifest(std::string_view text) {
+  AITUNE_RETURN_IF_ERROR(check_json_nesting(text));
+  json manifest = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded()) return Status(StatusCode::kCorrupt, "manifest.json is corrupt: it is not valid JSON");
+  AITUNE_RETURN_IF_ERROR(validate_manifest(manifest));
+  return manifest;
+}
+
+Status validate_manifest(const json& m) {
+  if (!m.is_object()) return bad("manifest", "a JSON object", m);
+  const auto format = m.find("format");
+  if (format == m.end() || *format != "aitune.checkpoint") {
+    return unsupported("This is not an aitune checkpoint (format " + (format == m.end() ? std::string("missing") : show(*format)) + ")");
+  }
+  const auto version = m.find("format_version");
+  if (version == m.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
+    return unsupported("Unsupported checkpoint format_version " +
+                       (version == m.end() ? std::string("(missing)") : show(*version)) + " (this aitune reads 1)");
+  }
+  const json* v = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(m, "manifest", "aitune_version", Kind::kString, &v));
+  AITUNE_RETURN_IF_ERROR(get(m, "manifest", "created_at", Kind::kString, &v));
+  const json* fingerprint = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(m, "manifest", "fingerprint", Kind::kObject, &fingerprint));
+  for (const auto& [key, value] : fingerprint->items()) {
+    if (value.is_object() || value.is_array()) return bad("fingerprint." + key, "a string, a number or null", value);
+  }
+  if (m.contains("config")) AITUNE_RETURN_IF_ERROR(get(m, "manifest", "config", Kind::kObject, &v));
+  Context ctx;
+  AITUNE_RETURN_IF_ERROR(check_files(m, &ctx));
+  const json* root = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(m, "manifest", "root", Kind::kObject, &root));
+  std::string root_kind;
+  AITUNE_RETURN_IF_ERROR(get_string_in(*root, "root", "kind", {"module", "pipeline"}, &root_kind));
+  AITUNE_RETURN_IF_ERROR(get(*root, "root", "class", Kind::kString, &v));
+  const json* weights = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(*root, "root", "weights", Kind::kObject, &weights, /*nullable=*/true));
+  if (weights) AITUNE_RETURN_IF_ERROR(check_weights(ctx, *weights, "root.weights", "weights/root.safetensors"));
+  const json* modules = nullptr;
+  AITUNE_RETURN_IF_ERROR(get(m, "manifest", "modules", Kind::kArray, &modules));
+  if (modules->empty()) return bad_text("modules", "is empty: a checkpoint holds at least one tuned module");
+  std::string kind;
+  if (m.contains("kind")) AITUNE_RETURN_IF_ERROR(get_string_in(m, "manifest", "kind", {"aitune.results"}, &kind));
+  std::set<std::string> names, prefixes;
+  for (size_t i = 0; i < modules->size(); ++i) {
+    AITUNE_RETURN_IF_ERROR(check_module(ctx, (*modules)[i], i, kind == "aitune.results", &names, &prefixes));
+  }
+  return Status::Ok();
+}
+
+}  // namespace aitune

@@ -1,0 +1,184 @@
+#include "checkpoint/manifest_schema.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+namespace aitune {
+namespace {
+
+using json = nlohmann::json;
+
+const std::string kHash(64, 'a');
+
+json tensor_leaf(const std::string& name, std::vector<int64_t> lo, std::vector<int64_t> hi) {
+  json kinds = json::array(), shape = json::array(), mult = json::array();
+  for (size_t i = 0; i < lo.size(); ++i) {
+    kinds.push_back(i == 0 ? "batch" : "static");
+    shape.push_back(i == 0 ? json("batch0") : json(lo[i]));
+    mult.push_back(1.0);
+  }
+  return {{"semantic_path", name}, {"access_path", name}, {"name", "input_" + name}, {"shape", shape},
+          {"axis_kinds", kinds}, {"min_shape", lo}, {"max_shape", hi}, {"multipliers", mult},
+          {"dtype", "float32"}, {"dtypes", {"float32"}}};
+}
+
+// A manifest as ait.save writes it: an eager graph with weights and a sample, and a native
+// (AOTInductor) graph with its package.
+json valid() {
+  json files = json::array();
+  for (const char* p : {"modules/0/weights.safetensors", "modules/0/graphs/0/samples/0.safetensors",
+                        "modules/0/graphs/0/samples/0.json", "modules/0/graphs/1/backend/model.pt2"}) {
+    files.push_back({{"path", p}, {"size", 10}, {"sha256", kHash}});
+  }
+  json spec = {{"leaves", {tensor_leaf("x", {1, 4}, {8, 4}),
+                           {{"semantic_path", "scale"}, {"access_path", "scale"}, {"value", {{"value", 2.0}}},
+                            {"needs_eq", false}}}}};
+  json out = {{"leaves", {tensor_leaf("y", {1, 3}, {8, 3})}}};
+  json eager = {{"class", "aitune.torch.backend.torch_eager.torch_eager_backend.TorchEagerBackend"},
+                {"config", {{"use_cuda_graphs", false}}}, {"extra", json::object()}, {"input_order", nullptr},
+                {"output_paths", nullptr}, {"precision_class", "fp32"}, {"tf32", nullptr}, {"is_jit", true},
+                {"native", false}, {"runtime", json::object()}, {"profiles", nullptr},
+                {"artifacts", json::object()}, {"requires", json::array()}, {"device", "cpu"}};
+  json aot = eager;
+  aot["class"] = "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend";
+  aot["is_jit"] = false;
+  aot["native"] = true;
+  aot["input_order"] = {0};
+  aot["output_paths"] = {"output"};
+  aot["profiles"] = json::array({json::array({json{1, 4}, json{8, nullptr}})});
+  aot["artifacts"] = {{"package", "modules/0/graphs/1/backend/model.pt2"}};
+  aot["requires"] = {"torch"};
+  aot["device"] = "cuda:0";
+  json graph0 = {{"name", "0"}, {"llm_phase", nullptr}, {"key_tokens", {1, 2, 18446744073709551615ULL}},
+                 {"input_spec", spec}, {"output_spec", out}, {"backend", eager},
+                 {"samples", {"modules/0/graphs/0/samples/0"}}};
+  json graph1 = graph0;
+  graph1["name"] = "1";
+  graph1["backend"] = aot;
+  graph1["samples"] = json::array();
+  json module = {{"name", "my-model"}, {"prefix", ""}, {"class", "__main__.Net"}, {"strict_mode", true},
+                 {"fallback_policy", "raise"},
+                 {"weights", {{"entry", "modules/0/weights.safetensors"}, {"aliases", json::object()},
+                              {"extra_state", json::object()}}},
+                 {"forward_signature", {{{"name", "x"}, {"kind", "POSITIONAL_OR_KEYWORD"}, {"has_default", false}}}},
+                 {"dynamic_shapes", nullptr}, {"graphs", {graph0, graph1}}};
+  return {{"format", "aitune.checkpoint"}, {"format_version", 1}, {"aitune_version", "0.1.0"},
+          {"created_at", "2026-12-01T00:00:00Z"}, {"fingerprint", {{"torch", "2.11.0"}, {"gpu_sm", nullptr}}},
+          {"config", json::object()}, {"root", {{"kind", "module"}, {"class", "x.Y"}, {"weights", nullptr}}},
+          {"modules", {module}}, {"files", files}};
+}
+
+// Applies `change` to a valid manifest and expects `code` with `fragment` in the message.
+void expect_refused(const std::function<void(json&)>& change, const std::string& fragment,
+                    StatusCode code = StatusCode::kCorrupt) {
+  json m = valid();
+  change(m);
+  const Status s = validate_manifest(m);
+  EXPECT_EQ(s.code(), code) << s.message();
+  EXPECT_NE(s.message().find(fragment), std::string::npos) << "message: " << s.message();
+}
+
+json& graph(json& m, int i) { return m["modules"][0]["graphs"][i]; }
+
+TEST(ManifestSchema, ValidManifestPasses) {
+  const Status s = validate_manifest(valid());
+  EXPECT_TRUE(s.ok()) << s.message();
+  auto parsed = parse_manifest(valid().dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+}
+
+TEST(ManifestSchema, FormatAndVersion) {
+  expect_refused([](json& m) { m["format"] = "zip"; }, "not an aitune checkpoint", StatusCode::kUnsupported);
+  expect_refused([](json& m) { m["format_version"] = 2; }, "Unsupported checkpoint format_version 2 (this aitune reads 1)",
+                 StatusCode::kUnsupported);
+  expect_refused([](json& m) { m["format_version"] = "1"; }, "format_version \"1\"", StatusCode::kUnsupported);
+}
+
+TEST(ManifestSchema, NoModulesOrGraphsIsCorrupt) {
+  expect_refused([](json& m) { m["modules"] = json::array(); }, "modules is empty");
+  expect_refused([](json& m) { m["modules"][0]["graphs"] = json::array(); }, "modules[0].graphs is empty");
+  expect_refused([](json& m) { graph(m, 0).erase("backend"); }, "modules[0].graphs[0].backend is missing");
+}
+
+TEST(ManifestSchema, JitBackendsNeedTheWeights) {
+  expect_refused([](json& m) { m["modules"][0]["weights"] = nullptr; }, "modules[0].weights is null, but");
+  json store = valid();  // a tuning-results store file never holds weights
+  store["kind"] = "aitune.results";
+  store["modules"][0]["weights"] = nullptr;
+  EXPECT_TRUE(validate_manifest(store).ok()) << validate_manifest(store).message();
+  expect_refused([](json& m) { m["kind"] = "other"; }, "kind must be one of");
+}
+
+TEST(ManifestSchema, TypesAreChecked) {
+  expect_refused([](json& m) { m["modules"][0]["strict_mode"] = "yes"; },
+                 "modules[0].strict_mode must be true or false, got \"yes\"");
+  expect_refused([](json& m) { m["files"][0]["size"] = -1; }, "files[0].size must be a size in bytes");
+  expect_refused([](json& m) { m["files"][0]["sha256"] = "zz"; }, "files[0].sha256 must be 64 hex digits");
+  expect_refused([](json& m) { graph(m, 0)["input_spec"]["leaves"][0]["min_shape"] = {9, 4}; }, "above max_shape");
+  expect_refused([](json& m) { graph(m, 0)["input_spec"]["leaves"][0]["dtype"] = "float128"; }, "a torch dtype name");
+  expect_refused([](json& m) { graph(m, 0)["key_tokens"] = {1.5}; }, "key_tokens[] must be an integer");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["precision_class"] = "fp64"; }, "precision_class must be one of");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["device"] = "tpu:0"; }, "device must be");
+}
+
+TEST(ManifestSchema, NamesThatBecomePathsAreRefused) {
+  for (const char* name : {"/elsewhere/x", "..", "a/b", "", "a\\b"}) {
+    expect_refused([&](json& m) { m["modules"][0]["name"] = name; }, "must be a module name usable as a folder name");
+  }
+  expect_refused([](json& m) { graph(m, 0)["name"] = "../0"; }, "must be a graph name usable as a folder name");
+  expect_refused([](json& m) { m["modules"][0]["prefix"] = "__class__"; }, "prefix must be");
+  expect_refused([](json& m) { m["modules"][0]["prefix"] = "encoder.__dict__"; }, "prefix must be");
+  EXPECT_TRUE(is_safe_name("torch.nn.modules.container.Sequential"));
+  EXPECT_TRUE(is_safe_name("Net.encoder.0"));
+}
+
+TEST(ManifestSchema, ReferencesMustBeListedFilesInTheirOwnFolder) {
+  expect_refused([](json& m) { graph(m, 1)["backend"]["artifacts"]["package"] = "/abs/x.pt2"; },
+                 "names '/abs/x.pt2', which is not a listed file");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["artifacts"]["package"] = "../x.pt2"; }, "not a listed file");
+  expect_refused(
+      [](json& m) {
+        m["files"].push_back({{"path", "modules/0/graphs/0/backend/other.pt2"}, {"size", 1}, {"sha256", kHash}});
+        graph(m, 1)["backend"]["artifacts"]["package"] = "modules/0/graphs/0/backend/other.pt2";
+      },
+      "which is outside modules/0/graphs/1/backend/");
+  expect_refused([](json& m) { graph(m, 0)["samples"] = {"modules/0/graphs/0/samples/9"}; }, "not a listed file");
+  expect_refused([](json& m) { m["modules"][0]["weights"]["entry"] = "modules/0/graphs/0/samples/0.json"; },
+                 "weights.entry must be \"modules/0/weights.safetensors\"");
+  expect_refused([](json& m) { m["files"].push_back(m["files"][0]); }, "is listed twice");
+}
+
+TEST(ManifestSchema, NativeGraphsNeedConsistentOrderAndPaths) {
+  expect_refused([](json& m) { graph(m, 1)["backend"]["input_order"] = {1}; }, "input_order must be distinct");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["output_paths"] = {"a", "b"}; }, "one access path per output");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["input_order"] = nullptr; }, "serves a native package but has no input_order");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["profiles"] = json::array(); }, "one range per tensor input");
+}
+
+TEST(ManifestSchema, ArtifactsServedFromPythonNeedNoNativeOrder) {
+  json m = valid();
+  json& b = graph(m, 1)["backend"];
+  m["files"].push_back({{"path", "modules/0/graphs/1/backend/model_raw.onnx"}, {"size", 1}, {"sha256", kHash}});
+  b["artifacts"] = {{"onnx", "modules/0/graphs/1/backend/model_raw.onnx"}};  // ONNX Runtime: Python serves it
+  b["input_order"] = nullptr;
+  b["output_paths"] = nullptr;
+  EXPECT_TRUE(validate_manifest(m).ok()) << validate_manifest(m).message();
+}
+
+TEST(ManifestSchema, DeepNestingIsRefusedBeforeParsing) {
+  const std::string deep = std::string(80000, '[') + std::string(80000, ']');
+  const Status s = check_json_nesting(deep);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find("nests deeper than 64 levels"), std::string::npos);
+  auto parsed = parse_manifest("{\"fingerprint\": " + deep + "}");
+  EXPECT_EQ(parsed.status().code(), StatusCode::kCorrupt);
+  // Brackets inside strings do not count; escaped quotes do not end a string.
+  EXPECT_TRUE(check_json_nesting("{\"a\": \"[[[[\\\"[[[[\"}", 2).ok());
+  EXPECT_FALSE(check_json_nesting("[[[]]]", 2).ok());
+  EXPECT_EQ(parse_manifest("{not json").status().code(), StatusCode::kCorrupt);
+}
+
+}  // namespace
+}  // namespace aitune

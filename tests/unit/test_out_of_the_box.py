@@ -278,3 +278,44 @@ def test_batched_dataset_items_get_a_hint():
     # the fix works
     ait.tune(m, list(torch.randn(4, 3, 8, 8).unbind(0)), device="cpu")
     assert m.state in (ModuleState.TUNED, ModuleState.PASSTHROUGH)
+
+
+# -- the precision class travels with the checkpoint -----------------------------------------------
+def test_checkpoint_records_the_validated_precision_class_and_tf32_switches(tmp_path):
+    from checkpoint_tools import read_archive
+
+    m = recorded(name="prec", strategy=ait.FirstWinsStrategy([fake(name="f", precision="fp16")],
+                                                              profiling_config=quick()).enable_find_max_batch_size(False))
+    m.tune(device="cpu")
+    path = ait.save(m, tmp_path / "prec.ait")
+    manifest, _ = read_archive(path)
+    backend = manifest["modules"][0]["graphs"][0]["backend"]
+    assert backend["precision_class"] == "fp16"
+    assert set(backend["tf32"]) == {"cuda_matmul_allow_tf32", "cudnn_allow_tf32", "float32_matmul_precision"}
+    loaded = ait.load(SleepyLinear(0.0).eval(), path)
+    assert loaded.tuned_module.backends[0][1].validated_precision["precision_class"] == "fp16"
+
+
+def test_cli_reads_an_older_cuda_fp32_checkpoint_as_tf32(tmp_path):
+    """Checkpoints saved before the class was recorded say fp32 for a CUDA fp32 model, which torch
+    computed with cuDNN's TF32: `aitune run --check` used to judge them as fp32 (56.7 % mismatched)."""
+    import subprocess
+
+    from checkpoint_tools import rewrite
+    from support import aitune_cli
+
+    m = recorded(name="old", strategy=ait.FirstWinsStrategy([fake(name="f")], profiling_config=quick())
+                 .enable_find_max_batch_size(False))
+    m.tune(device="cpu")
+    path = ait.save(m, tmp_path / "new.ait")
+
+    def as_old_cuda(manifest: dict) -> None:
+        backend = manifest["modules"][0]["graphs"][0]["backend"]
+        backend.pop("tf32")
+        backend["device"] = "cuda:0"
+
+    old = rewrite(path, tmp_path / "old.ait", edit_manifest=as_old_cuda)
+    for ckpt, expected in ((path, "fp32"), (old, "tf32")):
+        r = subprocess.run([aitune_cli(), "inspect", str(ckpt), "--json"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["modules"][0]["graphs"][0]["precision_class"] == expected

@@ -440,6 +440,9 @@ def fuzz(args: argparse.Namespace, folder: Path) -> int:
             shutil.copy(mutant["path"], keep)
             failures[-1]["kept"] = str(keep)
         Path(mutant["path"]).unlink(missing_ok=True)
+        if done % 500 == 0:
+            print(f"[{time.monotonic() - start:6.0f} s] {done} mutants, {len(failures)} failures", file=sys.stderr,
+                  flush=True)
     worker_.stop()
     report = {"seed": args.seed, "mutants": done, "seconds": round(time.monotonic() - start, 1),
               "outcomes": dict(sorted(counts.items())), "failures": failures,

@@ -23,7 +23,7 @@ from aitune.torch.backend.backend import Backend
 from aitune.torch.checkpoint.fingerprint import current_fingerprint, mismatches
 from aitune.torch.checkpoint.graphs import graph_from_json, sample_from_entries
 from aitune.torch.checkpoint.save import FORMAT, FORMAT_VERSION
-from aitune.torch.checkpoint.storage import LocalTorchStorage
+from aitune.torch.checkpoint.storage import LocalTorchStorage, verify_sha512
 from aitune.torch.checkpoint.weights import unpack_state_dict
 from aitune.torch.config import config
 from aitune.torch.module.signature import KIND_NAMES
@@ -83,13 +83,19 @@ class OpenedCheckpoint:
         self.records = {f["path"]: f for f in self.manifest["files"]}
         self.reader.check_listed(list(self.records.values()))
         self.verify_full = verify == "full"
+        self.sha512: dict[str, str] = self.manifest.get("sha512") or {}  # saved with sha_type="512"
 
     def read(self, name: str) -> bytes:
-        return self.reader.read(name, self.records[name])
+        data = self.reader.read(name, self.records[name])
+        if name in self.sha512:
+            verify_sha512({name: self.sha512[name]}, lambda _: data)
+        return data
 
     def extract_all(self) -> Path:
         root = Path(config.cache_dir) / "checkpoints"
-        return Path(self.reader.extract_all(list(self.records.values()), str(root), self.verify_full))
+        folder = Path(self.reader.extract_all(list(self.records.values()), str(root), self.verify_full))
+        verify_sha512(self.sha512, lambda name: (folder / name).read_bytes())
+        return folder
 
 
 def _resolve_target(obj: Any, prefix: str) -> tuple[Any, str, Any]:
@@ -225,6 +231,13 @@ def _restore_backend(cls: type[Backend], entry: dict[str, Any], module: torch.nn
                      device: torch.device, artifacts_root: Path | None, retune: bool, module_name: str) -> Backend:
     """AOT artifacts load from the extracted files; JIT and eager backends (and graphs re-tuned
     after an incompatibility) build again from the module and the stored samples."""
+    if entry.get("own_state") and not retune:
+        # A backend written to AITune's contract restores itself (checkpoint/backend_state.py).
+        from aitune.torch.checkpoint.backend_state import load_backend_state
+
+        backend = cls.from_dict(module, load_backend_state(entry, artifacts_root))
+        backend.deploy(device)
+        return backend
     config = cls.config_class.from_dict(entry["config"])
     artifacts = {k: artifacts_root / v for k, v in entry["artifacts"].items()} if artifacts_root else {}
     if artifacts and not retune and hasattr(cls, "from_checkpoint"):
@@ -245,7 +258,7 @@ def _restore_backend(cls: type[Backend], entry: dict[str, Any], module: torch.nn
             "weights, and neither the given module nor the checkpoint has them (save with include_weights=True)"
         )
     build_dir = Path(config_cache_dir()) / module_name / graph.name / "loaded" / f"{cls.__name__}_{config.key()}"
-    backend = cls(config)
+    backend = cls() if entry.get("own_state") else cls(config)  # AITune's backends configure themselves
     backend.build(module, graph, graph.samples, device, build_dir)
     return backend
 

@@ -41,8 +41,9 @@ class _Encoder:
         files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
         for file in files:
             name = f"{folder}/{file.relative_to(artifact.root).as_posix()}"
-            self.writer.add_file(name, str(file))
-            self.entries.append(name)
+            if name not in self.entries:  # a file may also be inside an artifact folder
+                self.writer.add_file(name, str(file))
+                self.entries.append(name)
         return {"artifact": {"folder": folder, "relative_path": artifact.relative_path.as_posix()}}
 
     def encode(self, value: Any, where: str) -> Any:

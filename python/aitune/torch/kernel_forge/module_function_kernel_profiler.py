@@ -108,9 +108,12 @@ class ModuleFunctionKernelProfiler:
 
     def get_functions_to_patch(self, module: types.ModuleType = F) -> list[tuple[str, Callable]]:
         """The public functions of `module` (torch.nn.functional) that get a recording wrapper."""
+        # Python functions defined there and the C++ builtins it re-exports (F.linear is
+        # torch._C._nn.linear); helpers imported from elsewhere (handle_torch_function) are not calls.
+        homes = {module.__name__, "torch", "torch._C._nn"}
         return [(name, func) for name, func in vars(module).items()
-                if not name.startswith("_") and inspect.isfunction(func)
-                and (func.__module__ or "").startswith("torch")]
+                if not name.startswith("_") and (inspect.isfunction(func) or inspect.isbuiltin(func))
+                and getattr(func, "__module__", None) in homes]
 
     def profile(self, function: Callable, data: Sequence[Any] | None = None, *,
                 module: torch.nn.Module | None = None,

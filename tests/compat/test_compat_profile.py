@@ -34,41 +34,22 @@ def _inputs():
     return {"input_ids": torch.randint(0, 50, (1, 12)), "attention_mask": torch.ones(1, 12)}
 
 
-def test_profile_of_untuned_children_with_an_inference_function(tmp_path):
+def test_profile_regions_and_shares():
     model = TinyEncoder().eval()
-
-    def inference_function(**kwargs):
-        with torch.inference_mode():
-            return model(**kwargs)
-
-    result = ait.profile(obj=model, input_data=_inputs(), inference_function=inference_function, warmup_runs=1,
-                         measured_runs=2, trace_file=tmp_path / "trace.json")
-    report = json.loads(json.dumps(result.data))
-    assert report == result.data and report["schema_version"] == 1
-    assert result.trace_file == (tmp_path / "trace.json").resolve() and result.trace_file.stat().st_size > 0
-    assert report["config"] == {"warmup_runs": 1, "measured_runs": 2, "uses_inference_function": True}
-    assert report["target"]["type"].endswith("TinyEncoder")
+    result = ait.profile(model, _inputs(), warmup_runs=0, measured_runs=2)
+    report = result.data
+    assert report["schema_version"] == 1 and report["target"]["type"].endswith("TinyEncoder")
     assert report["input"] == {"args_count": 0, "kwargs": ["attention_mask", "input_ids"]}
-    assert report["warnings"] == []
     # The ModuleList is never called itself: its entries are the regions.
     assert {r["name"] for r in report["regions"]} == {"embeddings", "layers.0", "layers.1", "classifier"}
-    assert all(r["kind"] == "untuned_module" and "wrapper_state" not in r for r in report["regions"])
     ids = {r["id"] for r in report["regions"]}
-    assert len(report["runs"]) == 2
     for run in report["runs"]:
-        assert run["timing"]["wall_time_us"] > 0 and run["timing"]["cpu_time_us"] > 0
         assert {r["region_id"] for r in run["regions"]} == ids
         assert all(r["calls"] == 1 for r in run["regions"])
-        residual = run["residual"]  # the relu, the mean and the glue between the children
-        assert 0.0 < residual["cpu_time_us"] < run["timing"]["cpu_time_us"]
-        shares = sum(r["cpu_time_fraction"] for r in run["regions"]) + residual["cpu_time_fraction"]
+        shares = sum(r["cpu_time_fraction"] for r in run["regions"]) + run["residual"]["cpu_time_fraction"]
         assert shares == pytest.approx(1.0, abs=1e-6)
-        assert "device_time_us" not in residual
-    rows = report["profiler"]["key_averages"]["cpu_time_total"]["events"]
-    assert any(row["key"] == "aitune.performance.profiled_run" for row in rows)
     assert report["profiler"]["activities"][0] == "CPU"
-    markdown = result.markdown()
-    assert markdown.startswith("# Performance Profile") and "`untuned_module:layers.0`" in markdown
+    assert "`untuned_module:layers.0`" in result.markdown()
 
 
 def test_profile_attributes_a_tuned_module_to_its_wrapper(cpu_eager_strategy):

@@ -118,7 +118,8 @@ def load(module: Any, path: str | Path, storage: LocalTorchStorage | None = None
     if verify not in ("fast", "full"):
         raise ValueError(f"verify must be 'fast' or 'full', got {verify!r}")
     storage = storage or LocalTorchStorage()
-    target = Path(path) if Path(path).is_absolute() else storage.resolve(path)
+    # As ait.save wrote it (base folder, ".ait"), unless the path names an existing file as is.
+    target = Path(path) if Path(path).is_absolute() and Path(path).is_file() else storage.resolve(path)
     ckpt = OpenedCheckpoint(target, verify)
     manifest = ckpt.manifest
     entries = manifest["modules"]

@@ -67,6 +67,6 @@ def test_jit_resnet18_cuda(jit_clean):
 
     @patch_for_jit_tuning
     def create_resnet():
-        return timm.create_model("resnet18", pretrained=False).to("cuda")
+        return timm.create_model("resnet18", pretrained=False).to("cuda").eval()
 
     run_jit_resnet(create_resnet, "cuda", "ResNet", 224, None)

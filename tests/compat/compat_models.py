@@ -10,8 +10,10 @@ class BasicBlock(nn.Module):
 
     def __init__(self, cin, cout, stride):
         super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False); self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False); self.bn2 = nn.BatchNorm2d(cout)
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
         self.relu = nn.ReLU(inplace=True)
         self.down = None
         if stride != 1 or cin != cout:
@@ -28,7 +30,9 @@ class ResNet18(nn.Module):
     def __init__(self, num_classes=1000, width=64):
         super().__init__()
         w = width
-        self.conv1 = nn.Conv2d(3, w, 7, 2, 3, bias=False); self.bn1 = nn.BatchNorm2d(w); self.relu = nn.ReLU(inplace=True)
+        self.conv1 = nn.Conv2d(3, w, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(w)
+        self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         chans = [w, 2 * w, 4 * w, 8 * w]
         layers, cin = [], w

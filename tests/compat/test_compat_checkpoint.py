@@ -87,7 +87,8 @@ def test_sha512_mismatch_is_reported_by_name(tmp_path, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(storage_module.Sha512Recorder, "add_bytes", record_a_wrong_digest)
         storage.save("state", {"blob": torch.tensor([1.0])})
-    with pytest.raises(CorruptCheckpointError, match=r"Failed to verify SHA hashes for files: \['state/state.safetensors'\]"):
+    with pytest.raises(CorruptCheckpointError,
+                       match=r"Failed to verify SHA hashes for files: \['state/state.safetensors'\]"):
         storage.load("state")
     LocalTorchStorage(base_folder=tmp_path, sha_type="512").save("state", {"blob": torch.tensor([1.0])})
     assert storage.load("state")["blob"].tolist() == [1.0]

@@ -92,7 +92,8 @@ def test_backend_configurations_from_aitunes_paths():
     ]
     assert backends[0].describe().startswith("TensorRTBackend(use_dynamo=False, profiles=")
     assert "ONNXAutoCastConfig(precision='fp16'" in backends[1].describe()
-    assert TorchInductorAotBackendConfig(inductor_configs={"max_autotune": True}).inductor_configs == {"max_autotune": True}
+    aot = TorchInductorAotBackendConfig(inductor_configs={"max_autotune": True})
+    assert aot.inductor_configs == {"max_autotune": True}
     # Constructing never fails for a missing package; availability says why (docs/guide.md).
     for backend in backends:
         available, reason = backend.is_available()

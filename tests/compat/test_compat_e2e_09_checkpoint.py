@@ -30,7 +30,8 @@ def test_artifacts_through_local_torch_storage(tmp_path):
     assert module.state == ModuleState.TUNED
     built = module.tuned_module.backends[0][1]
     artifact = built._artifacts()["model"]
-    assert isinstance(artifact, ArtifactPath) and artifact.path.name == "model_raw.onnx" and Path(str(artifact)).is_file()
+    assert isinstance(artifact, ArtifactPath) and artifact.path.name == "model_raw.onnx"
+    assert Path(str(artifact)).is_file()
 
     storage = LocalTorchStorage(base_folder=tmp_path / "checkpoints", sha_type="512")
     ait.save(module, "onnx-net", storage=storage)

@@ -241,7 +241,8 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
         r = results[0]
         return Measured(backend, r["host_latency_ms_mean"], r["batch_size"], r["host_latency_ms_mean"],
                         r["throughput_per_s"],
-                        MinLatencyProfilingResult(selected_batch_size=r["batch_size"], latency=r["host_latency_ms_mean"]))
+                        MinLatencyProfilingResult(selected_batch_size=r["batch_size"],
+                                                  latency=r["host_latency_ms_mean"]))
 
 
 class LatencyBudgetStrategy(ProfilingTuneStrategy):

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Optional, Sequence, Tuple, Union
 __all__ = [
     "AITuneError",
     "AITuneUserInputError",
+    "InvalidValueError",
     "BackendUnavailableError",
     "NoValidBackendError",
     "CudaGraphCaptureError",
@@ -75,6 +76,12 @@ class AITuneError(Exception):
 
 class AITuneUserInputError(AITuneError):
     """Invalid user input: model, data, dynamic shapes or a configuration value."""
+
+
+class InvalidValueError(AITuneUserInputError, ValueError):
+    """An invalid value of a setting or a definition (a dynamic dimension, a profiling rule, an
+    artifact path) where the reference raised ``ValueError``: both ``except ValueError`` and
+    ``except AITuneUserInputError`` catch it."""
 
 
 class BackendUnavailableError(AITuneError, RuntimeError):

@@ -72,8 +72,8 @@ def test_inspect_finds_topmost_executed_modules(capsys):
     assert sum(m.percentage for m in info.modules) == pytest.approx(100.0)
     enc = by_name["text_encoder"]
     assert enc.num_params == sum(p.numel() for p in pipe.text_encoder.parameters())
-    assert enc.num_layers == 4  # ModuleList, 2 Linear, LayerNorm
-    assert enc.precisions == ["float32"]
+    assert enc.num_layers == 2  # its direct children, as AITune counts: the ModuleList and the LayerNorm
+    assert enc.precisions == {torch.float32} and enc.precision_names == ["float32"]
 
     info.describe()
     out = capsys.readouterr().out

@@ -12,7 +12,9 @@ from aitune.torch.inspecting import InspectedModulesInfo, inspect, wrap
 from aitune.torch.jit.config import config as jit_config
 from aitune.torch.jit.patched_module import PatchedModule
 from aitune.torch.jit.patcher import patch_for_jit_tuning
+from aitune.torch.kernel_forge import ModuleFunctionKernelProfiler
 from aitune.torch.module.wrapper import Module
+from aitune.torch.performance import PerformanceProfile, profile
 from aitune.torch.tune_strategy import (
     FirstWinsStrategy,
     LatencyBudgetStrategy,
@@ -35,7 +37,9 @@ __all__ = [
     "MaxThroughputStrategy",
     "MinLatencyStrategy",
     "Module",
+    "ModuleFunctionKernelProfiler",
     "PatchedModule",
+    "PerformanceProfile",
     "OneBackendStrategy",
     "TuneStrategy",
     "aitune_cache_dir",
@@ -45,6 +49,7 @@ __all__ = [
     "jit_config",
     "load",
     "patch_for_jit_tuning",
+    "profile",
     "save",
     "snapshot_tuning_data",
     "tune",

@@ -22,7 +22,13 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from aitune.exceptions import AITuneUserInputError
 
-__all__ = ["DataLoaderFactory", "default_data_collator", "samples_generator"]
+from aitune.torch.shape_datasets import DynamicShapeDataset, InputConfig, MinMaxRandomDataset, RepeatEachItem
+
+__all__ = ["DataLoaderFactory", "DatasetLike", "DynamicShapeDataset", "InputConfig", "MinMaxRandomDataset",
+           "SingleBatchDatasetWrapper", "default_data_collator", "ensure_enough_samples", "samples_generator"]
+
+# What ait.tune and ait.inspect take as a dataset (AITune's name).
+DatasetLike = Union[Sequence, Dataset]
 
 _LABEL_KEYS = ("label", "label_ids")
 
@@ -122,8 +128,8 @@ def _collate_field(values: Sequence[Any], where: str) -> Any:
     )
 
 
-class _RepeatToBatch(Dataset):
-    """Presents exactly ``batch_size`` items by cycling a shorter dataset."""
+class SingleBatchDatasetWrapper(Dataset):
+    """Presents exactly ``batch_size`` items by cycling a shorter dataset (one full batch)."""
 
     def __init__(self, dataset: Any, batch_size: int) -> None:
         self.dataset = dataset
@@ -165,8 +171,10 @@ class DataLoaderFactory:
             size = len(dataset)
             if size == 0:
                 raise AITuneUserInputError("Dataset is empty; tuning needs at least one sample.")
-            if size < batch_size:
-                dataset = _RepeatToBatch(dataset, batch_size)
+            if isinstance(dataset, DynamicShapeDataset):  # items differ in shape: one batch per item
+                dataset = RepeatEachItem(dataset, batch_size)
+            elif size < batch_size:
+                dataset = SingleBatchDatasetWrapper(dataset, batch_size)
         return DataLoader(
             dataset,
             batch_size=batch_size,
@@ -219,3 +227,26 @@ def samples_generator(
         for batch in itertools.islice(batches, max_num_batches_per_batch_size):
             args, kwargs = _to_call(batch)
             yield batch_size, args, kwargs
+
+
+def ensure_enough_samples(dataset: Any, number_of_samples: int) -> Any:
+    """A list of exactly ``number_of_samples`` items, cycling the dataset when it is shorter and
+    trimming it when longer (a ``DataLoaderFactory`` keeps its settings and gets such a list). A
+    ``torch.Tensor`` is one item."""
+    if isinstance(number_of_samples, bool) or not isinstance(number_of_samples, int) or number_of_samples <= 0:
+        from aitune.exceptions import InvalidValueError
+
+        raise InvalidValueError(f"number_of_samples must be greater than 0, got {number_of_samples!r}")
+    if isinstance(dataset, DataLoaderFactory):
+        dataset.dataset = ensure_enough_samples(dataset.dataset, number_of_samples)
+        return dataset
+    if isinstance(dataset, torch.Tensor):
+        dataset = [dataset]
+    if hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
+        if len(dataset) == 0:
+            raise AITuneUserInputError("Dataset is empty; at least one sample is needed.")
+        return [dataset[i % len(dataset)] for i in range(number_of_samples)]
+    items = list(itertools.islice(iter(dataset), number_of_samples))
+    if not items:
+        raise AITuneUserInputError("Dataset is empty; at least one sample is needed.")
+    return list(itertools.islice(itertools.cycle(items), number_of_samples))

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any, Mapping, Union
 
 from aitune._native import _C
+from aitune.exceptions import AITuneUserInputError, InvalidValueError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,7 +21,14 @@ class DynamicDim:
     opt: int | None = None
 
     def __post_init__(self) -> None:
-        _C.validate_dim_def(_dim_tuple(self))
+        try:
+            _C.validate_dim_def(_dim_tuple(self))
+        except AITuneUserInputError as e:  # AITune raises ValueError here: InvalidValueError is both
+            raise InvalidValueError(str(e)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """AITune's serialisable form: {"type": "BatchDim" | "DynamicDim", "name", "min", "max", "opt"}."""
+        return {"type": type(self).__name__, **dataclasses.asdict(self)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,9 +52,7 @@ def _dim_tuple(dim: DynamicDim) -> tuple:
 
 
 def _user_error(message: str) -> Exception:
-    from aitune.exceptions import AITuneUserInputError
-
-    return AITuneUserInputError(message)
+    return InvalidValueError(message)
 
 
 def to_native(dynamic_shapes: Mapping[Any, ShapeDefinition]) -> list[tuple[str, list]]:

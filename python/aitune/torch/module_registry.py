@@ -8,7 +8,18 @@ from typing import Any
 
 logger = logging.getLogger("aitune")
 
-MODULE_REGISTRY: OrderedDict[str, Any] = OrderedDict()
+
+
+class ModuleRegistry(OrderedDict):
+    """Name -> ait.Module, in registration order. `.modules` is AITune's view of the same
+    mapping (`MODULE_REGISTRY.modules.values()`, docs/guide.md "Coming from AITune")."""
+
+    @property
+    def modules(self) -> ModuleRegistry:
+        return self
+
+
+MODULE_REGISTRY: ModuleRegistry = ModuleRegistry()
 
 
 def register(name: str, module: Any) -> None:

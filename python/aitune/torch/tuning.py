@@ -179,3 +179,8 @@ def _activate(modules: list) -> None:
         for graph, backend in module.tuned_module.backends:
             logger.info("  ➤ graph: %s\n%s\n    backend: %s", graph.display_name, graph.input_spec.table(),
                         backend.describe())
+
+
+# AITune's scripts import save and load from here too (docs/guide.md, "Coming from AITune").
+from aitune.torch.checkpoint.load import load  # noqa: E402
+from aitune.torch.checkpoint.save import save  # noqa: E402

@@ -1,7 +1,7 @@
 """Backends (SPEC §1.2): eager, Inductor JIT/AOT, TensorRT, Torch-TensorRT JIT/AOT and ONNX Runtime.
 Each constructs without its package; `is_available()` says what is missing."""
 
-from aitune.torch.backend.backend import ArtifactPath, Backend, BackendConfig, BackendState
+from aitune.torch.backend.backend import ArtifactPath, Backend, BackendConfig, BackendState, BuildMode, ExecutionMode
 from aitune.torch.backend.onnx_runtime import ONNXExecutionProvider, ONNXRuntimeBackend, ONNXRuntimeBackendConfig
 from aitune.torch.backend.torch_eager import TorchEagerBackend, TorchEagerBackendConfig
 from aitune.torch.backend.torch_inductor_aot import TorchInductorAotBackend, TorchInductorAotBackendConfig
@@ -24,6 +24,8 @@ __all__ = [
     "Backend",
     "BackendConfig",
     "BackendState",
+    "BuildMode",
+    "ExecutionMode",
     "ONNXExecutionProvider",
     "ONNXRuntimeBackend",
     "ONNXRuntimeBackendConfig",

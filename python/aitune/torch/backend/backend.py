@@ -4,6 +4,7 @@ for one graph; the built copy serves the graph's calls."""
 from __future__ import annotations
 
 import abc
+import contextlib
 import copy
 import dataclasses
 import enum
@@ -11,11 +12,15 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 import torch
 
 from aitune.exceptions import BackendUnavailableError
+from aitune.torch.backend.reference_contract import BuildMode, Contract, ExecutionMode
+from aitune.torch.checkpoint.artifact import ArtifactPath
+
+__all__ = ["ArtifactPath", "Backend", "BackendConfig", "BackendState", "BuildMode", "ExecutionMode"]
 
 logger = logging.getLogger("aitune")
 
@@ -32,22 +37,6 @@ class BackendState(enum.Enum):
     INACTIVE = "inactive"
     CHECKPOINT_LOADED = "checkpoint_loaded"
     DEPLOYED = "deployed"
-
-
-@dataclasses.dataclass(frozen=True)
-class ArtifactPath:
-    """A file a backend produced and needs at run time, relative to its build folder."""
-
-    root: Path
-    relative_path: Path
-
-    @property
-    def path(self) -> Path:
-        return Path(self.root) / self.relative_path
-
-    @classmethod
-    def from_existing(cls, path: Path, root: Path) -> ArtifactPath:
-        return cls(Path(root), Path(path).relative_to(root))
 
 
 def _json_value(value: Any) -> Any:
@@ -123,6 +112,13 @@ class Backend(abc.ABC):
 
     _devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     config_class: ClassVar[type[BackendConfig]] = BackendConfig
+    _contract: ClassVar[Contract] = Contract()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A backend written to AITune's contract (4-argument _build, _deploy() without a device,
+        # its own to_dict/from_dict) is recognised once, here (reference_contract.py).
+        cls._contract = Contract.of(cls)
 
     def __init__(self, config: BackendConfig | None = None, *, tolerance: Any = None) -> None:
         if config is None:
@@ -186,6 +182,38 @@ class Backend(abc.ABC):
     def state(self) -> BackendState:
         return self._state
 
+    @state.setter
+    def state(self, value: BackendState) -> None:
+        # AITune backends set their state themselves (from_dict: CHECKPOINT_LOADED).
+        self._state = BackendState(value)
+
+    @property
+    def _logger(self) -> logging.Logger:
+        """The logger of the backend's own module (AITune backends log through it)."""
+        return logging.getLogger(type(self).__module__)
+
+    def _set_device(self, device: Any) -> None:
+        """AITune's helper: the device the backend serves on."""
+        if device is not None:
+            self._device = torch.device(device)
+        if self._device is None:
+            raise ValueError("Device is not set. Please set the device before deploying.")
+
+    @contextlib.contextmanager
+    def _track_build_step(self, step: Any) -> Iterator[dict[str, Any]]:
+        """AITune's helper: records one build step (`with self._track_build_step(step) as result:`)
+        and whether it succeeded; the steps are kept in `self._build_results`."""
+        result: dict[str, Any] = {"step": step}
+        steps = self.__dict__.setdefault("_build_results", [])
+        try:
+            yield result
+            result["success"] = True
+        except Exception:
+            result["success"] = False
+            raise
+        finally:
+            steps.append(result)
+
     @property
     def is_active(self) -> bool:
         return self._state in (BackendState.ACTIVE, BackendState.DEPLOYED)
@@ -223,7 +251,10 @@ class Backend(abc.ABC):
         self._check_cuda_graphs_device(device)
         self.config.to_json(cache_dir / "config.json")
         self._device = device
-        self._build(module, graph_spec, data, device, cache_dir)
+        if self._contract.build_takes_device:
+            self._build(module, graph_spec, data, device, cache_dir)
+        else:  # AITune's contract: the device is self.device, set above
+            self._build(module, graph_spec, data, cache_dir)
         self._graph_spec = graph_spec
         self._shared.users = 1
         self._state = BackendState.ACTIVE
@@ -321,7 +352,10 @@ class Backend(abc.ABC):
         if self._state is not BackendState.CHECKPOINT_LOADED:
             raise RuntimeError(f"Cannot deploy backend {self.name}, backend should be loaded from a checkpoint")
         self._device = torch.device(device)
-        self._deploy(self._device)
+        if self._contract.deploy_takes_device:
+            self._deploy(self._device)
+        else:  # AITune's contract: _deploy() reads self.device
+            self._deploy()
         self._state = BackendState.DEPLOYED
 
     def infer(self, *args: Any, **kwargs: Any) -> Any:

@@ -142,7 +142,13 @@ class ExportShapePlan:
         return out
 
     # -- torch.export values -----------------------------------------------------------------
-    def _dims(self) -> tuple[Any, dict[str, Any]]:
+    def _dims(self, hint_dynamic_dims: bool = False) -> tuple[Any, dict[str, Any]]:
+        """(batch Dim, {declared name: Dim}). With `hint_dynamic_dims`, a declared DynamicDim that
+        is not the batch is a range hint, Dim.DYNAMIC(min, max), instead of a named Dim: a named
+        Dim must hold for every size in its range, and a model can prove otherwise for its
+        sample (ResNet's strided layers guard `((spatial - 1) // 2) % 2 != 0` at 224, which
+        torch.export rejects as "Constraints violated (spatial)"), while a hint keeps the range
+        and lets export refine it."""
         from torch.export import Dim
 
         named: dict[str, Any] = {}
@@ -158,6 +164,9 @@ class ExportShapePlan:
             for axis in axes:
                 d = axis.definition
                 if axis.kind != _NAMED or d.name in named:
+                    continue
+                if hint_dynamic_dims and not isinstance(d, BatchDim):
+                    named[d.name] = Dim.DYNAMIC(min=d.min, max=d.max)
                     continue
                 name = _identifier(d.name)
                 while name in taken:
@@ -227,12 +236,12 @@ def var_keyword_names(graph: GraphSpec, sample: Sample | None = None) -> list[st
 
 
 def build_dynamic_shapes(graph: GraphSpec, sample: Sample | None = None,
-                         plan: ExportShapePlan | None = None) -> dict[str, Any] | None:
+                         plan: ExportShapePlan | None = None, hint_dynamic_dims: bool = False) -> dict[str, Any] | None:
     """torch.export ``dynamic_shapes`` for `graph`, keyed by forward parameter name for every
     parameter the call passes (non-tensors -> None; containers mirrored); the entries of a
     ``**kwargs`` parameter are keyed by their own names (see var_keyword_names). None when
     every axis is static. `sample` gives the call structure (default: the graph's first
-    sample)."""
+    sample). `hint_dynamic_dims`: declared non-batch DynamicDims as range hints (see _dims)."""
     sample = sample if sample is not None else graph.samples[0]
     plan = plan or ExportShapePlan(graph)
     bound = _bind(graph, sample)
@@ -240,7 +249,7 @@ def build_dynamic_shapes(graph: GraphSpec, sample: Sample | None = None,
         _check_no_user_types(value)
     if not plan.is_dynamic():
         return None
-    batch_dim, named = plan._dims()
+    batch_dim, named = plan._dims(hint_dynamic_dims)
 
     def mirror(value: Any, path: tuple) -> Any:
         if isinstance(value, torch.Tensor):

@@ -27,7 +27,7 @@ from aitune.exceptions import (
 from aitune.torch.backend.backend import Backend
 from aitune.torch.checkpoint.fingerprint import current_fingerprint, mismatches
 from aitune.torch.checkpoint.graphs import graph_from_json, sample_from_entries
-from aitune.torch.checkpoint.storage import LocalTorchStorage
+from aitune.torch.checkpoint.storage import LocalTorchStorage, verify_sha512
 from aitune.torch.checkpoint.weights import unpack_state_dict
 from aitune.torch.config import config
 from aitune.torch.module.graph_spec import Sample
@@ -81,13 +81,19 @@ class OpenedCheckpoint:
         self.records = {f["path"]: f for f in self.manifest["files"]}
         self.reader.check_listed(list(self.records.values()))
         self.verify_full = verify == "full"
+        self.sha512: dict[str, str] = self.manifest.get("sha512") or {}  # saved with sha_type="512"
 
     def read(self, name: str) -> bytes:
-        return self.reader.read(name, self.records[name])
+        data = self.reader.read(name, self.records[name])
+        if name in self.sha512:
+            verify_sha512({name: self.sha512[name]}, lambda _: data)
+        return data
 
     def extract_all(self) -> Path:
         root = Path(config.cache_dir) / "checkpoints"
-        return Path(self.reader.extract_all(list(self.records.values()), str(root), self.verify_full))
+        folder = Path(self.reader.extract_all(list(self.records.values()), str(root), self.verify_full))
+        verify_sha512(self.sha512, lambda name: (folder / name).read_bytes(), set(self.records))
+        return folder
 
 
 def _resolve_target(obj: Any, prefix: str) -> tuple[Any, str, Any]:
@@ -113,7 +119,8 @@ def load(module: Any, path: str | Path, storage: LocalTorchStorage | None = None
     if verify not in ("fast", "full"):
         raise ValueError(f"verify must be 'fast' or 'full', got {verify!r}")
     storage = storage or LocalTorchStorage()
-    target = Path(path) if Path(path).is_absolute() else storage.resolve(path)
+    # As ait.save wrote it (base folder, ".ait"), unless the path names an existing file as is.
+    target = Path(path) if Path(path).is_absolute() and Path(path).is_file() else storage.resolve(path)
     ckpt = OpenedCheckpoint(target, verify)
     if ckpt.manifest.get("kind") == "aitune.results":
         raise UnsupportedCheckpointError(
@@ -212,7 +219,8 @@ def _read_everything(ckpt: OpenedCheckpoint, located: list) -> tuple[list, Any, 
         for g in entry["graphs"]:
             # An unknown backend or a config its class refuses fails now, before anything changes.
             cls = backend_class(g["backend"]["class"])
-            config = cls.config_class.from_dict(g["backend"]["config"])
+            own_state = g["backend"].get("own_state")  # AITune-contract backends restore themselves
+            config = None if own_state else cls.config_class.from_dict(g["backend"]["config"])
             graph = graph_from_json(g, params, None)
             for sample_prefix in g["samples"]:
                 skeleton = ckpt.read(f"{sample_prefix}.json").decode("utf-8")
@@ -264,7 +272,8 @@ def restore_backend(cls: type[Backend], entry: dict[str, Any], module: torch.nn.
                     device: torch.device, artifacts_root: Path | None, retune: bool, module_name: str,
                     config: Any = None, path: Path | None = None) -> Backend:
     """An active backend for one graph (with the precision class it was validated with)."""
-    config = config if config is not None else cls.config_class.from_dict(entry["config"])
+    if config is None and not entry.get("own_state"):
+        config = cls.config_class.from_dict(entry["config"])
     backend = _restore_backend(cls, config, entry, module, graph, device, artifacts_root, retune, module_name, path)
     if isinstance(entry.get("precision_class"), str):
         tf32 = entry.get("tf32")
@@ -278,6 +287,15 @@ def _restore_backend(cls: type[Backend], config: Any, entry: dict[str, Any], mod
                      path: Path | None) -> Backend:
     """AOT artifacts load from the extracted files; JIT and eager backends (and graphs re-tuned
     after an incompatibility) build again from the module and the stored samples."""
+    if entry.get("own_state") and not retune:
+        # A backend written to AITune's contract restores itself (checkpoint/backend_state.py).
+        from aitune.torch.checkpoint.backend_state import load_backend_state
+
+        with _as_corrupt(path or Path("?")):
+            state = load_backend_state(entry, artifacts_root)
+        backend = cls.from_dict(module, state)
+        backend.deploy(device)
+        return backend
     artifacts = {}
     if artifacts_root is not None:
         root = artifacts_root.resolve()
@@ -307,7 +325,7 @@ def _restore_backend(cls: type[Backend], config: Any, entry: dict[str, Any], mod
     # The stored samples come back on the CPU; a rebuild (torch.compile's warm-up, CUDA-graph
     # capture) must see them where the weights are.
     graph.samples = [Sample(*to_device((s.args, s.kwargs), device), s.batch_size) for s in graph.samples]
-    backend = cls(config)
+    backend = cls() if entry.get("own_state") else cls(config)  # AITune's backends configure themselves
     backend.build(module, graph, graph.samples, device, _rebuild_dir(module_name, graph.name, cls, config))
     return backend
 
@@ -315,7 +333,8 @@ def _restore_backend(cls: type[Backend], config: Any, entry: dict[str, Any], mod
 def _rebuild_dir(module_name: str, graph_name: str, cls: type, config: Any) -> Path:
     """Where a JIT or eager backend is rebuilt: under the cache, or a temporary folder when the
     cache is read-only (the folder holds only the build's config and log)."""
-    folder = Path(config_cache_dir()) / module_name / graph_name / "loaded" / f"{cls.__name__}_{config.key()}"
+    key = config.key() if config is not None else "own_state"
+    folder = Path(config_cache_dir()) / module_name / graph_name / "loaded" / f"{cls.__name__}_{key}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / f".write-test-{os.getpid()}"

@@ -16,7 +16,7 @@ from aitune._native import _C
 from aitune.torch.backend.backend import ArtifactPath, Backend
 from aitune.torch.checkpoint.fingerprint import current_fingerprint
 from aitune.torch.checkpoint.graphs import graph_to_json, sample_to_entries
-from aitune.torch.checkpoint.storage import LocalTorchStorage
+from aitune.torch.checkpoint.storage import LocalTorchStorage, Sha512Recorder
 from aitune.torch.checkpoint.weights import pack_state_dict
 from aitune.torch.config import config
 from aitune.torch.dynamic_shapes import to_json as dynamic_shapes_to_json
@@ -55,6 +55,8 @@ def _requires(backend: Backend, device: torch.device | None) -> list[str]:
 
 def _backend_entry(backend: Backend, writer: Any, prefix: str, device: torch.device | None) -> dict[str, Any]:
     data = backend.to_dict()
+    if type(backend)._contract.own_state:
+        return _own_state_entry(backend, data, writer, prefix, device)
     artifacts = {}
     for key, value in list(data.items()):
         if isinstance(value, ArtifactPath):
@@ -76,6 +78,25 @@ def _backend_entry(backend: Backend, writer: Any, prefix: str, device: torch.dev
         "native": bool(artifacts) and not backend.is_jit,
         "runtime": {"use_cuda_graphs": bool(getattr(backend.config, "use_cuda_graphs", False))},
         "profiles": backend.input_profile(), "artifacts": artifacts, "requires": _requires(backend, device),
+        "device": str(backend.device) if backend.device is not None else None,
+    }
+
+
+def _own_state_entry(backend: Backend, state: dict[str, Any], writer: Any, prefix: str,
+                     device: torch.device | None) -> dict[str, Any]:
+    """A backend written to AITune's contract: its to_dict() state, restored by its from_dict()
+    (checkpoint/backend_state.py)."""
+    from aitune.torch.checkpoint.backend_state import save_backend_state
+
+    cls = type(backend)
+    stored = save_backend_state(f"{cls.__name__}.to_dict()", state, writer, f"{prefix}/backend")
+    return {
+        "class": f"{cls.__module__}.{cls.__qualname__}", "config": {}, "extra": {}, "own_state": True,
+        "state": stored["state"], "state_tensors": stored["state_tensors"], "artifacts": stored["artifacts"],
+        "input_order": None, "output_paths": None,
+        "precision_class": _precision(backend)["precision_class"], "tf32": _precision(backend)["tf32"],
+        "is_jit": bool(backend.is_jit), "native": False, "runtime": {"use_cuda_graphs": False},
+        "profiles": backend.input_profile(), "requires": _requires(backend, device),
         "device": str(backend.device) if backend.device is not None else None,
     }
 
@@ -118,7 +139,8 @@ def save(module: Any, path: str | Path, storage: LocalTorchStorage | None = None
         if m.state is not ModuleState.TUNED:
             raise RuntimeError(f"Module is not tuned. Cannot save state_dict. (module '{m.name}' is {m.state.name})")
     target.parent.mkdir(parents=True, exist_ok=True)
-    writer = _C.ArchiveWriter(str(target))
+    # sha_type="512" adds a SHA-512 of every entry to the manifest (SHA-256 is always there).
+    writer = Sha512Recorder(_C.ArchiveWriter(str(target)), enabled=storage.sha_type == "512")
     modules = []
     first_device = None
     for index, (prefix, m) in enumerate(tuned):
@@ -169,6 +191,8 @@ def save(module: Any, path: str | Path, storage: LocalTorchStorage | None = None
         "fingerprint": current_fingerprint(first_device), "config": {"device_after_tuning": config.device_after_tuning},
         "root": root, "modules": modules, "files": writer.files(),
     }
+    if writer.enabled:
+        manifest["sha512"] = writer.digests
     writer.finish(json.dumps(manifest, indent=1))
     size = target.stat().st_size
     logger.info("✅ Checkpoint saved to %s [%s]", target, _human(size))

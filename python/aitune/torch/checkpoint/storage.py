@@ -1,16 +1,27 @@
-"""Where checkpoints go (SPEC §10.1)."""
+"""Where checkpoints go, and AITune's storage of a plain state dict (SPEC §10.1; docs/guide.md,
+"Coming from AITune")."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
+from typing import Any
+
+SHA_TYPES = ("256", "512")
+STATE_FORMAT = "aitune.state_dict"  # LocalTorchStorage.save: a state dict on its own, not a tuned module
 
 
 @dataclasses.dataclass
 class LocalTorchStorage:
     """Checkpoints are written to `base_folder / path` with the suffix `.ait` (an absolute path
     is used as is). `compress_checkpoint` and `remove_checkpoint_after_tune` are accepted for
-    source compatibility and ignored: entries are stored uncompressed so they can be mapped."""
+    source compatibility and ignored: entries are stored uncompressed so they can be mapped, and
+    one file is written, no folder beside it.
+
+    `sha_type`: every entry is hashed with SHA-256 in the archive's manifest; "512" adds a SHA-512
+    of every entry, which loading verifies too."""
 
     base_folder: str | Path = "checkpoints"
     compress_checkpoint: bool = True
@@ -19,11 +30,111 @@ class LocalTorchStorage:
     sha_type: str = "256"
 
     def __post_init__(self) -> None:
-        if self.sha_type != "256":
-            raise ValueError(f"LocalTorchStorage.sha_type must be '256', got {self.sha_type!r}")
+        if self.sha_type not in SHA_TYPES:
+            from aitune.exceptions import InvalidValueError
+
+            raise InvalidValueError(f"LocalTorchStorage.sha_type must be '256' or '512', got {self.sha_type!r}")
 
     def resolve(self, path: str | Path) -> Path:
         path = Path(path)
         if not path.is_absolute():
             path = Path(self.base_folder) / path
         return path.with_suffix(".ait")
+
+    def save(self, path: str | Path, state_dict: dict[str, Any]) -> Path:
+        """Writes `state_dict` (tensors, numbers, strings, containers, dataclasses, paths,
+        ArtifactPath files and folders, devices, dtypes) to one `.ait` file; nothing is pickled."""
+        from aitune._native import _C
+        from aitune.torch.checkpoint.backend_state import save_backend_state
+
+        target = self.resolve(path)
+        if target.exists() and not self.overwrite_checkpoint_on_tune:
+            raise FileExistsError(f"Folder {target} already exists")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        writer = Sha512Recorder(_C.ArchiveWriter(str(target)), enabled=self.sha_type == "512")
+        stored = save_backend_state("state_dict", state_dict, writer, "state")
+        manifest = {"format": STATE_FORMAT, "format_version": 1, "sha_type": self.sha_type, **stored,
+                    "sha512": writer.digests if self.sha_type == "512" else None, "files": writer.files()}
+        writer.finish(json.dumps(manifest, indent=1))
+        return target
+
+    def load(self, path: str | Path) -> dict[str, Any]:
+        """The state dict saved by `save`, every file verified; ArtifactPaths point into the
+        extraction folder under `config.cache_dir`."""
+        from aitune._native import _C
+        from aitune.exceptions import (
+            AITuneError,
+            CheckpointNotFoundError,
+            CorruptCheckpointError,
+            UnsupportedCheckpointError,
+        )
+        from aitune.torch.checkpoint.backend_state import load_backend_state
+        from aitune.torch.config import config
+
+        target = self.resolve(path)
+        if not target.exists():
+            raise CheckpointNotFoundError(f"Checkpoint file not found: {target}")
+        reader = _C.ArchiveReader(str(target))
+        text = reader.manifest()
+        _C.check_json_nesting(text, "manifest.json")  # a recursive parser must not meet a nesting bomb
+        manifest = json.loads(text)
+        if not isinstance(manifest, dict) or manifest.get("format") != STATE_FORMAT:
+            raise UnsupportedCheckpointError(
+                f"{target} is not a state dict saved by LocalTorchStorage.save; load tuned modules with ait.load")
+        try:
+            records = list(manifest["files"])
+            reader.check_listed(records)
+            extracted = None
+            if records:
+                extracted = Path(reader.extract_all(records, str(Path(config.cache_dir) / "checkpoints"), True))
+                verify_sha512(manifest.get("sha512"), lambda name: (extracted / name).read_bytes(),
+                              {r["path"] for r in records})
+            return load_backend_state(manifest, extracted)
+        except AITuneError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any other failure reading the file means it is damaged
+            raise CorruptCheckpointError(f"Checkpoint {target} is corrupt: {type(e).__name__}: {e}") from e
+
+
+class Sha512Recorder:
+    """An ArchiveWriter that also records the SHA-512 of every entry it adds (when enabled)."""
+
+    def __init__(self, writer: Any, enabled: bool) -> None:
+        self.writer = writer
+        self.enabled = enabled
+        self.digests: dict[str, str] = {}
+
+    def add_file(self, name: str, source_path: str) -> None:
+        if self.enabled:
+            digest = hashlib.sha512()
+            with open(source_path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+            self.digests[name] = digest.hexdigest()
+        self.writer.add_file(name, source_path)
+
+    def add_bytes(self, name: str, data: Any) -> None:
+        if self.enabled:
+            self.digests[name] = hashlib.sha512(memoryview(data)).hexdigest()
+        self.writer.add_bytes(name, data)
+
+    def files(self) -> list:
+        return self.writer.files()
+
+    def finish(self, manifest: str) -> None:
+        self.writer.finish(manifest)
+
+
+def verify_sha512(digests: dict[str, str] | None, read: Any, listed: set[str] | None = None) -> None:
+    """Raises CorruptCheckpointError naming every entry whose SHA-512 differs from the manifest's.
+    `listed`: the archive's entries; a digest for any other name (a path outside it) is refused."""
+    if not digests:
+        return
+    from aitune.exceptions import CorruptCheckpointError
+
+    if not isinstance(digests, dict) or (listed is not None and not set(digests) <= listed):
+        raise CorruptCheckpointError("The manifest's sha512 digests name entries the archive does not list")
+    bad = [name for name, expected in sorted(digests.items())
+           if hashlib.sha512(read(name)).hexdigest() != expected]
+    if bad:
+        raise CorruptCheckpointError(f"Failed to verify SHA hashes for files: {bad}")

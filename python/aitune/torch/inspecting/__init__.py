@@ -2,7 +2,7 @@
 (``ait.wrap``)."""
 
 from aitune.torch.inspecting.inspecting import inspect
-from aitune.torch.inspecting.module_info import InspectedModule, InspectedModulesInfo
+from aitune.torch.inspecting.module_info import InspectedModule, InspectedModulesInfo, ModuleInfo
 from aitune.torch.inspecting.wrapping import wrap
 
-__all__ = ["InspectedModule", "InspectedModulesInfo", "inspect", "wrap"]
+__all__ = ["InspectedModule", "InspectedModulesInfo", "ModuleInfo", "inspect", "wrap"]

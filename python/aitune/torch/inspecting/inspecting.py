@@ -9,7 +9,7 @@ import torch
 
 from aitune.exceptions import AITuneUserInputError
 from aitune.torch.dataloader import samples_generator
-from aitune.torch.inspecting.module_info import InspectedModule, InspectedModulesInfo
+from aitune.torch.inspecting.module_info import InspectedModulesInfo, ModuleInfo
 from aitune.torch.inspecting.module_inspector import ForwardTimer, find_modules, unwrap
 from aitune.torch.logging_utils import setup_logging
 
@@ -87,13 +87,23 @@ def inspect(
 
     stats = {key: timer.stats[key] for key in (id(unwrap(f.module)) for f in candidates)}
     executed = {key for key, s in stats.items() if s.calls > 0}
+    # Every executed candidate gets a ModuleInfo, so a reported module's `parent` is the
+    # nearest module above it on its path that was inspected (None at the top).
+    infos: dict[int, ModuleInfo] = {}
+    for found in candidates:
+        key = id(unwrap(found.module))
+        s = stats[key]
+        parent = next((infos[a] for a in reversed(found.ancestors) if a in infos), None)
+        infos[key] = ModuleInfo(found.module, found.name, parent=parent, forward_called=s.calls > 0,
+                                execution_count=s.calls, total_execution_time=s.total_time,
+                                input_types=list(s.input_types), output_types=list(s.output_types),
+                                object_path=found.name, depth=found.depth, location=found.location)
     top = []
     for found in candidates:
         s = stats[id(unwrap(found.module))]
         if s.calls == 0 or s.top_calls == 0 or any(a in executed for a in found.ancestors):
             continue
-        top.append(InspectedModule(found.name, found.module, s.calls, s.total_time, found.depth,
-                                   location=found.location))
+        top.append(infos[id(unwrap(found.module))])
     if not top:
         logger.warning("None of the %d module(s) found in %s executed.", len(candidates), type(obj).__name__)
     info = InspectedModulesInfo(top, number_of_iterations)

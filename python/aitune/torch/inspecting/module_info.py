@@ -18,45 +18,83 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-@dataclass
-class InspectedModule:
-    """One executed module: a handle for ``ait.wrap`` plus its statistics.
+@dataclass(eq=False)  # identity: get_modules() results are compared with `in` against the same objects
+class ModuleInfo:
+    """One executed module found by ``ait.inspect``: a handle for ``ait.wrap`` plus its
+    statistics, with AITune's field names (docs/guide.md, "Coming from AITune").
 
-    ``total_time`` and ``avg_time`` are seconds over the measured iterations; ``execution_ratio``
-    is this module's share (0..1) of the total time of all reported modules.
+    ``total_execution_time`` is seconds over the measured iterations, ``execution_count`` the
+    calls; ``execution_ratio`` is this module's share (0..1) of the total time of all reported
+    modules. ``input_types`` / ``output_types`` hold one entry per measured call, e.g.
+    ``{"args": ["Tensor"], "kwargs": {}}`` and ``{"type": "Tensor"}``.
     """
 
-    name: str
     module: torch.nn.Module = field(repr=False)
-    calls: int
-    total_time: float
+    name: str = ""
+    parent: ModuleInfo | None = field(default=None, repr=False)  # the nearest inspected module above
+    forward_called: bool = False
+    execution_count: int = 0
+    total_execution_time: float = 0.0
+    input_types: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    output_types: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    object_path: str | None = None
     depth: int = 0
     execution_ratio: float = 0.0
-    location: Any = field(default=None, repr=False, compare=False)  # where inspect found it (for wrap)
+    location: Any = field(default=None, repr=False)  # where inspect found it (for wrap)
+
+    @property
+    def module_type(self) -> type:
+        return type(self.module)
+
+    @property
+    def average_execution_time(self) -> float:
+        return self.total_execution_time / self.execution_count if self.execution_count else 0.0
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.module.parameters())
+
+    @property
+    def num_layers(self) -> int:
+        """Direct children, as AITune counts them."""
+        return len(list(self.module.named_children()))
+
+    @property
+    def precisions(self) -> set[torch.dtype]:
+        """The parameter dtypes of the module's layers (AITune: a set of torch.dtype)."""
+        return {next(m.parameters()).dtype for m in self.module.modules() if next(m.parameters(), None) is not None}
+
+    # aitune's earlier names of the same statistics
+    @property
+    def calls(self) -> int:
+        return self.execution_count
+
+    @property
+    def total_time(self) -> float:
+        return self.total_execution_time
 
     @property
     def avg_time(self) -> float:
-        return self.total_time / self.calls if self.calls else 0.0
+        return self.average_execution_time
+
+    @property
+    def num_params(self) -> int:
+        return self.num_parameters
 
     @property
     def percentage(self) -> float:
         return self.execution_ratio * 100.0
 
     @property
-    def num_params(self) -> int:
-        return sum(p.numel() for p in self.module.parameters())
-
-    @property
-    def num_layers(self) -> int:
-        return sum(1 for _ in self.module.modules()) - 1
-
-    @property
-    def precisions(self) -> list[str]:
-        return sorted({_dtype_name(p.dtype) for p in self.module.parameters()})
+    def precision_names(self) -> list[str]:
+        return sorted(_dtype_name(d) for d in self.precisions)
 
     def row(self) -> list[Any]:
         return [self.name, self.calls, f"{self.total_time:.6f}", f"{self.avg_time:.6f}", f"{self.percentage:.2f}",
-                self.num_params, self.num_layers, ", ".join(self.precisions)]
+                self.num_params, self.num_layers, ", ".join(self.precision_names)]
+
+
+InspectedModule = ModuleInfo  # aitune's earlier name
 
 
 class InspectedModulesInfo:

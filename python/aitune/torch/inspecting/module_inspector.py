@@ -16,7 +16,7 @@ import time
 import types
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import torch
@@ -187,6 +187,24 @@ class ModuleStats:
     calls: int = 0
     top_calls: int = 0  # calls made while no other inspected module was running
     total_time: float = 0.0
+    input_types: list[dict[str, Any]] = field(default_factory=list)  # one per measured call
+    output_types: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def describe_inputs(args: tuple, kwargs: dict) -> dict[str, Any]:
+    """AITune's record of one call's argument types: {"args": [...], "kwargs": {...}}."""
+    return {"args": [_type_name(a) for a in args], "kwargs": {k: _type_name(v) for k, v in kwargs.items()}}
+
+
+def describe_output(output: Any) -> dict[str, Any]:
+    """AITune's record of one call's output type; sequences also list their elements' types."""
+    if isinstance(output, (tuple, list)):
+        return {"type": _type_name(output), "elements": [_type_name(x) for x in output]}
+    return {"type": _type_name(output)}
 
 
 class ForwardTimer:
@@ -201,7 +219,7 @@ class ForwardTimer:
         self.modules = [unwrap(m) for m in modules]
         self.stats: dict[int, ModuleStats] = {id(m): ModuleStats() for m in self.modules}
         self.enabled = False
-        self._stack: list[tuple[int, float]] = []
+        self._stack: list[tuple[int, float, dict[str, Any]]] = []
         self._handles: list[Any] = []
         self._sync = torch.cuda.is_available() and torch.cuda.is_initialized()
 
@@ -210,17 +228,18 @@ class ForwardTimer:
             self._sync = True
             torch.cuda.synchronize()
 
-    def _pre_hook(self, module: torch.nn.Module, args: Any) -> None:
+    def _pre_hook(self, module: torch.nn.Module, args: Any, kwargs: dict) -> None:
+        inputs = describe_inputs(args, kwargs) if self.enabled else {}
         self._synchronize()
-        self._stack.append((id(module), time.perf_counter()))
+        self._stack.append((id(module), time.perf_counter(), inputs))
 
-    def _post_hook(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+    def _post_hook(self, module: torch.nn.Module, args: Any, kwargs: dict, output: Any) -> None:
         self._synchronize()
         end = time.perf_counter()
         # Pop this module's entry (the innermost one; tolerant of a forward that raised).
         for index in range(len(self._stack) - 1, -1, -1):
             if self._stack[index][0] == id(module):
-                _, start = self._stack.pop(index)
+                _, start, inputs = self._stack.pop(index)
                 del self._stack[index:]
                 break
         else:
@@ -230,6 +249,8 @@ class ForwardTimer:
         stats = self.stats[id(module)]
         stats.calls += 1
         stats.total_time += end - start
+        stats.input_types.append(inputs)
+        stats.output_types.append(describe_output(output))
         if not self._stack:
             stats.top_calls += 1
 
@@ -237,12 +258,15 @@ class ForwardTimer:
         for stats in self.stats.values():
             stats.calls = stats.top_calls = 0
             stats.total_time = 0.0
+            stats.input_types.clear()
+            stats.output_types.clear()
 
     def __enter__(self) -> "ForwardTimer":
         try:
             for module in self.modules:
-                self._handles.append(module.register_forward_pre_hook(self._pre_hook))
-                self._handles.append(module.register_forward_hook(self._post_hook, always_call=True))
+                self._handles.append(module.register_forward_pre_hook(self._pre_hook, with_kwargs=True))
+                self._handles.append(module.register_forward_hook(self._post_hook, with_kwargs=True,
+                                                                  always_call=True))
         except BaseException:
             self.remove()
             raise

@@ -92,10 +92,20 @@ def inspection_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def save_report(path: str | Path, model_name: str = "model") -> Path:
-    """Writes the inspection report (self-contained HTML) and returns its path."""
+def model_names() -> str:
+    """The class names of the inspected heads (the models), e.g. "ResNet" or "UNet, VAE"."""
+    from aitune.torch.jit.state import runtime
+
+    names = list(dict.fromkeys(type(head.module).__name__ for head in runtime.heads))
+    return ", ".join(names) or "model"
+
+
+def save_report(path: str | Path, model_name: str | None = None) -> Path:
+    """Writes the inspection report (self-contained HTML) and returns its path. `model_name`
+    defaults to the class names of the inspected top-level modules."""
     from aitune.torch.tune_data.jit_inspect_html import render_inspection_html
 
+    model_name = model_name or model_names()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_inspection_html(inspection_rows(), model_name), encoding="utf-8")
@@ -109,4 +119,4 @@ def save_report_at_exit() -> Path | None:
     if _reports.saved:
         return None
     stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
-    return save_report(Path.cwd() / f"jit_inspect_{stamp}.html", "model")
+    return save_report(Path.cwd() / f"jit_inspect_{stamp}.html")

@@ -11,7 +11,7 @@ import copy
 import inspect
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import torch
 
@@ -21,6 +21,12 @@ from aitune.torch.jit.state import JITModuleState, runtime
 
 logger = logging.getLogger("aitune")
 _ATTR = "_aitune_patched"
+# print_hierarchy()'s first line, as in AITune (docs/guide.md, "Coming from AITune").
+PRINT_HIERARCHY_HEADER = "JIT Tuning Hierarchy:"
+PRINT_HIERARCHY_NO_MODULES_HEADER = "No modules in hierarchy"
+# The state markers of AITune's hierarchy lines.
+_STATE_MARKS = {JITModuleState.INIT: "⏳", JITModuleState.RECORDING: "🔴", JITModuleState.TUNED: "🎯",
+                JITModuleState.EAGER: "⚠️", JITModuleState.SKIPPED: "🚫", JITModuleState.DETACHED: "☑️"}
 
 
 class _Router:
@@ -80,6 +86,10 @@ def attach(module: torch.nn.Module) -> PatchedModule:
 
 class PatchedModule:
     """States INIT → RECORDING → TUNED | EAGER; SKIPPED; DETACHED (SPEC §12)."""
+
+    # The tunable heads in discovery order: the same list object as the JIT runtime's (AITune's
+    # class attribute; cleared in place on reset, so the alias stays valid).
+    heads: ClassVar[list[PatchedModule]] = runtime.heads
 
     def __init__(self, module: torch.nn.Module) -> None:
         self.module = module
@@ -249,6 +259,17 @@ class PatchedModule:
         runtime.event(self.name, f"eager: {reason}")
         logger.warning("⚠️ JIT: module `%s` runs eagerly: %s", self.name, reason)
 
+    def try_tune(self) -> None:
+        """Tunes the module now if its mode's trigger has fired (AITune's name): in TUNE_EAGER
+        once `min_samples` calls (and, if required, a dynamic axis) were recorded; in
+        TUNE_DEFERRED once `aitune.torch.jit.tune.deferred()` was called and a call recorded."""
+        if self.state is not JITModuleState.RECORDING or not self.tunable:
+            return
+        deferred_ready = (jit_config.mode is JITMode.TUNE_DEFERRED and runtime.deferred_requested
+                          and self.num_calls >= 1)
+        if deferred_ready or self._eager_trigger_ready():
+            self._tune_now()
+
     def _tune_now(self) -> None:
         from aitune.torch.jit.jit_tuning import tune_patched
 
@@ -298,10 +319,34 @@ class PatchedModule:
             walk(head, 0)
         return "\n".join(lines) if lines else "(no patched module has been called)"
 
+    def __str__(self) -> str:
+        """AITune's hierarchy line: `Net level=0🪜 state=tuned🎯 (TorchInductorJitBackend) call_count=3`."""
+        extra = ""
+        if self.tuned is not None:
+            extra = ", ".join(b.name for _, b in self.tuned.backends)
+        elif self._dry_tuned:
+            extra = "dry-run tuning success"
+        elif self.state in (JITModuleState.EAGER, JITModuleState.SKIPPED):
+            extra = self.reason
+        text = f"{self.name} level={self.level}🪜 state={self.state.value}{_STATE_MARKS[self.state]} "
+        return text + (f"({extra}) " if extra else "") + f"call_count={self.num_calls}"
+
     @staticmethod
-    def print_hierarchy() -> None:
-        """Prints the tree of heads and children with their states."""
-        print(PatchedModule.hierarchy_text())
+    def print_hierarchy(sink: Callable[[str], Any] = print) -> None:
+        """Prints the tree of heads and children with their states, one line per module through
+        `sink` (AITune's form, under PRINT_HIERARCHY_HEADER)."""
+        if not runtime.heads:
+            sink(PRINT_HIERARCHY_NO_MODULES_HEADER)
+            return
+        sink(PRINT_HIERARCHY_HEADER)
+
+        def walk(node: PatchedModule, depth: int) -> None:
+            sink(f"{'  ' * depth}├─ {node}")
+            for child in node.children:
+                walk(child, depth + 1)
+
+        for head in runtime.heads:
+            walk(head, 0)
 
     @staticmethod
     def print_history() -> None:

@@ -147,3 +147,43 @@ def patch_for_jit_tuning(func: F) -> F:
             return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+class Patcher:
+    """AITune's class-level interface to the patching (docs/guide.md, "Coming from AITune"),
+    over this module's functions."""
+
+    @classmethod
+    def patch_torch(cls) -> None:
+        """Patches nn.Module construction for the rest of the process (as `enable()`)."""
+        enable()
+
+    @classmethod
+    def unpatch_torch(cls, unpatch_modules: bool = False) -> None:
+        """Stops patching new modules; with `unpatch_modules`, also returns every patched module
+        that is not tuned to its plain forward (as `disable()`)."""
+        if unpatch_modules:
+            disable()
+            return
+        _patcher.global_enabled = False
+        _patcher.scoped_depth = 0
+        _uninstall()
+
+    @classmethod
+    def enable_tune_deferred(cls, enable: bool = True) -> None:
+        """TUNE_DEFERRED: recording is complete, tune at the next forward (or cancel that)."""
+        runtime.deferred_requested = bool(enable)
+
+    @classmethod
+    def patched_modules_under(cls, root: torch.nn.Module) -> list[Any]:
+        """The PatchedModules of `root` and its submodules."""
+        return [p for p in (get_patched(m) for m in root.modules()) if p is not None]
+
+    @classmethod
+    def intercepted_classes(cls) -> list[str]:
+        """Qualified names of the classes whose instances were patched."""
+        return sorted({f"{type(m).__module__}.{type(m).__name__}" for m in list(_patcher.patched_modules)})
+
+    @classmethod
+    def _is_allowed_to_tune(cls, module: torch.nn.Module) -> bool:
+        return not is_excluded(type(module))

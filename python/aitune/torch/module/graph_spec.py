@@ -134,6 +134,11 @@ class Sample:
     kwargs: dict
     batch_size: int | None
 
+    def __iter__(self):
+        """`args, kwargs = sample`: AITune's samples are (args, kwargs) pairs, and backends written
+        for AITune unpack them (docs/guide.md, "Coming from AITune")."""
+        return iter((self.args, self.kwargs))
+
 
 class GraphSpec:
     """One graph of a module: name, structure key, input and output specs, samples."""

@@ -26,16 +26,18 @@ def _types(counts: dict[str, int]) -> str:
 
 def render_inspection_html(rows: list[dict[str, Any]], model_name: str) -> str:
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    # The title and the "Model: <name>" line are AITune's (docs/guide.md, "Coming from AITune").
     out = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-           f"<title>aitune JIT inspection: {_e(model_name)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>aitune JIT inspection: {_e(model_name)}</h1>",
+           f"<title>AITune Model Inspector: {_e(model_name)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>aitune JIT inspection: {_e(model_name)}</h1><p class=\"model\">Model: {_e(model_name)}</p>",
            f"<p>Created {created}. {len(rows)} patched module(s). Times are wall-clock, CUDA-synchronised for "
            "modules on a GPU; a child's time is part of its parent's.</p>"]
     if not rows:
         out.append("<p><b>No patched module was called.</b> Enable inspection before the model is built "
                    "(<code>import aitune.torch.jit.enable_inspection</code>).</p>")
     else:
-        out.append("<table><tr><th>Module</th><th>Class</th><th>State</th><th>Calls</th><th>Total time (s)</th>"
+        out.append("<h2>Execution Details</h2>")
+        out.append("<table><tr><th>Module</th><th>Class</th><th>State</th><th>Call Count</th><th>Total time (s)</th>"
                    "<th>Avg time (s)</th><th>% of head</th><th># of params</th><th>Argument types</th>"
                    "<th>Output types</th></tr>")
         for row in rows:

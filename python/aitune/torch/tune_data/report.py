@@ -341,7 +341,9 @@ def graph_span(strategy: Any, module_name: str, graph: Any, num_samples: int = 0
         finally:
             report.duration_s = round(time.perf_counter() - report._start, 3)
             with contextlib.suppress(Exception):
-                report.perf_validation_results = list(getattr(strategy, "perf_validation_results", []) or [])
+                report.perf_validation_results = [  # result objects (strategy_results.py) as plain dicts
+                    r.to_dict() if hasattr(r, "to_dict") else dict(r)
+                    for r in getattr(strategy, "perf_validation_results", []) or []]
             _state.graph, _state.build = None, None
             _flush()
 

@@ -34,8 +34,9 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
             self.backends = first_wins_defaults(device)
         return self
 
-    def _describe_parts(self) -> list[str]:
-        return ["backends=[" + ", ".join(b.describe() for b in self.backends) + "]"]
+    def _describe_parts(self) -> list[str]:  # AITune's form (docs/guide.md, "Coming from AITune")
+        return ["name: First Wins Strategy", "description: evaluate backends in order, return first working backend",
+                "backends:", *[f"  {b.describe()}" for b in self.backends]]
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"backends": [b.describe() for b in self.backends],

@@ -23,8 +23,9 @@ class OneBackendStrategy(PerformanceValidatedStrategy):
     def _candidates(self) -> list[Backend]:
         return [self.backend]
 
-    def _describe_parts(self) -> list[str]:
-        return [f"backend={self.backend.describe()}"]
+    def _describe_parts(self) -> list[str]:  # AITune's form (docs/guide.md, "Coming from AITune")
+        return ["name: One Backend Strategy", "description: Use only one backend",
+                f"backend: {self.backend.describe()}"]
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"backends": [self.backend.describe()],

@@ -21,6 +21,7 @@ from aitune.torch.task.profile import profile
 from aitune.torch.task.profiling.config import AllSamplesProfilingStopStrategy
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
+from aitune.torch.tune_strategy.strategy_results import PerformanceValidationMixinResult
 from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy
 
 logger = logging.getLogger("aitune")
@@ -45,7 +46,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
         super().__init__(sink=sink, profiling_config=profiling_config)
         self.min_speedup_threshold_percent = min_speedup_threshold_percent
         self._performance_validation = True
-        self.perf_validation_results: list[dict[str, Any]] = []
+        self.perf_validation_results: list[PerformanceValidationMixinResult] = []
         self._baseline_backend: Backend | None = None
         self._baseline_throughput: float | None = None  # at the first gate batch size
         self._baseline_by_size: dict[int, float] = {}
@@ -127,12 +128,9 @@ class PerformanceValidatedStrategy(TuneStrategy):
                       geomean, [p[0] for p in points], self._gate_text(), f"; {detail}" if detail else "",
                       "passed" if passed else "not passed")
         self._tally.record_speedup(backend.describe(), geomean, detail)
-        self.perf_validation_results.append({
-            "backend_description": backend.describe(), "throughput": points[0][1],
-            "baseline_throughput": self._baseline_throughput, "speedup": geomean, "passed": passed,
-            "batch_sizes": [p[0] for p in points], "speedups": speedups,
-            "worst_speedup": verdict["worst_speedup"],
-        })
+        self.perf_validation_results.append(PerformanceValidationMixinResult(
+            backend.describe(), points[0][1], self._baseline_throughput, geomean, passed,
+            batch_sizes=[p[0] for p in points], speedups=speedups, worst_speedup=verdict["worst_speedup"]))
         if self.backend_results:
             self.backend_results[-1].update({"throughput": points[0][1], "speedup_vs_eager": geomean,
                                              "selected_batch_size": points[0][0]})

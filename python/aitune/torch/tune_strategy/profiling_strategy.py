@@ -16,22 +16,33 @@ from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.default_backends import profiling_defaults
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
+from aitune.torch.tune_strategy.strategy_results import (
+    BackendPerfResult,
+    BackendProfilingResult,
+    LatencyBudgetProfilingResult,
+    MaxThroughputProfilingResult,
+    MinLatencyProfilingResult,
+)
 from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy
 
 
 @dataclasses.dataclass
 class Measured:
-    """A candidate's metric at its selected batch size."""
+    """A candidate's metric at its selected batch size, and the same as AITune's result object."""
 
     backend: Backend
     metric: float
     batch_size: int
     latency_ms: float
     throughput_per_s: float
+    result: BackendProfilingResult
 
 
 class ProfilingTuneStrategy(TuneStrategy):
     metric_name = "throughput"  # or "latency"
+    # describe() in AITune's form (docs/guide.md, "Coming from AITune")
+    _title = "Max Throughput Strategy"
+    _description = "evaluate all backends, return backend with max throughput"
 
     def __init__(self, backends: list[Backend] | None = None, profiling_config: ProfilingConfig | None = None, *,
                  sink: Any = None, min_speedup_threshold_percent: float = 0.0) -> None:
@@ -57,7 +68,8 @@ class ProfilingTuneStrategy(TuneStrategy):
         return self
 
     def _describe_parts(self) -> list[str]:
-        return ["backends=[" + ", ".join(b.describe() for b in self.backends) + "]"]
+        return [f"name: {self._title}", f"description: {self._description}", "backends:",
+                *[f"  {b.describe()}" for b in self.backends]]
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"backends": [b.describe() for b in self.backends],
@@ -89,7 +101,9 @@ class ProfilingTuneStrategy(TuneStrategy):
             return None
         best = max(results, key=lambda r: r["throughput_per_s"])
         return Measured(backend, best["throughput_per_s"], best["batch_size"], best["host_latency_ms_mean"],
-                        best["throughput_per_s"])
+                        best["throughput_per_s"],
+                        MaxThroughputProfilingResult(selected_batch_size=best["batch_size"],
+                                                     throughput=best["throughput_per_s"]))
 
     def _speedup(self, candidate: Measured, baseline: Measured) -> float:
         if self.metric_name == "latency":
@@ -141,7 +155,7 @@ class ProfilingTuneStrategy(TuneStrategy):
                 continue
             if len(self._batch_sizes(ctx)) > 1:
                 backend.release_cuda_graph_captures()  # one pool per swept size adds up over candidates
-            self.backend_results[-1].update({self.metric_name: point.metric, "selected_batch_size": point.batch_size,
+            self.backend_results[-1].update({**point.result.to_json_dict(self.metric_name),
                                              "latency": point.latency_ms})
             self._log("✅ backend profiled - %s: %.4g, batch size: %d", self.metric_name, point.metric,
                       point.batch_size)
@@ -163,13 +177,14 @@ class ProfilingTuneStrategy(TuneStrategy):
                 self._log("ℹ️ Falling back to TorchEager baseline (%.4g): no candidate qualified", baseline.metric)
                 self._keep_eager(ctx)
                 return baseline.backend
-            for m in measured:
-                self._tally.record_speedup(m.backend.describe(), self._speedup(m, baseline))
+            for m in measured:  # one result per measured candidate, as in AITune
+                candidate_speedup = self._speedup(m, baseline)
+                self._tally.record_speedup(m.backend.describe(), candidate_speedup)
+                self.perf_validation_results.append(BackendPerfResult(
+                    m.backend.describe(), m.metric, baseline.metric, candidate_speedup,
+                    bool(_C.passes_profiling_gate(candidate_speedup, self.min_speedup_threshold_percent))))
             speedup = self._speedup(winner, baseline)
             passed = _C.passes_profiling_gate(speedup, self.min_speedup_threshold_percent)
-            self.perf_validation_results.append({"backend_description": winner.backend.describe(),
-                                                 "metric": winner.metric, "baseline_metric": baseline.metric,
-                                                 "speedup": speedup, "passed": passed})
             for result in self.backend_results:
                 if result.get("backend") == winner.backend.describe() and result.get("success"):
                     result["speedup_vs_eager"] = speedup
@@ -208,6 +223,8 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
     """The lowest mean latency at batch size 1; the max-batch search is off."""
 
     metric_name = "latency"
+    _title = "Min Latency Strategy"
+    _description = "evaluate all backends, return backend with min latency"
 
     def __init__(self, backends: list[Backend] | None = None, profiling_config: ProfilingConfig | None = None, *,
                  sink: Any = None, min_speedup_threshold_percent: float = 0.0) -> None:
@@ -223,12 +240,17 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
             return None
         r = results[0]
         return Measured(backend, r["host_latency_ms_mean"], r["batch_size"], r["host_latency_ms_mean"],
-                        r["throughput_per_s"])
+                        r["throughput_per_s"],
+                        MinLatencyProfilingResult(selected_batch_size=r["batch_size"],
+                                                  latency=r["host_latency_ms_mean"]))
 
 
 class LatencyBudgetStrategy(ProfilingTuneStrategy):
     """Each backend's best-throughput batch size whose mean latency is within the budget; then
     the best throughput. No backend within budget raises before any eager fallback."""
+
+    _title = "Latency Budget Strategy"
+    _description = "evaluate all backends, return max throughput backend within latency budget"
 
     def __init__(self, latency_budget_ms: float, backends: list[Backend] | None = None,
                  profiling_config: ProfilingConfig | None = None, *, sink: Any = None,
@@ -241,7 +263,7 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
         self.latency_budget_ms = float(latency_budget_ms)
 
     def _describe_parts(self) -> list[str]:
-        return [f"latency_budget_ms={self.latency_budget_ms}"] + super()._describe_parts()
+        return [*super()._describe_parts(), f"latency_budget_ms: {self.latency_budget_ms:g}"]
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"latency_budget_ms": self.latency_budget_ms, **super().to_json_dict()}
@@ -255,7 +277,8 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
         if best is None:
             return None
         bs, latency, throughput = best
-        return Measured(backend, throughput, bs, latency, throughput)
+        return Measured(backend, throughput, bs, latency, throughput,
+                        LatencyBudgetProfilingResult(selected_batch_size=bs, throughput=throughput, latency=latency))
 
     def _select(self, ctx: GraphContext, measured: list[Measured]) -> Backend:
         if not measured:

@@ -121,7 +121,8 @@ class TuneStrategy(abc.ABC):
     def to_json_dict(self) -> dict[str, Any]: ...
 
     def describe(self) -> str:
-        return f"{type(self).__name__}(" + ", ".join(self._describe_parts()) + ")"
+        """AITune's multi-line form: `name: …`, `description: …`, then the backend(s)."""
+        return "\n".join(self._describe_parts())
 
     def _log(self, message: str, *args: Any) -> None:
         (self.sink or logger).info(message, *args)
@@ -141,8 +142,7 @@ class TuneStrategy(abc.ABC):
             f"  device: {ctx.device}",
             f"  cache_dir: {ctx.cache_dir}",
             "  strategy:",
-            f"    name: {type(self).__name__}",
-            f"    description: {self.describe()}",
+            *[f"    {line}" for line in self.describe().splitlines()],
         ]
         self._log("\n".join(lines))
 

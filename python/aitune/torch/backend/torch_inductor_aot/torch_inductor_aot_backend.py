@@ -232,7 +232,9 @@ class TorchInductorAotBackend(Backend):
         graph: GraphSpec = graph_spec
         module.to(device)
         plan = ExportShapePlan(graph)
-        dynamic_shapes = build_dynamic_shapes(graph, data[0], plan)
+        # Declared DynamicDims are range hints: a named spatial Dim fails export on ResNet-like
+        # models (export_shapes.ExportShapePlan._dims); the package still accepts the declared range.
+        dynamic_shapes = build_dynamic_shapes(graph, data[0], plan, hint_dynamic_dims=True)
         args, kwargs = prepare_export_sample(graph, data[0], plan)
         adapter = make_export_adapter(module, var_keyword_names=var_keyword_names(graph, data[0]))
         with torch.no_grad():

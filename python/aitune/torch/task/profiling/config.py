@@ -1,52 +1,32 @@
+"""ProfilingConfig (SPEC §8): the batch sizes and the rules a strategy measures with. The rules
+live in their AITune-named modules (measuring_stop_strategy.py, profiling_stop_strategy.py,
+measuring_strategy.py) and are re-exported here."""
+
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Any
 
+from aitune.exceptions import InvalidValueError
+from aitune.torch.task.profiling.measuring_stop_strategy import (
+    MeasuringStopStrategy,
+    NumStepsMeasuringStopStrategy,
+    StableWindowMeasuringStopStrategy,
+)
+from aitune.torch.task.profiling.measuring_strategy import MeasuringStrategy, ModelExecutionTimeMeasuringStrategy
+from aitune.torch.task.profiling.profiling_stop_strategy import (
+    AllSamplesProfilingStopStrategy,
+    ProfilingStopStrategy,
+    ThroughputSaturatedProfilingStopStrategy,
+)
+
+__all__ = ["AllSamplesProfilingStopStrategy", "MeasuringStopStrategy", "MeasuringStrategy",
+           "ModelExecutionTimeMeasuringStrategy", "NumStepsMeasuringStopStrategy", "ProfilingConfig",
+           "ProfilingStopStrategy", "StableWindowMeasuringStopStrategy", "ThroughputSaturatedProfilingStopStrategy",
+           "default_profiling_config"]
+
 DEFAULT_BATCH_SIZES = [2**n for n in range(21)]
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelExecutionTimeMeasuringStrategy:
-    """One measured call (SPEC §8.1): synchronise, host clock + CUDA start event, call, end
-    event, synchronise, host clock. The only strategy; kept as a class for compatibility."""
-
-
-@dataclasses.dataclass(frozen=True)
-class NumStepsMeasuringStopStrategy:
-    num_steps: int = 20
-    warmup_samples: int = 10
-
-    def to_native(self) -> dict[str, Any]:
-        return {"kind": "fixed", "num_steps": self.num_steps, "warmup_samples": self.warmup_samples}
-
-
-@dataclasses.dataclass(frozen=True)
-class StableWindowMeasuringStopStrategy:
-    window_size: int = 20
-    max_cv_ratio: float = 0.10
-    warmup_samples: int = 10
-    max_samples: int = 100
-
-    def to_native(self) -> dict[str, Any]:
-        return {"kind": "stable", "window_size": self.window_size, "max_cv_ratio": self.max_cv_ratio,
-                "warmup_samples": self.warmup_samples, "max_samples": self.max_samples}
-
-
-@dataclasses.dataclass(frozen=True)
-class ThroughputSaturatedProfilingStopStrategy:
-    min_throughput_gain_ratio: float = 0.05
-    throughput_backoff_limit: int = 2
-
-    def to_native(self) -> dict[str, Any]:
-        return {"rule": "saturated", "min_throughput_gain_ratio": self.min_throughput_gain_ratio,
-                "throughput_backoff_limit": self.throughput_backoff_limit}
-
-
-@dataclasses.dataclass(frozen=True)
-class AllSamplesProfilingStopStrategy:
-    def to_native(self) -> dict[str, Any]:
-        return {"rule": "all"}
 
 
 @dataclasses.dataclass
@@ -58,8 +38,10 @@ class ProfilingConfig:
     profiling_stop_strategy: Any = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.batch_sizes, (types.GeneratorType, range, tuple)):
+            self.batch_sizes = list(self.batch_sizes)  # AITune accepts a generator of sizes
         if not self.batch_sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.batch_sizes):
-            raise ValueError(f"ProfilingConfig.batch_sizes must be positive ints, got {self.batch_sizes!r}")
+            raise InvalidValueError(f"ProfilingConfig.batch_sizes must be positive ints, got {self.batch_sizes!r}")
         self.measuring_strategy = self.measuring_strategy or ModelExecutionTimeMeasuringStrategy()
         self.measurement_stop_strategy = self.measurement_stop_strategy or NumStepsMeasuringStopStrategy()
         self.profiling_stop_strategy = self.profiling_stop_strategy or ThroughputSaturatedProfilingStopStrategy()

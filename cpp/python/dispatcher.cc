@@ -61,9 +61,31 @@ GraphKey Dispatcher::key_of(const py::tuple& args, const py::dict& kwargs) const
   return flat.key;
 }
 
+// True when `entry` fits a call whose key matched: every leaf its rules and checks name exists,
+// and the input rules name tensors. A graph restored from a crafted checkpoint can pair a key with
+// a spec of another structure; indexing with it would read past the call's leaves.
+static bool fits(const GraphEntry& entry, const FlatCall& flat) {
+  for (const InputRule& rule : entry.input_rules) {
+    if (rule.leaf >= flat.leaves.size() || !flat.leaves[rule.leaf].is_tensor) return false;
+  }
+  for (const auto& check : entry.eq_checks) {
+    if (check.first >= flat.leaves.size()) return false;
+  }
+  for (size_t index : entry.input_order) {
+    if (index >= entry.input_rules.size()) return false;
+  }
+  return true;
+}
+
 const GraphEntry* Dispatcher::select(const FlatCall& flat) const {
   for (uint32_t index : table_.find(flat.key)) {
     const GraphEntry& entry = entries_[index];
+    if (!fits(entry, flat)) {
+      raise_python_error("CorruptCheckpointError",
+                         "graph '" + entry.name + "' of module '" + module_name_ +
+                             "' does not fit the calls its own key matches (its input spec names other leaves): "
+                             "the checkpoint it was loaded from is inconsistent");
+    }
     bool equal = true;
     for (const auto& [leaf, expected] : entry.eq_checks) {
       if (!equal_(flat.leaves[leaf].value, expected).cast<bool>()) {

@@ -30,7 +30,12 @@ const char* exception_class_for(StatusCode code) {
 
 void raise_python_error(const char* class_name, const std::string& message) {
   py::object cls = py::module_::import("aitune.exceptions").attr(class_name);
-  PyErr_SetObject(cls.ptr(), py::str(message).ptr());
+  // Messages quote input bytes (e.g. a damaged entry name): undecodable ones become U+FFFD, so
+  // the error raised is the one meant, not a UnicodeDecodeError about its own message.
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "replace");
+  if (text == nullptr) throw py::error_already_set();
+  PyErr_SetObject(cls.ptr(), text);
+  Py_DECREF(text);
   throw py::error_already_set();
 }
 

@@ -294,6 +294,39 @@ def test_bench_shape_paths_checked_against_the_graph(aot_ckpt, tmp_path):
     assert "--shape names input 'input' (tensor 'input_input') twice: input=2x6 and input_input=3x6" in r.stderr
 
 
+def test_cli_crash_prints_backtrace(aot_ckpt, tmp_path):
+    """A fatal signal inside the CLI prints the signal and a backtrace, then the CLI dies by that
+    signal as it would have without the handler. The CLI is held in flock() on the extraction
+    cache's lock, which this test holds (a FIFO used to block it; FIFOs are now refused)."""
+    import fcntl
+    import hashlib
+    import signal
+    import time
+    import zipfile
+
+    digest = hashlib.sha256(zipfile.ZipFile(aot_ckpt).read("manifest.json")).hexdigest()
+    checkpoints = tmp_path / "cache" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    with open(checkpoints / f"{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.Popen([_cli(), "run", str(aot_ckpt), "--device", "cpu"], stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, AITUNE_CACHE_DIR=str(tmp_path / "cache")))
+        try:
+            deadline = time.monotonic() + 60
+            wchan = Path(f"/proc/{proc.pid}/wchan")
+            while "lock" not in (wchan.read_text() if wchan.exists() else "") and time.monotonic() < deadline:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGSEGV)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+    assert proc.returncode == -signal.SIGSEGV
+    assert "aitune: fatal signal 11" in err and "backtrace" in err
+    assert "instruction 0x" in err and "code addresses near the top of the stack" in err
+    assert "libc.so" in err  # frames, not just the header
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_aot_checkpoint_runs_in_the_cpp_runtime(tmp_path, aoti_loads):

@@ -279,6 +279,28 @@ def test_malformed_manifest_fields_are_corrupt_checkpoints(eager_ckpt, tmp_path,
         ait.load(_mlp(), bad)
 
 
+def test_a_damaged_entry_name_is_a_corrupt_checkpoint_not_a_unicode_error(eager_ckpt, tmp_path):
+    """Found by tests/fuzz (seed 20261201, mutant 460): the reader's message quoted the damaged,
+    non-UTF-8 name, and turning it into a Python string raised UnicodeDecodeError instead."""
+    raw = bytearray(eager_ckpt.read_bytes())
+    at = raw.rindex(b"modules/0/weights.safetensors")  # the central directory's copy of the name
+    raw[at + 3] = 0xDF
+    bad = tmp_path / "name.ait"
+    bad.write_bytes(bytes(raw))
+    _refused(bad, errors.CorruptCheckpointError, "\ufffd")
+
+
+def test_a_spec_with_a_duplicated_leaf_is_refused(eager_ckpt, tmp_path):
+    """Found by tests/fuzz (seed 20261201, mutant 962): a second copy of the input leaf loaded, and the
+    first call read past the call's leaves in the native dispatcher (SIGSEGV)."""
+    def duplicate(m: dict) -> None:
+        leaves = _graph(m)["input_spec"]["leaves"]
+        leaves.append(copy.deepcopy(leaves[0]))
+
+    bad = rewrite(eager_ckpt, tmp_path / "dup.ait", edit_manifest=duplicate)
+    _refused(bad, errors.CorruptCheckpointError, "appears twice")
+
+
 def test_damaged_sample_member_is_corrupt(eager_ckpt, tmp_path):
     manifest, members = read_archive(eager_ckpt)
     prefix = _graph(manifest)["samples"][0]

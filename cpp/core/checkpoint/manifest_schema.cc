@@ -264,10 +264,16 @@ Status check_spec(const json& graph, const std::string& where, const char* key, 
   AITUNE_RETURN_IF_ERROR(get(graph, where, key, Kind::kObject, &spec));
   AITUNE_RETURN_IF_ERROR(get(*spec, where + "." + key, "leaves", Kind::kArray, &leaves));
   ranks->clear();
+  std::set<std::string> paths;
   for (size_t i = 0; i < leaves->size(); ++i) {
     bool tensor = false;
     size_t rank = 0;
-    AITUNE_RETURN_IF_ERROR(check_leaf((*leaves)[i], where + "." + key + ".leaves[" + std::to_string(i) + "]", &tensor, &rank));
+    const std::string at = where + "." + key + ".leaves[" + std::to_string(i) + "]";
+    AITUNE_RETURN_IF_ERROR(check_leaf((*leaves)[i], at, &tensor, &rank));
+    // One leaf per path: the dispatcher pairs leaves with the call's by position.
+    if (!paths.insert((*leaves)[i]["semantic_path"].dump()).second) {
+      return bad_text(at + ".semantic_path", show((*leaves)[i]["semantic_path"]) + " appears twice");
+    }
     if (tensor) ranks->push_back(rank);
   }
   return Status::Ok();
@@ -541,6 +547,18 @@ Status validate_manifest(const json& m) {
   if (m.contains("config")) AITUNE_RETURN_IF_ERROR(get(m, "manifest", "config", Kind::kObject, &v));
   Context ctx;
   AITUNE_RETURN_IF_ERROR(check_files(m, &ctx));
+  if (m.contains("sha512") && !m["sha512"].is_null()) {  // LocalTorchStorage(sha_type="512"): per-entry SHA-512
+    const json* sha512 = nullptr;
+    AITUNE_RETURN_IF_ERROR(get(m, "manifest", "sha512", Kind::kObject, &sha512));
+    for (const auto& [entry, digest] : sha512->items()) {
+      AITUNE_RETURN_IF_ERROR(check_listed(ctx, "sha512", entry, ""));
+      if (!digest.is_string() || digest.get<std::string>().size() != 128 ||
+          !std::all_of(digest.get<std::string>().begin(), digest.get<std::string>().end(),
+                       [](unsigned char c) { return std::isxdigit(c); })) {
+        return bad("sha512[\"" + entry + "\"]", "128 hex digits", digest);
+      }
+    }
+  }
   const json* root = nullptr;
   AITUNE_RETURN_IF_ERROR(get(m, "manifest", "root", Kind::kObject, &root));
   std::string root_kind;

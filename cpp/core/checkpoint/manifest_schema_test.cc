@@ -121,6 +121,8 @@ TEST(ManifestSchema, TypesAreChecked) {
   expect_refused([](json& m) { graph(m, 0)["key_tokens"] = {1.5}; }, "key_tokens[] must be an integer");
   expect_refused([](json& m) { graph(m, 1)["backend"]["precision_class"] = "fp64"; }, "precision_class must be one of");
   expect_refused([](json& m) { graph(m, 1)["backend"]["device"] = "tpu:0"; }, "device must be");
+  expect_refused([](json& m) { graph(m, 0)["input_spec"]["leaves"].push_back(graph(m, 0)["input_spec"]["leaves"][0]); },
+                 "\"x\" appears twice");
 }
 
 TEST(ManifestSchema, NamesThatBecomePathsAreRefused) {
@@ -148,6 +150,16 @@ TEST(ManifestSchema, ReferencesMustBeListedFilesInTheirOwnFolder) {
   expect_refused([](json& m) { m["modules"][0]["weights"]["entry"] = "modules/0/graphs/0/samples/0.json"; },
                  "weights.entry must be \"modules/0/weights.safetensors\"");
   expect_refused([](json& m) { m["files"].push_back(m["files"][0]); }, "is listed twice");
+}
+
+TEST(ManifestSchema, Sha512DigestsNameListedEntries) {
+  const std::string digest(128, 'f');
+  json m = valid();
+  m["sha512"] = {{"modules/0/weights.safetensors", digest}};
+  EXPECT_TRUE(validate_manifest(m).ok()) << validate_manifest(m).message();
+  expect_refused([&](json& v) { v["sha512"] = {{"../../etc/passwd", digest}}; }, "not a listed file");
+  expect_refused([&](json& v) { v["sha512"] = {{"modules/0/weights.safetensors", "abc"}}; }, "128 hex digits");
+  expect_refused([](json& v) { v["sha512"] = json::array(); }, "sha512 must be an object");
 }
 
 TEST(ManifestSchema, NativeGraphsNeedConsistentOrderAndPaths) {

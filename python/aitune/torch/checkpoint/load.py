@@ -227,6 +227,7 @@ def _read_everything(ckpt: OpenedCheckpoint, located: list) -> tuple[list, Any, 
                 _C.check_json_nesting(skeleton, f"{sample_prefix}.json")
                 sample, reference = sample_from_entries(ckpt.read(f"{sample_prefix}.safetensors"),
                                                         json.loads(skeleton))
+                _check_sample_fits(graph, sample, entry["strict_mode"])
                 graph.samples.append(sample)
                 if reference is not None:
                     graph.reference_outputs.append(reference)
@@ -237,6 +238,22 @@ def _read_everything(ckpt: OpenedCheckpoint, located: list) -> tuple[list, Any, 
         w = manifest["root"]["weights"]
         root_weights = unpack_state_dict(ckpt.read(w["entry"]), w["aliases"], w["extra_state"])
     return prepared, root_weights, artifacts_root
+
+
+def _check_sample_fits(graph: Any, sample: Sample, strict: bool) -> None:
+    """A stored sample flattens to the leaves the graph's input spec lists (same count, tensors
+    where it has tensors): a spec edited apart from its key would otherwise pair the call's leaves
+    with the wrong rules. The dispatcher checks the same on every call (for files without samples)."""
+    from aitune.torch.module.graph_spec import TensorLeaf
+
+    _, leaves = _C.flatten_call(_C.Signature(graph.forward_params), sample.args, sample.kwargs, strict, -1)
+    expected = [isinstance(leaf, TensorLeaf) for leaf in graph.input_spec.leaves]
+    if [bool(is_tensor) for _, _, is_tensor, _ in leaves] != expected:
+        raise CorruptCheckpointError(
+            f"graph '{graph.name}': its stored sample has {len(leaves)} input leaves "
+            f"({sum(1 for leaf in leaves if leaf[2])} tensors) but its input spec lists {len(expected)} "
+            f"({sum(expected)} tensors): the manifest is inconsistent"
+        )
 
 
 def _install(module: Any, prepared: list, root_weights: Any, artifacts_root: Path | None, retune: set,

@@ -189,7 +189,7 @@ def test_compatibility_level_with_the_real_module():
 
 
 def test_compatibility_level_with_the_fake_module(monkeypatch):
-    monkeypatch.setitem(sys.modules, "tensorrt", fake_tensorrt)
+    monkeypatch.setitem(sys.modules, "tensorrt", fake_tensorrt.as_module())
     assert run(COMPATIBILITY)["config"].compatibility_level == "AMPERE_PLUS"
 
 

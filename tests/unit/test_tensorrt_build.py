@@ -68,9 +68,13 @@ def _calls(name):
     return [c for c in fake.calls if c[0] == name]
 
 
+def _builder_config():
+    return fake.Builder(fake.ILogger()).create_builder_config()  # as in TensorRT: no constructor
+
+
 def test_builder_settings_map_every_field():
     fake.reset()
-    cfg = fake.IBuilderConfig()
+    cfg = _builder_config()
     trt_builder.apply_builder_settings(fake, cfg, TensorRTBackendConfig(
         workspace_size=1 << 30, optimization_level=5, compatibility_level="AMPERE_PLUS"))
     assert fake.calls == [("set_memory_pool_limit", fake.MemoryPoolType.WORKSPACE, 1 << 30),

@@ -23,7 +23,7 @@ import json
 import types
 from typing import Any
 
-from fake_trt_strict import TrtEnum, TrtObject, api, api_property
+from fake_trt_strict import TrtEnum, TrtObject, api, api_property, refusal
 
 __version__ = "11.4.0.106"  # the release whose enum values the fake uses
 calls: list[tuple] = []
@@ -107,6 +107,7 @@ class ILogger(TrtObject):
     INFO = _Severity.INFO
     VERBOSE = _Severity.VERBOSE
 
+    @api
     def __init__(self) -> None:
         pass
 
@@ -118,6 +119,7 @@ class ILogger(TrtObject):
 class IOutputAllocator(TrtObject):
     """Implemented by the application (reallocate_output[_async], notify_shape)."""
 
+    @api
     def __init__(self) -> None:
         pass
 
@@ -136,9 +138,11 @@ class IHostMemory(TrtObject):
     nbytes = api_property(_nbytes)
     dtype = api_property(_dtype)
 
+    @refusal
     def __len__(self) -> int:
         raise TypeError("object of type 'tensorrt.IHostMemory' has no len()")
 
+    @refusal
     def __getitem__(self, index: Any) -> Any:
         raise TypeError("'tensorrt.IHostMemory' object is not subscriptable")
 
@@ -150,6 +154,7 @@ def _host_memory(data: bytes) -> IHostMemory:
 
 
 class Dims(TrtObject):
+    @api
     def __init__(self, shape: Sequence[int]) -> None:  # noqa: F821 - a TensorRT type name, checked as text
         self._fake_dims = tuple(shape)
 
@@ -194,11 +199,13 @@ class ParserError(TrtObject):
     def desc(self) -> str:
         return self._fake_desc
 
+    @api
     def __str__(self) -> str:
         return self._fake_desc
 
 
 class OnnxParser(TrtObject):
+    @api
     def __init__(self, network: INetworkDefinition, logger: ILogger) -> None:
         self._fake_network = network
         self._fake_errors: list[str] = []
@@ -319,6 +326,7 @@ class IBuilderConfig(TrtObject):
 
 
 class Builder(TrtObject):
+    @api
     def __init__(self, logger: ILogger) -> None:
         self._fake_logger = logger
 
@@ -517,6 +525,7 @@ def _numel(shape: tuple) -> int:
 
 
 class Runtime(TrtObject):
+    @api
     def __init__(self, logger: ILogger) -> None:
         self._fake_logger = logger
 

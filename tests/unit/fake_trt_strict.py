@@ -146,6 +146,13 @@ def _checked(function: Callable, qualname: str) -> Callable:
     return wrapper
 
 
+def refusal(function: Callable) -> Callable:
+    """Marks a method the real class does not have, defined only to refuse what a Python base
+    (ctypes, for IHostMemory's buffer) would otherwise allow."""
+    function.__trt_refusal__ = True  # type: ignore[attr-defined]
+    return function
+
+
 class api:  # noqa: N801 - used as a decorator, like property
     """A method of a fake TensorRT class whose arguments and result are checked."""
 

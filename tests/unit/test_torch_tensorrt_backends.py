@@ -6,6 +6,7 @@ test (the real ones need CUDA): the arguments we pass, and the artifact's save/l
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -60,17 +61,16 @@ def fake_trt(monkeypatch):
 
 # -- configs ---------------------------------------------------------------------------------------
 @needs_absent
-def test_without_the_library_the_config_is_a_keyword_stand_in_that_serialises():
+def test_without_the_library_the_config_is_a_stand_in_that_serialises():
     assert TorchTensorRTConfig is trt_config.CompilationSettingsStandIn
     settings = TorchTensorRTConfig(workspace_size=1 << 30, enabled_precisions={torch.float16},
-                                   use_explicit_typing=False, debug=True, device="cuda:1")
+                                   use_explicit_typing=False, device="cuda:1")
     config = TorchTensorRTJitBackendConfig(compile_config=settings, fullgraph=True)
     data = config.to_dict()
-    assert data["compile_config"] == {"debug": True, "enabled_precisions": ["torch.float16"],
-                                      "use_explicit_typing": False, "workspace_size": 1 << 30}  # no device
+    assert data["compile_config"] == {"enabled_precisions": ["torch.float16"], "use_explicit_typing": False,
+                                      "workspace_size": 1 << 30}  # no device
     restored = TorchTensorRTJitBackendConfig.from_dict(data)
     assert restored.compile_config.enabled_precisions == {torch.float16}
-    assert restored.compile_config.extra == {"debug": True}
     assert restored.fullgraph is True and restored.to_dict() == data
     described = TorchTensorRTJitBackend(config).describe()
     assert described.startswith("TorchTensorRTJitBackend(compile_config=CompilationSettingsStandIn(")
@@ -95,6 +95,39 @@ def test_the_config_is_compilation_settings_when_the_library_is_importable(monke
     other = TorchTensorRTAotBackendConfig(compile_config=FakeCompilationSettings(
         workspace_size=123, enabled_precisions={torch.float16, torch.float32}, device="cuda:1"), pickle_protocol=4)
     assert other.key() == config.key()
+
+
+def test_the_stand_in_refuses_settings_torch_tensorrt_does_not_have():
+    """A config written without Torch-TensorRT must load where it is installed: CompilationSettings
+    (a dataclass) refuses unknown keywords, so the stand-in refuses them when they are written."""
+    with pytest.raises(TypeError, match="debug"):
+        trt_config.CompilationSettingsStandIn(debug=True)
+
+
+@dataclasses.dataclass
+class InstalledCompilationSettings:
+    """Like torch_tensorrt.dynamo.CompilationSettings: a dataclass without `debug`."""
+
+    workspace_size: int = 0
+    device: object = None
+
+
+@pytest.mark.parametrize("settings_class", [trt_config.CompilationSettingsStandIn, InstalledCompilationSettings])
+def test_a_saved_config_with_an_unknown_setting_is_refused_naming_it(settings_class, monkeypatch):
+    monkeypatch.setattr(trt_config, "TorchTensorRTConfig", settings_class)
+    saved = {"compile_config": {"debug": True, "workspace_size": 1024}, "fullgraph": False, "dynamic": None,
+             "autocast_enabled": False, "autocast_dtype": None, "use_cuda_graphs": False}
+    with pytest.raises(ValueError) as info:
+        TorchTensorRTJitBackendConfig.from_dict(saved)
+    message = str(info.value)
+    assert message.startswith("TorchTensorRTJitBackendConfig: saved compile_config has setting(s) ['debug'] that ")
+    assert settings_class.__qualname__ in message and "'workspace_size'" in message  # what it does have
+    saved["compile_config"] = ["debug"]
+    with pytest.raises(ValueError, match=r"saved compile_config must be an object of Torch-TensorRT settings, got "
+                                         r"\['debug'\]"):
+        TorchTensorRTJitBackendConfig.from_dict(saved)
+    saved["compile_config"] = {"workspace_size": 1024}
+    assert TorchTensorRTJitBackendConfig.from_dict(saved).compile_config.workspace_size == 1024
 
 
 def test_config_errors_name_the_input():

@@ -325,3 +325,47 @@ def test_aot_gives_recorded_dim_axes_named_dims_and_input_ranges(fake_trt, monke
     assert built.input_profile() == [([1, 3, 4], [2, 5, 4])]
     x = torch.randn(2, 4, 4)
     torch.testing.assert_close(m(x), model(x))
+
+
+class HuggingFaceStyle(torch.nn.Module):
+    """Calls as Hugging Face models get them: optional masks left None, flags, a float scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, use_cache: bool = False, *,
+                attention_mask: torch.Tensor | None = None, return_dict: bool = False, scale: float = 1.0,
+                mode: str = "plain") -> torch.Tensor:
+        out = self.linear(x) * scale
+        return out + 1 if mode == "shifted" else out
+
+
+def _tuned_aot(calls) -> tuple[ait.Module, torch.nn.Module]:
+    torch.manual_seed(0)
+    model = HuggingFaceStyle().eval()
+    reference = copy.deepcopy(model)
+    m = ait.Module(model, "hf", strategy=_serving(TorchTensorRTAotBackend()))
+    with torch.no_grad():
+        for bs in (1, 4):
+            with published_batch_size(bs):
+                args, kwargs = calls(bs)
+                m(*args, **kwargs)
+    m.tune(device="cpu")
+    assert m.state is ModuleState.TUNED
+    assert [type(b) for _, b in m.tuned_module.backends] == [TorchTensorRTAotBackend]
+    return m, reference
+
+
+def test_aot_saves_calls_with_none_bool_and_float_arguments_without_passing_them_to_save(fake_trt):
+    """torch_tensorrt.save checks the inputs it gets before it looks at retrace, and refuses a
+    positional None or bool and a keyword None or float; with retrace=False it needs none."""
+    def calls(bs):
+        return (torch.randn(bs, 6), None, True), {"attention_mask": None, "return_dict": False, "scale": 0.5}
+
+    m, reference = _tuned_aot(calls)
+    [saved] = calls_named(fake_trt, "save")
+    assert "arg_inputs" not in saved and "kwarg_inputs" not in saved and saved["retrace"] is False
+    (args, kwargs) = calls(3)
+    torch.testing.assert_close(m(*args, **kwargs), reference(*args, **kwargs))
+

@@ -273,8 +273,7 @@ def test_aot_exports_compiles_saves_and_loads_with_the_recorded_ranges(fake_trt,
     assert dims["x"][0].__name__ == "batch" and dims["bias"][0].__name__ == "batch"
     [compiled] = calls_named(fake_trt, "dynamo.compile")
     assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x")]
-    assert compiled["kwarg_inputs"] == {"bias": FakeInput([1, 3], [4, 3], [4, 3], torch.float32, "input_bias"),
-                                        "scale": 2.0}
+    assert compiled["kwarg_inputs"] == {"bias": FakeInput([1, 3], [4, 3], [4, 3], torch.float32, "input_bias")}
     assert compiled["device"] == torch.device("cpu") and compiled["workspace_size"] == 1 << 20
     assert "enabled_precisions" not in compiled  # only the settings the user changed
     [saved] = calls_named(fake_trt, "save")
@@ -369,3 +368,20 @@ def test_aot_saves_calls_with_none_bool_and_float_arguments_without_passing_them
     (args, kwargs) = calls(3)
     torch.testing.assert_close(m(*args, **kwargs), reference(*args, **kwargs))
 
+
+
+def test_aot_compiles_with_tensor_inputs_only(fake_trt):
+    """torch.export specialised the non-tensor arguments into the program: dynamo.compile gets an
+    Input per tensor, None where a positional non-tensor stands, and no keyword without a tensor
+    (2.11 refuses a str and turns a float or bool into a 0-d tensor input)."""
+    def calls(bs):
+        return (torch.randn(bs, 6), None, True), {"attention_mask": torch.ones(bs, 6), "scale": 0.5,
+                                                 "mode": "shifted"}
+
+    m, reference = _tuned_aot(calls)
+    [compiled] = calls_named(fake_trt, "dynamo.compile")
+    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x"), None, None]
+    assert compiled["kwarg_inputs"] == {
+        "attention_mask": FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_attention_mask")}
+    (args, kwargs) = calls(2)
+    torch.testing.assert_close(m(*args, **kwargs), reference(*args, **kwargs))

@@ -16,6 +16,7 @@ does) and loads it only through ``torch_tensorrt.load(...).module()``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any, Iterator
@@ -167,7 +168,11 @@ class TorchTensorRTAotBackend(Backend):
     def compile_inputs(trt: Any, graph: GraphSpec, plan: NamedDimsPlan, args: tuple,
                        kwargs: dict) -> tuple[list, dict]:
         """(arg_inputs, kwarg_inputs) for torch_tensorrt.dynamo.compile: the export call with
-        each tensor replaced by its Input range (opt = max)."""
+        each tensor replaced by its Input range (opt = max) and nothing else. torch.export made
+        the non-tensor arguments constants of the program, so they are no engine inputs; 2.11
+        refuses a str among the inputs and turns a float or bool into a 0-d tensor input
+        (docs/guide.md). A positional non-tensor leaves None to keep the positions; a keyword
+        without a tensor is left out."""
         bound = _C.Signature(graph.forward_params).bind(tuple(args), dict(kwargs))
 
         def to_input(path: tuple, tensor: torch.Tensor) -> Any:
@@ -175,7 +180,9 @@ class TorchTensorRTAotBackend(Backend):
             return trt.Input(min_shape=low, opt_shape=high, max_shape=high, dtype=tensor.dtype, name=input_name(path))
 
         arg_inputs, kwarg_inputs = canonical_call(graph.forward_params, map_tensors(bound, to_input))
-        return list(arg_inputs), dict(kwarg_inputs)
+        specs = {name: _input_spec(value, trt.Input) for name, value in kwarg_inputs.items()}
+        return ([_input_spec(value, trt.Input) for value in arg_inputs],
+                {name: spec for name, spec in specs.items() if _holds_input(spec, trt.Input)})
 
     def _bind_graph(self, graph: GraphSpec) -> None:
         self._params = graph.forward_params
@@ -218,6 +225,28 @@ class TorchTensorRTAotBackend(Backend):
         self._program = None  # holds the engines; activation loads the saved program again
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def _input_spec(value: Any, input_class: type) -> Any:
+    """`value` with its Inputs kept, in the containers Torch-TensorRT takes (lists, tuples, dicts;
+    a dataclass as the dict of its fields), and every other leaf None."""
+    if isinstance(value, input_class):
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [_input_spec(item, input_class) for item in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {key: _input_spec(item, input_class) for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _input_spec(getattr(value, f.name), input_class) for f in dataclasses.fields(value)}
+    return None
+
+
+def _holds_input(spec: Any, input_class: type) -> bool:
+    if isinstance(spec, input_class):
+        return True
+    items = spec.values() if isinstance(spec, dict) else spec if isinstance(spec, (list, tuple)) else ()
+    return any(_holds_input(item, input_class) for item in items)
 
 
 class _PadMissingLogArguments(logging.Filter):

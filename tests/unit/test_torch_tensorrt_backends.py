@@ -130,6 +130,21 @@ def test_a_saved_config_with_an_unknown_setting_is_refused_naming_it(settings_cl
     assert TorchTensorRTJitBackendConfig.from_dict(saved).compile_config.workspace_size == 1024
 
 
+@pytest.mark.parametrize("backend_class, config_class", [(TorchTensorRTJitBackend, TorchTensorRTJitBackendConfig),
+                                                         (TorchTensorRTAotBackend, TorchTensorRTAotBackendConfig)])
+def test_the_precision_class_follows_autocast_and_weak_typing(backend_class, config_class):
+    """An engine built with reduced-precision kernels is validated with that class's tolerances."""
+    def precision(**settings):
+        return backend_class(config_class(compile_config=TorchTensorRTConfig(**settings))).precision_class
+
+    assert precision(enable_autocast=True, autocast_low_precision_type=torch.float16) == "fp16"
+    assert precision(enable_autocast=True, autocast_low_precision_type=torch.bfloat16) == "bf16"
+    assert precision(enable_autocast=True) == "fp32"  # no low-precision type: autocast changes nothing
+    assert precision(autocast_low_precision_type=torch.float16) == "fp32"  # autocast off
+    assert precision(enabled_precisions={torch.float16}, use_explicit_typing=False) == "fp16"  # deprecated weak typing
+    assert precision(enabled_precisions={torch.float16}) == "fp32"  # explicit typing: the model's own types
+
+
 def test_config_errors_name_the_input():
     with pytest.raises(TypeError, match="compile_config must be a TorchTensorRTConfig.*got int"):
         TorchTensorRTJitBackendConfig(compile_config=3)

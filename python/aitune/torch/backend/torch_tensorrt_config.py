@@ -194,18 +194,27 @@ def settings_from_dict(data: dict[str, Any] | None, settings_class: type | None 
         raise ValueError(f"saved compile_config {data!r} is not valid for {_class_name(cls)}: {e}") from e
 
 
-def settings_precision_class(settings: Any) -> str | None:
-    """"fp16"/"bf16" when the settings let TensorRT pick reduced-precision kernels (legacy weak
-    typing: enabled_precisions with use_explicit_typing=False); None otherwise."""
-    values = settings_values(settings)
-    if values.get("use_explicit_typing", True):
-        return None
-    names = {str(p).rsplit(".", 1)[-1].lower() for p in values.get("enabled_precisions") or ()}
+def _reduced_precision(dtypes: Any) -> str | None:
+    """"fp16"/"bf16" for torch dtypes, Torch-TensorRT dtypes (`dtype.f16`) or their names."""
+    names = {str(p).rsplit(".", 1)[-1].lower() for p in dtypes if p is not None}
     if names & {"float16", "half", "f16"}:
         return "fp16"
     if names & {"bfloat16", "bf16"}:
         return "bf16"
     return None
+
+
+def settings_precision_class(settings: Any) -> str | None:
+    """"fp16"/"bf16" when the settings let TensorRT run reduced-precision kernels, so the engine is
+    validated with that class's tolerances; None otherwise. Two ways (docs/guide.md): autocast
+    (`enable_autocast` with `autocast_low_precision_type`, what Torch-TensorRT 2.11 recommends), and
+    the deprecated weak typing (`enabled_precisions` with `use_explicit_typing=False`)."""
+    values = settings_values(settings)
+    if values.get("enable_autocast", False):
+        return _reduced_precision([values.get("autocast_low_precision_type")])
+    if values.get("use_explicit_typing", True):
+        return None
+    return _reduced_precision(values.get("enabled_precisions") or ())
 
 
 class CompileConfigMixin:

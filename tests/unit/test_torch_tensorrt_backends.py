@@ -145,6 +145,40 @@ def test_the_precision_class_follows_autocast_and_weak_typing(backend_class, con
     assert precision(enabled_precisions={torch.float16}) == "fp32"  # explicit typing: the model's own types
 
 
+def test_operators_in_the_settings_are_saved_by_name_and_come_back_as_operators():
+    """torch_executed_ops={torch.ops.aten.add.Tensor} (the documented form) must have a key and a
+    saved form; operators do not sort and are not JSON."""
+    settings = TorchTensorRTConfig(torch_executed_ops={torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor,
+                                                       torch.ops.aten.relu}, min_block_size=1)
+    config = TorchTensorRTAotBackendConfig(compile_config=settings)
+    data = config.to_dict()
+    assert data["compile_config"] == {"min_block_size": 1, "torch_executed_ops": [
+        "torch.ops.aten.add.Tensor", "torch.ops.aten.mul.Tensor", "torch.ops.aten.relu"]}
+    assert "torch_executed_ops=" in TorchTensorRTAotBackend(config).describe()
+    restored = TorchTensorRTAotBackendConfig.from_dict(data)
+    assert restored.compile_config.torch_executed_ops == {torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor,
+                                                          torch.ops.aten.relu}
+    assert restored.key() == config.key() and restored.to_dict() == data
+
+
+@pytest.mark.parametrize("saved, error", [
+    ("torch.ops.aten.no_such_op.Tensor", "operator 'torch.ops.aten.no_such_op.Tensor' does not exist here"),
+    ("torch.ops.__class__.__init__", "is not an operator name"),
+    ("torch.ops.aten", "is not an operator name"),
+])
+def test_a_saved_operator_name_is_checked(saved, error):
+    data = TorchTensorRTAotBackendConfig().to_dict()
+    data["compile_config"] = {"torch_executed_ops": [saved]}
+    with pytest.raises(ValueError, match=error):
+        TorchTensorRTAotBackendConfig.from_dict(data)
+
+
+def test_an_operator_given_as_a_python_function_is_refused_when_saved():
+    config = TorchTensorRTAotBackendConfig(compile_config=TorchTensorRTConfig(torch_executed_ops={torch.add}))
+    with pytest.raises(ValueError, match=r"compile_config.torch_executed_ops: cannot save <built-in method add"):
+        config.to_dict()
+
+
 def test_config_errors_name_the_input():
     with pytest.raises(TypeError, match="compile_config must be a TorchTensorRTConfig.*got int"):
         TorchTensorRTJitBackendConfig(compile_config=3)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
+import json
 import os
 import tempfile
 from typing import Any
@@ -145,12 +146,51 @@ def settings_overrides(settings: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if name not in defaults or defaults[name] != value}
 
 
+_OPS_PREFIX = "torch.ops."
+_OP_TYPES = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+
+
+def _setting_json(name: str, value: Any) -> Any:
+    """A setting as JSON. Operators (`torch_executed_ops={torch.ops.aten.add.Tensor}`, the form the
+    guide documents) are saved by name, "torch.ops.aten.add.Tensor", and sets are sorted by their
+    JSON text, so values of mixed types sort too."""
+    if isinstance(value, _OP_TYPES):
+        return f"{_OPS_PREFIX}{value}"
+    if isinstance(value, (set, frozenset, list, tuple)):
+        items = [_setting_json(name, item) for item in value]
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True)) \
+            if isinstance(value, (set, frozenset)) else items
+    if callable(value) and not isinstance(value, (type, enum.Enum)):
+        raise ValueError(f"compile_config.{name}: cannot save {value!r}; name operators as torch.ops overloads "
+                         "(torch.ops.aten.add.Tensor) or their names (\"torch.ops.aten.add.Tensor\")")
+    return _json_value(value)
+
+
 def settings_to_dict(settings: Any) -> dict[str, Any]:
-    return {name: _json_value(value) for name, value in sorted(settings_overrides(settings).items())}
+    return {name: _setting_json(name, value) for name, value in sorted(settings_overrides(settings).items())}
+
+
+def _operator(name: str) -> Any:
+    """torch.ops.<namespace>.<op>[.<overload>] from its saved name (untrusted: only identifiers,
+    and it must resolve to an operator)."""
+    parts = name[len(_OPS_PREFIX):].split(".")
+    if not 2 <= len(parts) <= 3 or not all(part.isidentifier() and not part.startswith("_") for part in parts):
+        raise ValueError(f"{name!r} is not an operator name (torch.ops.<namespace>.<op>[.<overload>])")
+    target: Any = torch.ops
+    try:
+        for part in parts:
+            target = getattr(target, part)
+    except (AttributeError, RuntimeError) as e:
+        raise ValueError(f"operator {name!r} does not exist here: {e}") from None
+    if not isinstance(target, _OP_TYPES):
+        raise ValueError(f"{name!r} is not an operator")
+    return target
 
 
 def _decode(value: Any, default: Any) -> Any:
     """A JSON value back to the type of the field's default (sets, dtypes, enums)."""
+    if isinstance(value, str) and value.startswith(_OPS_PREFIX):
+        return _operator(value)
     if isinstance(value, str) and value.startswith("torch.") and isinstance(getattr(torch, value[6:], None),
                                                                            torch.dtype):
         return getattr(torch, value[6:])
@@ -222,9 +262,8 @@ class CompileConfigMixin:
     settings (no device), restored into ``TorchTensorRTConfig``, and described compactly."""
 
     def to_dict(self) -> dict[str, Any]:
-        data = BackendConfig.to_dict(self)  # type: ignore[arg-type]
-        data["compile_config"] = settings_to_dict(self.compile_config)  # type: ignore[attr-defined]
-        return data
+        return {f.name: settings_to_dict(self.compile_config) if f.name == "compile_config"  # type: ignore
+                else _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BackendConfig:

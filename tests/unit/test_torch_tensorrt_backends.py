@@ -318,11 +318,13 @@ def test_aot_exports_compiles_saves_and_loads_with_the_recorded_ranges(fake_trt,
     [(_, built)] = m.tuned_module.backends
 
     assert export_kwargs and export_kwargs[0]["strict"] is False
-    dims = export_kwargs[0]["dynamic_shapes"]
-    assert dims["x"][0].__name__ == "batch" and dims["bias"][0].__name__ == "batch"
+    dims = export_kwargs[0]["dynamic_shapes"]  # the program takes the tensors alone (no scale)
+    assert list(dims) == ["input_x", "input_bias"]
+    assert dims["input_x"][0].__name__ == "batch" and dims["input_bias"][0].__name__ == "batch"
     [compiled] = calls_named(fake_trt, "dynamo.compile")
-    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x")]
-    assert compiled["kwarg_inputs"] == {"bias": FakeInput([1, 3], [4, 3], [4, 3], torch.float32, "input_bias")}
+    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x"),
+                                      FakeInput([1, 3], [4, 3], [4, 3], torch.float32, "input_bias")]
+    assert compiled["kwarg_inputs"] is None
     assert compiled["device"] == torch.device("cpu") and compiled["workspace_size"] == 1 << 20
     assert "enabled_precisions" not in compiled  # only the settings the user changed
     [saved] = calls_named(fake_trt, "save")
@@ -365,7 +367,7 @@ def test_aot_gives_recorded_dim_axes_named_dims_and_input_ranges(fake_trt, monke
                 m(torch.randn(bs, length, 4))
     m.tune(device="cpu")
     [(_, built)] = m.tuned_module.backends
-    batch, length = export_kwargs[0]["dynamic_shapes"]["input"].values()
+    batch, length = export_kwargs[0]["dynamic_shapes"]["input_input"].values()
     assert batch.__name__ == "batch" and (batch.min, batch.max) == (1, 2)
     assert length.__name__ == "input_input_1" and (length.min, length.max) == (3, 5)  # named, not Dim.AUTO
     [compiled] = calls_named(fake_trt, "dynamo.compile")
@@ -420,17 +422,48 @@ def test_aot_saves_calls_with_none_bool_and_float_arguments_without_passing_them
 
 
 def test_aot_compiles_with_tensor_inputs_only(fake_trt):
-    """torch.export specialised the non-tensor arguments into the program: dynamo.compile gets an
-    Input per tensor, None where a positional non-tensor stands, and no keyword without a tensor
-    (2.11 refuses a str and turns a float or bool into a 0-d tensor input)."""
+    """torch.export specialised the non-tensor arguments into the program, which takes the tensors
+    alone: dynamo.compile gets an Input per tensor and nothing else (2.11 refuses a str and turns a
+    float or bool into a 0-d tensor input)."""
     def calls(bs):
         return (torch.randn(bs, 6), None, True), {"attention_mask": torch.ones(bs, 6), "scale": 0.5,
                                                  "mode": "shifted"}
 
     m, reference = _tuned_aot(calls)
     [compiled] = calls_named(fake_trt, "dynamo.compile")
-    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x"), None, None]
-    assert compiled["kwarg_inputs"] == {
-        "attention_mask": FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_attention_mask")}
+    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x"),
+                                      FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_attention_mask")]
+    assert compiled["kwarg_inputs"] is None
     (args, kwargs) = calls(2)
     torch.testing.assert_close(m(*args, **kwargs), reference(*args, **kwargs))
+
+
+@dataclasses.dataclass
+class Request:
+    image: torch.Tensor
+    gain: float
+
+
+class FromRequest(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 3)
+
+    def forward(self, request: Request) -> torch.Tensor:
+        return self.linear(request.image) * request.gain
+
+
+def test_aot_exports_tensors_held_by_a_dataclass(fake_trt):
+    torch.manual_seed(0)
+    model = FromRequest().eval()
+    m = ait.Module(model, "request", strategy=_serving(TorchTensorRTAotBackend()))
+    with torch.no_grad():
+        for bs in (1, 4):
+            with published_batch_size(bs):
+                m(Request(torch.randn(bs, 6), 2.0))
+    m.tune(device="cpu")
+    assert [type(b) for _, b in m.tuned_module.backends] == [TorchTensorRTAotBackend]
+    [compiled] = calls_named(fake_trt, "dynamo.compile")
+    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_request_image")]
+    request = Request(torch.randn(3, 6), 2.0)
+    torch.testing.assert_close(m(request), model(request))

@@ -74,6 +74,11 @@ def _all_inputs(obj: Any) -> bool:
 
 
 def _tensors_or_inputs(obj: Any) -> None:
+    """save()'s example tensors when not every input is an Input (_extract_tensor). An Input made
+    from min/opt/max shapes is in Torch-TensorRT's dynamic mode even when they are equal."""
+    if isinstance(obj, INPUT_TYPE) and obj.min_shape is not None:
+        raise ValueError("Requested an example tensor from a dynamic shaped input but did not specific which profile "
+                         "field to use.")
     if isinstance(obj, (INPUT_TYPE, torch.Tensor)):
         return
     if isinstance(obj, (list, tuple)):

@@ -101,7 +101,8 @@ def fetch(dist: str, version: str) -> Path:
                 answers, index_output = _registry_answers(dist)
                 if answers:
                     raise WheelMissing(f"the registry lists {dist} ({index_output.splitlines()[0]}) but `pip download "
-                                       f"{dist}=={version}` for Python {_python_tag()} {_platform_tag()} failed: {tail}")
+                                       f"{dist}=={version}` for Python {_python_tag()} {_platform_tag()} "
+                                       f"failed: {tail}")
                 raise WheelUnavailable(f"the package registry is unreachable: `pip download {dist}=={version}` "
                                        f"failed: {tail}")
             target = cache_dir() / wheels[0].name

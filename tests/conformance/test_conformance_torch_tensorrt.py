@@ -85,7 +85,8 @@ def test_the_fake_refuses_whatever_the_real_library_refuses(real_settings, tmp_p
     real = run_child("probe")
     fake = run_probes(FakeSide(tmp_path))
     assert set(real) == set(fake) == set(PROBES)
-    too_permissive = {name: (fake[name], real[name]) for name in PROBES if real[name] != "ok" and fake[name] != real[name]}
+    too_permissive = {name: (fake[name], real[name]) for name in PROBES
+                      if real[name] != "ok" and fake[name] != real[name]}
     assert not too_permissive, f"the fake does not refuse as the real library does (fake, real): {too_permissive}"
     assert {name for name in PROBES if real[name] == "ok"} == {name for name in PROBES if fake[name] == "ok"}, (
         f"the fake refuses calls the real library takes: {[n for n in PROBES if real[n] == 'ok' != fake[n]]}")

@@ -36,7 +36,8 @@ HERE = Path(__file__).resolve().parent
 CHILD = HERE / "torch_tensorrt_child.py"
 _COMPILED = ("lib", "bin", "include")  # top-level folders of the wheel with native code and headers
 
-TENSORRT_SHIM = "from tensorrt_bindings import *  # noqa: F401,F403\nfrom tensorrt_bindings import __version__  # noqa\n"
+TENSORRT_SHIM = ("from tensorrt_bindings import *  # noqa: F401,F403\n"
+                 "from tensorrt_bindings import __version__  # noqa: F401\n")
 PSUTIL_STANDIN = '''"""Stand-in: Torch-TensorRT reads memory figures with it only while compiling engines."""
 
 
@@ -53,7 +54,8 @@ class Process:
 def virtual_memory():
     return _Memory()
 '''
-DLLIST_STANDIN = '"""Stand-in: no library is loaded that Torch-TensorRT looks for."""\n\n\ndef dllist():\n    return []\n'
+DLLIST_STANDIN = ('"""Stand-in: no library is loaded that Torch-TensorRT looks for."""\n\n\n'
+                  "def dllist():\n    return []\n")
 
 
 def _ignore_compiled(root: Path) -> Any:

@@ -54,7 +54,8 @@ def check_compile(inputs: Any, arg_inputs: Any, kwarg_inputs: Any, settings: dic
         raise ValueError(f"autocast_low_precision_type must be one of torch.float16, torch.bfloat16, dtype.f16, "
                          f"dtype.bf16, got {low}")
     if settings.get("enable_weight_streaming") and not explicit:
-        raise AssertionError("When enable_weight_streaming is enabled, it requires use_explicit_typing to be set to True")
+        raise AssertionError("When enable_weight_streaming is enabled, it requires use_explicit_typing to be set to "
+                             "True")
     if arg_inputs is None and kwarg_inputs is None and inputs is None:
         raise AssertionError("'arg_inputs', 'kwarg_inputs' and 'inputs' should not all be None.")
     if arg_inputs is not None and inputs is not None:

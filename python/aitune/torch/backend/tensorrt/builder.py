@@ -153,7 +153,8 @@ def add_profiles(builder: Any, builder_config: Any, network: Any, profiles: list
             continue
         index = builder_config.add_optimization_profile(trt_profile)
         if index != number:
-            listed = ", ".join(f"{name}: min={list(a)}, opt={list(b)}, max={list(c)}" for name, (a, b, c) in shapes.items())
+            listed = ", ".join(f"{name}: min={list(a)}, opt={list(b)}, max={list(c)}"
+                               for name, (a, b, c) in shapes.items())
             raise RuntimeError(f"TensorRT refused optimization profile {number} ({listed}): add_optimization_profile "
                                f"returned {index}, expected {number}")
 

@@ -81,8 +81,21 @@ def _registry_answers(dist: str) -> tuple[bool, str]:
     return result.returncode == 0, (result.stdout + result.stderr).strip()
 
 
+_UNREACHABLE: dict[tuple[str, str], WheelUnavailable] = {}  # asked once per process: pip may wait long
+
+
 def fetch(dist: str, version: str) -> Path:
     """The wheel of `dist`==`version` for this interpreter, downloaded once into cache_dir()."""
+    if (dist, version) in _UNREACHABLE:
+        raise _UNREACHABLE[(dist, version)]
+    try:
+        return _fetch(dist, version)
+    except WheelUnavailable as e:
+        _UNREACHABLE[(dist, version)] = e
+        raise
+
+
+def _fetch(dist: str, version: str) -> Path:
     with _locked(f"{dist}-{version}"):
         found = _find(dist, version)
         if found is not None:

@@ -467,3 +467,19 @@ def test_aot_exports_tensors_held_by_a_dataclass(fake_trt):
     assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_request_image")]
     request = Request(torch.randn(3, 6), 2.0)
     torch.testing.assert_close(m(request), model(request))
+
+
+def test_aot_needs_strict_mode_when_a_graph_has_non_tensor_inputs(fake_trt):
+    """Without strict_mode a graph also serves calls with other non-tensor values, and the exported
+    program keeps the recorded ones: refused, as for CUDA graphs."""
+    from aitune.torch.config import config
+
+    config.strict_mode = False
+    torch.manual_seed(0)
+    m = ait.Module(HuggingFaceStyle().eval(), "hf", strategy=_serving(TorchTensorRTAotBackend()))
+    with torch.no_grad(), published_batch_size(2):
+        m(torch.randn(2, 6), scale=0.5)
+    with pytest.raises(ValueError, match=r"needs config.strict_mode=True when a graph has non-tensor inputs: the "
+                                         r"exported program keeps the non-tensor values of the recorded call "
+                                         r"\(scale=0.5\)"):
+        m.tune(device="cpu")

@@ -39,6 +39,7 @@ from aitune.torch.backend.torch_tensorrt_config import (
     settings_precision_class,
     torch_tensorrt_availability,
 )
+from aitune.torch.config import config as global_config
 from aitune.torch.module.graph_spec import GraphSpec
 
 logger = logging.getLogger("aitune")
@@ -88,7 +89,6 @@ class TorchTensorRTAotBackend(Backend):
         super().__init__(config, tolerance=tolerance)
         self._program: Any = None  # the loaded module (torch_tensorrt.load(...).module())
         self._artifact: ArtifactPath | None = None
-        self._params: list | None = None
         self._signature: Any = None
         self._paths: list[tuple] = []  # the graph's tensor inputs: the exported program's parameters
         self._profile: list[tuple[list[int], list[int]]] | None = None
@@ -123,6 +123,10 @@ class TorchTensorRTAotBackend(Backend):
         graph: GraphSpec = graph_spec
         if not data:
             raise ValueError(f"{self.name} needs a recorded sample of graph {graph.name} to export it")
+        if graph.input_spec.constants and not global_config.strict_mode:
+            raise ValueError(f"{self.name} needs config.strict_mode=True when a graph has non-tensor inputs: the "
+                             f"exported program keeps the non-tensor values of the recorded call "
+                             f"({', '.join(f'{c.access_path}={c.value!r}' for c in graph.input_spec.constants)})")
         module.to(device)
         self._bind_graph(graph)
         plan = NamedDimsPlan(graph)
@@ -181,7 +185,6 @@ class TorchTensorRTAotBackend(Backend):
         return inputs
 
     def _bind_graph(self, graph: GraphSpec) -> None:
-        self._params = graph.forward_params
         self._signature = _C.Signature(graph.forward_params)
         self._paths = [_as_tuple(t.semantic_path) for t in graph.input_spec.tensors]
 

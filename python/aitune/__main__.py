@@ -22,7 +22,6 @@ def _package_version(dist: str) -> str | None:
 
 _PACKAGES = {
     "torch": "torch",
-    "tensorrt": "tensorrt",
     "torch_tensorrt": "torch-tensorrt",
     "onnx": "onnx",
     "onnxscript": "onnxscript",
@@ -36,9 +35,15 @@ _PACKAGES = {
 def _python_report() -> dict:
     import torch
 
+    from aitune.tensorrt_install import tensorrt_report
+
     report: dict = {"python": sys.version.split()[0], "packages": {}}
     for label, dist in _PACKAGES.items():
         report["packages"][label] = _package_version(dist)
+    # TensorRT's module version, not a distribution's: `pip install tensorrt-cu13` has no
+    # distribution named "tensorrt" (aitune.tensorrt_install).
+    report["tensorrt"] = tensorrt_report()
+    report["packages"]["tensorrt"] = report["tensorrt"]["version"]
     report["torch_cuda_available"] = torch.cuda.is_available()
     try:
         import onnxruntime
@@ -71,6 +76,11 @@ def doctor(as_json: bool) -> int:
     print(f"Python {python['python']}")
     for label, version in python["packages"].items():
         print(f"  {label}: {version or 'not installed'}")
+    trt = python["tensorrt"]
+    if trt["version"]:
+        dists = ", ".join(f"{name} {version}" for name, version in trt["distributions"].items()) or "none found"
+        print(f"  TensorRT {trt['major']}.x ({trt['version']}) from {trt['module']} (distributions: {dists}); "
+              f"libnvinfer: {', '.join(trt['libnvinfer']) or 'not loaded'}")
     if python["onnxruntime_providers"]:
         print(f"  onnxruntime providers: {', '.join(python['onnxruntime_providers'])}")
     print("Backends:")

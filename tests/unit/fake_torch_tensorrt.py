@@ -1,14 +1,20 @@
-"""A recording stand-in for the `torch_tensorrt` package, which cannot be installed on the CPU
-test hosts (allowed by the project's testing rules for a missing third-party library). It
-records every call aitune makes and serves models eagerly, so our glue (arguments, artifact
-save/load, checkpoints) is tested without TensorRT:
+"""A recording stand-in for the `torch_tensorrt` package, which cannot run on the CPU test hosts
+(allowed by the project's testing rules for a missing third-party library). It records every call
+aitune makes and serves models eagerly, so the glue (arguments, artifact save/load, checkpoints) is
+tested without TensorRT. It refuses what Torch-TensorRT 2.11 refuses (fake_torch_tensorrt_checks.py
+holds those checks; the conformance tier in tests/conformance runs the real library on every call
+recorded here and compares the refusals):
 
-* ``dynamo.CompilationSettings``: a dataclass with a few of the real fields (device included);
+* ``dynamo.CompilationSettings``: the real class's 51 fields and defaults, unknown keywords refused;
 * ``Input(min_shape, opt_shape, max_shape, dtype, name)``;
-* ``dynamo.compile(exported, arg_inputs, kwarg_inputs, **settings)`` returns a module that runs
-  the exported program eagerly;
-* ``save``/``load`` write and read the program with torch.export.save/load;
-* a torch.compile backend named "torch_tensorrt" that records its options and runs the FX graph.
+* ``dynamo.compile(exported, arg_inputs, kwarg_inputs, **settings)`` checks its arguments as 2.11
+  does and returns a GraphModule (as the real one does) that runs the exported program eagerly;
+* ``save``/``load`` check as 2.11 does and write and read the program with torch.export.save/load;
+* a torch.compile backend named "torch_tensorrt" that checks and records its options and runs the
+  FX graph.
+
+With ``AITUNE_TORCH_TENSORRT_JOURNAL=<folder>`` every call is also written there (journal.py), for
+the conformance tier to replay against the real library.
 """
 
 from __future__ import annotations
@@ -18,17 +24,36 @@ import sys
 import types
 from typing import Any
 
+import fake_torch_tensorrt_checks as checks
 import torch
+from fake_torch_tensorrt_journal import record
 from torch._dynamo.backends import registry
 
+from aitune.torch.backend.torch_tensorrt_config import CompilationSettingsStandIn
 
-@dataclasses.dataclass
-class FakeCompilationSettings:
-    workspace_size: int = 0
-    enabled_precisions: set = dataclasses.field(default_factory=lambda: {torch.float32})
-    use_explicit_typing: bool = True
-    min_block_size: int = 5
-    device: Any = None
+
+def _settings_class() -> type:
+    """A dataclass with the real fields and defaults (those of aitune's stand-in, which the
+    conformance tier checks against the real class); construction is recorded."""
+    fields = []
+    for f in dataclasses.fields(CompilationSettingsStandIn):
+        default = (dataclasses.field(default_factory=f.default_factory) if f.default is dataclasses.MISSING
+                   else dataclasses.field(default=f.default))
+        fields.append((f.name, f.type, default))
+    cls = dataclasses.make_dataclass("CompilationSettings", fields, kw_only=True)
+    init = cls.__init__
+
+    def __init__(self: Any, **kwargs: Any) -> None:
+        record("CompilationSettings", kwargs=kwargs)
+        init(self, **kwargs)
+
+    cls.__init__ = __init__
+    cls.__module__ = "torch_tensorrt.dynamo._settings"
+    return cls
+
+
+FakeCompilationSettings = _settings_class()
+SETTINGS_FIELDS = frozenset(f.name for f in dataclasses.fields(FakeCompilationSettings))
 
 
 @dataclasses.dataclass
@@ -39,34 +64,39 @@ class FakeInput:
     dtype: Any = None
     name: str = ""
 
+    def __post_init__(self) -> None:
+        record("Input", kwargs=dataclasses.asdict(self))
 
-class FakeCompiledModule(torch.nn.Module):
-    """What fake dynamo.compile returns: serves the exported program eagerly and keeps it for save()."""
 
-    def __init__(self, exported: Any) -> None:
-        super().__init__()
-        self.exported = exported
-        self.inner = exported.module()
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.inner(*args, **kwargs)
+FakeInput.__module__ = "torch_tensorrt._Input"
+FakeInput.__qualname__ = FakeInput.__name__ = "Input"
+checks.INPUT_TYPE = FakeInput
 
 
 def make_fake_torch_tensorrt() -> types.ModuleType:
     trt = types.ModuleType("torch_tensorrt")
+    trt.__version__ = "2.11.0"
     trt.calls = []  # (name, details) in call order
     dynamo = types.ModuleType("torch_tensorrt.dynamo")
     dynamo.CompilationSettings = FakeCompilationSettings
 
-    def compile(exported: Any, inputs: Any = None, *, arg_inputs: Any = None, kwarg_inputs: Any = None,
-                **settings: Any) -> FakeCompiledModule:
-        trt.calls.append(("dynamo.compile", {"exported": exported, "arg_inputs": arg_inputs,
-                                             "kwarg_inputs": kwarg_inputs, **settings}))
-        return FakeCompiledModule(exported)
+    def compile(exported_program: Any, inputs: Any = None, *, arg_inputs: Any = None, kwarg_inputs: Any = None,
+                device: Any = None, **settings: Any) -> torch.fx.GraphModule:
+        trt.calls.append(("dynamo.compile", {"exported": exported_program, "arg_inputs": arg_inputs,
+                                             "kwarg_inputs": kwarg_inputs, "device": device, **settings}))
+        record("dynamo.compile", exported_program=exported_program, inputs=inputs, arg_inputs=arg_inputs,
+               kwarg_inputs=kwarg_inputs, device=device, settings=settings)
+        checks.check_compile(inputs, arg_inputs, kwarg_inputs, settings, SETTINGS_FIELDS)
+        module = exported_program.module()
+        module._fake_exported_program = exported_program  # what save() writes
+        return module
 
-    def save(module: Any, file_path: str, **kwargs: Any) -> None:
+    def save(module: Any, file_path: str = "", **kwargs: Any) -> None:
         trt.calls.append(("save", {"module": module, "file_path": file_path, **kwargs}))
-        torch.export.save(module.exported, file_path)
+        record("save", exported_program=getattr(module, "_fake_exported_program", None), kwargs=kwargs)
+        checks.check_save(module, file_path, **kwargs)
+        torch.export.save(module._fake_exported_program, file_path,
+                          pickle_protocol=kwargs.get("pickle_protocol", 2))
 
     def load(file_path: str) -> Any:
         trt.calls.append(("load", {"file_path": file_path}))
@@ -81,9 +111,11 @@ def make_fake_torch_tensorrt() -> types.ModuleType:
 
 
 def compile_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None) -> Any:
-    """The fake "torch_tensorrt" torch.compile backend: records the options, runs the graph."""
+    """The fake "torch_tensorrt" torch.compile backend: checks and records the options, runs the graph."""
     trt = sys.modules["torch_tensorrt"]
     trt.calls.append(("torch.compile", {"options": dict(options or {}), "num_inputs": len(example_inputs)}))
+    record("torch.compile", options=dict(options or {}))
+    checks.check_compile_options(options or {}, SETTINGS_FIELDS)
     return gm.forward
 
 

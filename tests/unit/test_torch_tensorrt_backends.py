@@ -6,6 +6,7 @@ test (the real ones need CUDA): the arguments we pass, and the artifact's save/l
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -60,17 +61,16 @@ def fake_trt(monkeypatch):
 
 # -- configs ---------------------------------------------------------------------------------------
 @needs_absent
-def test_without_the_library_the_config_is_a_keyword_stand_in_that_serialises():
+def test_without_the_library_the_config_is_a_stand_in_that_serialises():
     assert TorchTensorRTConfig is trt_config.CompilationSettingsStandIn
     settings = TorchTensorRTConfig(workspace_size=1 << 30, enabled_precisions={torch.float16},
-                                   use_explicit_typing=False, debug=True, device="cuda:1")
+                                   use_explicit_typing=False, device="cuda:1")
     config = TorchTensorRTJitBackendConfig(compile_config=settings, fullgraph=True)
     data = config.to_dict()
-    assert data["compile_config"] == {"debug": True, "enabled_precisions": ["torch.float16"],
-                                      "use_explicit_typing": False, "workspace_size": 1 << 30}  # no device
+    assert data["compile_config"] == {"enabled_precisions": ["torch.float16"], "use_explicit_typing": False,
+                                      "workspace_size": 1 << 30}  # no device
     restored = TorchTensorRTJitBackendConfig.from_dict(data)
     assert restored.compile_config.enabled_precisions == {torch.float16}
-    assert restored.compile_config.extra == {"debug": True}
     assert restored.fullgraph is True and restored.to_dict() == data
     described = TorchTensorRTJitBackend(config).describe()
     assert described.startswith("TorchTensorRTJitBackend(compile_config=CompilationSettingsStandIn(")
@@ -95,6 +95,88 @@ def test_the_config_is_compilation_settings_when_the_library_is_importable(monke
     other = TorchTensorRTAotBackendConfig(compile_config=FakeCompilationSettings(
         workspace_size=123, enabled_precisions={torch.float16, torch.float32}, device="cuda:1"), pickle_protocol=4)
     assert other.key() == config.key()
+
+
+def test_the_stand_in_refuses_settings_torch_tensorrt_does_not_have():
+    """A config written without Torch-TensorRT must load where it is installed: CompilationSettings
+    (a dataclass) refuses unknown keywords, so the stand-in refuses them when they are written."""
+    with pytest.raises(TypeError, match="debug"):
+        trt_config.CompilationSettingsStandIn(debug=True)
+
+
+@dataclasses.dataclass
+class InstalledCompilationSettings:
+    """Like torch_tensorrt.dynamo.CompilationSettings: a dataclass without `debug`."""
+
+    workspace_size: int = 0
+    device: object = None
+
+
+@pytest.mark.parametrize("settings_class", [trt_config.CompilationSettingsStandIn, InstalledCompilationSettings])
+def test_a_saved_config_with_an_unknown_setting_is_refused_naming_it(settings_class, monkeypatch):
+    monkeypatch.setattr(trt_config, "TorchTensorRTConfig", settings_class)
+    saved = {"compile_config": {"debug": True, "workspace_size": 1024}, "fullgraph": False, "dynamic": None,
+             "autocast_enabled": False, "autocast_dtype": None, "use_cuda_graphs": False}
+    with pytest.raises(ValueError) as info:
+        TorchTensorRTJitBackendConfig.from_dict(saved)
+    message = str(info.value)
+    assert message.startswith("TorchTensorRTJitBackendConfig: saved compile_config has setting(s) ['debug'] that ")
+    assert settings_class.__qualname__ in message and "'workspace_size'" in message  # what it does have
+    saved["compile_config"] = ["debug"]
+    with pytest.raises(ValueError, match=r"saved compile_config must be an object of Torch-TensorRT settings, got "
+                                         r"\['debug'\]"):
+        TorchTensorRTJitBackendConfig.from_dict(saved)
+    saved["compile_config"] = {"workspace_size": 1024}
+    assert TorchTensorRTJitBackendConfig.from_dict(saved).compile_config.workspace_size == 1024
+
+
+@pytest.mark.parametrize("backend_class, config_class", [(TorchTensorRTJitBackend, TorchTensorRTJitBackendConfig),
+                                                         (TorchTensorRTAotBackend, TorchTensorRTAotBackendConfig)])
+def test_the_precision_class_follows_autocast_and_weak_typing(backend_class, config_class):
+    """An engine built with reduced-precision kernels is validated with that class's tolerances."""
+    def precision(**settings):
+        return backend_class(config_class(compile_config=TorchTensorRTConfig(**settings))).precision_class
+
+    assert precision(enable_autocast=True, autocast_low_precision_type=torch.float16) == "fp16"
+    assert precision(enable_autocast=True, autocast_low_precision_type=torch.bfloat16) == "bf16"
+    assert precision(enable_autocast=True) == "fp32"  # no low-precision type: autocast changes nothing
+    assert precision(autocast_low_precision_type=torch.float16) == "fp32"  # autocast off
+    assert precision(enabled_precisions={torch.float16}, use_explicit_typing=False) == "fp16"  # deprecated weak typing
+    assert precision(enabled_precisions={torch.float16}) == "fp32"  # explicit typing: the model's own types
+
+
+def test_operators_in_the_settings_are_saved_by_name_and_come_back_as_operators():
+    """torch_executed_ops={torch.ops.aten.add.Tensor} (the documented form) must have a key and a
+    saved form; operators do not sort and are not JSON."""
+    settings = TorchTensorRTConfig(torch_executed_ops={torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor,
+                                                       torch.ops.aten.relu}, min_block_size=1)
+    config = TorchTensorRTAotBackendConfig(compile_config=settings)
+    data = config.to_dict()
+    assert data["compile_config"] == {"min_block_size": 1, "torch_executed_ops": [
+        "torch.ops.aten.add.Tensor", "torch.ops.aten.mul.Tensor", "torch.ops.aten.relu"]}
+    assert "torch_executed_ops=" in TorchTensorRTAotBackend(config).describe()
+    restored = TorchTensorRTAotBackendConfig.from_dict(data)
+    assert restored.compile_config.torch_executed_ops == {torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor,
+                                                          torch.ops.aten.relu}
+    assert restored.key() == config.key() and restored.to_dict() == data
+
+
+@pytest.mark.parametrize("saved, error", [
+    ("torch.ops.aten.no_such_op.Tensor", "operator 'torch.ops.aten.no_such_op.Tensor' does not exist here"),
+    ("torch.ops.__class__.__init__", "is not an operator name"),
+    ("torch.ops.aten", "is not an operator name"),
+])
+def test_a_saved_operator_name_is_checked(saved, error):
+    data = TorchTensorRTAotBackendConfig().to_dict()
+    data["compile_config"] = {"torch_executed_ops": [saved]}
+    with pytest.raises(ValueError, match=error):
+        TorchTensorRTAotBackendConfig.from_dict(data)
+
+
+def test_an_operator_given_as_a_python_function_is_refused_when_saved():
+    config = TorchTensorRTAotBackendConfig(compile_config=TorchTensorRTConfig(torch_executed_ops={torch.add}))
+    with pytest.raises(ValueError, match=r"compile_config.torch_executed_ops: cannot save <built-in method add"):
+        config.to_dict()
 
 
 def test_config_errors_name_the_input():
@@ -236,12 +318,13 @@ def test_aot_exports_compiles_saves_and_loads_with_the_recorded_ranges(fake_trt,
     [(_, built)] = m.tuned_module.backends
 
     assert export_kwargs and export_kwargs[0]["strict"] is False
-    dims = export_kwargs[0]["dynamic_shapes"]
-    assert dims["x"][0].__name__ == "batch" and dims["bias"][0].__name__ == "batch"
+    dims = export_kwargs[0]["dynamic_shapes"]  # the program takes the tensors alone (no scale)
+    assert list(dims) == ["input_x", "input_bias"]
+    assert dims["input_x"][0].__name__ == "batch" and dims["input_bias"][0].__name__ == "batch"
     [compiled] = calls_named(fake_trt, "dynamo.compile")
-    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x")]
-    assert compiled["kwarg_inputs"] == {"bias": FakeInput([1, 3], [4, 3], [4, 3], torch.float32, "input_bias"),
-                                        "scale": 2.0}
+    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x"),
+                                      FakeInput([1, 3], [4, 3], [4, 3], torch.float32, "input_bias")]
+    assert compiled["kwarg_inputs"] is None
     assert compiled["device"] == torch.device("cpu") and compiled["workspace_size"] == 1 << 20
     assert "enabled_precisions" not in compiled  # only the settings the user changed
     [saved] = calls_named(fake_trt, "save")
@@ -284,7 +367,7 @@ def test_aot_gives_recorded_dim_axes_named_dims_and_input_ranges(fake_trt, monke
                 m(torch.randn(bs, length, 4))
     m.tune(device="cpu")
     [(_, built)] = m.tuned_module.backends
-    batch, length = export_kwargs[0]["dynamic_shapes"]["input"].values()
+    batch, length = export_kwargs[0]["dynamic_shapes"]["input_input"].values()
     assert batch.__name__ == "batch" and (batch.min, batch.max) == (1, 2)
     assert length.__name__ == "input_input_1" and (length.min, length.max) == (3, 5)  # named, not Dim.AUTO
     [compiled] = calls_named(fake_trt, "dynamo.compile")
@@ -292,3 +375,111 @@ def test_aot_gives_recorded_dim_axes_named_dims_and_input_ranges(fake_trt, monke
     assert built.input_profile() == [([1, 3, 4], [2, 5, 4])]
     x = torch.randn(2, 4, 4)
     torch.testing.assert_close(m(x), model(x))
+
+
+class HuggingFaceStyle(torch.nn.Module):
+    """Calls as Hugging Face models get them: optional masks left None, flags, a float scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, use_cache: bool = False, *,
+                attention_mask: torch.Tensor | None = None, return_dict: bool = False, scale: float = 1.0,
+                mode: str = "plain") -> torch.Tensor:
+        out = self.linear(x) * scale
+        return out + 1 if mode == "shifted" else out
+
+
+def _tuned_aot(calls) -> tuple[ait.Module, torch.nn.Module]:
+    torch.manual_seed(0)
+    model = HuggingFaceStyle().eval()
+    reference = copy.deepcopy(model)
+    m = ait.Module(model, "hf", strategy=_serving(TorchTensorRTAotBackend()))
+    with torch.no_grad():
+        for bs in (1, 4):
+            with published_batch_size(bs):
+                args, kwargs = calls(bs)
+                m(*args, **kwargs)
+    m.tune(device="cpu")
+    assert m.state is ModuleState.TUNED
+    assert [type(b) for _, b in m.tuned_module.backends] == [TorchTensorRTAotBackend]
+    return m, reference
+
+
+def test_aot_saves_calls_with_none_bool_and_float_arguments_without_passing_them_to_save(fake_trt):
+    """torch_tensorrt.save checks the inputs it gets before it looks at retrace, and refuses a
+    positional None or bool and a keyword None or float; with retrace=False it needs none."""
+    def calls(bs):
+        return (torch.randn(bs, 6), None, True), {"attention_mask": None, "return_dict": False, "scale": 0.5}
+
+    m, reference = _tuned_aot(calls)
+    [saved] = calls_named(fake_trt, "save")
+    assert "arg_inputs" not in saved and "kwarg_inputs" not in saved and saved["retrace"] is False
+    (args, kwargs) = calls(3)
+    torch.testing.assert_close(m(*args, **kwargs), reference(*args, **kwargs))
+
+
+
+def test_aot_compiles_with_tensor_inputs_only(fake_trt):
+    """torch.export specialised the non-tensor arguments into the program, which takes the tensors
+    alone: dynamo.compile gets an Input per tensor and nothing else (2.11 refuses a str and turns a
+    float or bool into a 0-d tensor input)."""
+    def calls(bs):
+        return (torch.randn(bs, 6), None, True), {"attention_mask": torch.ones(bs, 6), "scale": 0.5,
+                                                 "mode": "shifted"}
+
+    m, reference = _tuned_aot(calls)
+    [compiled] = calls_named(fake_trt, "dynamo.compile")
+    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x"),
+                                      FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_attention_mask")]
+    assert compiled["kwarg_inputs"] is None
+    (args, kwargs) = calls(2)
+    torch.testing.assert_close(m(*args, **kwargs), reference(*args, **kwargs))
+
+
+@dataclasses.dataclass
+class Request:
+    image: torch.Tensor
+    gain: float
+
+
+class FromRequest(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 3)
+
+    def forward(self, request: Request) -> torch.Tensor:
+        return self.linear(request.image) * request.gain
+
+
+def test_aot_exports_tensors_held_by_a_dataclass(fake_trt):
+    torch.manual_seed(0)
+    model = FromRequest().eval()
+    m = ait.Module(model, "request", strategy=_serving(TorchTensorRTAotBackend()))
+    with torch.no_grad():
+        for bs in (1, 4):
+            with published_batch_size(bs):
+                m(Request(torch.randn(bs, 6), 2.0))
+    m.tune(device="cpu")
+    assert [type(b) for _, b in m.tuned_module.backends] == [TorchTensorRTAotBackend]
+    [compiled] = calls_named(fake_trt, "dynamo.compile")
+    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_request_image")]
+    request = Request(torch.randn(3, 6), 2.0)
+    torch.testing.assert_close(m(request), model(request))
+
+
+def test_aot_needs_strict_mode_when_a_graph_has_non_tensor_inputs(fake_trt):
+    """Without strict_mode a graph also serves calls with other non-tensor values, and the exported
+    program keeps the recorded ones: refused, as for CUDA graphs."""
+    from aitune.torch.config import config
+
+    config.strict_mode = False
+    torch.manual_seed(0)
+    m = ait.Module(HuggingFaceStyle().eval(), "hf", strategy=_serving(TorchTensorRTAotBackend()))
+    with torch.no_grad(), published_batch_size(2):
+        m(torch.randn(2, 6), scale=0.5)
+    with pytest.raises(ValueError, match=r"needs config.strict_mode=True when a graph has non-tensor inputs: the "
+                                         r"exported program keeps the non-tensor values of the recorded call "
+                                         r"\(scale=0.5\)"):
+        m.tune(device="cpu")

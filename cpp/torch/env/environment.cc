@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <torch/headeronly/version.h>
 
 #include <cstdio>
@@ -93,22 +94,31 @@ void probe_driver(EnvironmentInfo& info) {
   }
 }
 
+// The file behind a dlopen handle (where the loader found the library).
+std::string loaded_path(void* lib) {
+  struct link_map* map = nullptr;
+  if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) return map->l_name;
+  return "";
+}
+
 // Tries the given sonames in order; `version_fn(lib)` reads the version once loaded.
-template <typename VersionFn>
-LibraryProbe probe_library(const char* name, std::initializer_list<const char*> sonames, VersionFn version_fn) {
+template <typename Names, typename VersionFn>
+LibraryProbe probe_library(const char* name, const Names& sonames, VersionFn version_fn) {
   LibraryProbe probe;
   probe.name = name;
   std::string errors;
-  for (const char* soname : sonames) {
-    void* lib = dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
+  for (const auto& soname_text : sonames) {
+    const std::string soname(soname_text);
+    void* lib = dlopen(soname.c_str(), RTLD_LAZY | RTLD_LOCAL);
     if (lib != nullptr) {
       probe.found = true;
       probe.version = version_fn(lib);
-      probe.how = std::string("dlopen(") + soname + ") succeeded";
+      probe.path = loaded_path(lib);
+      probe.how = "dlopen(" + soname + ") succeeded" + (probe.path.empty() ? "" : ": " + probe.path);
       return probe;
     }
     if (!errors.empty()) errors += "; ";
-    errors += std::string("dlopen(") + soname + ") failed";
+    errors += "dlopen(" + soname + ") failed";
   }
   probe.how = errors + " (the Python wheels keep their libraries off the loader path: `python -m aitune doctor` "
                        "also checks the Python packages)";
@@ -118,9 +128,7 @@ LibraryProbe probe_library(const char* name, std::initializer_list<const char*> 
 std::string tensorrt_version(void* lib) {
   using GetVersion = int (*)();
   auto get = sym<GetVersion>(lib, "getInferLibVersion");
-  if (!get) return "";
-  int v = get();  // e.g. 101303 for 10.13.3
-  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+  return get ? decode_tensorrt_version(get()) : "";
 }
 
 std::string onnxruntime_version(void* lib) {
@@ -160,6 +168,24 @@ std::string q(std::string_view s) { return "\"" + json_escape(s) + "\""; }
 
 }  // namespace
 
+const std::vector<std::string>& tensorrt_sonames() {
+  static const std::vector<std::string> names = {"libnvinfer.so.11", "libnvinfer.so.10", "libnvinfer.so"};
+  return names;
+}
+
+std::string decode_tensorrt_version(int v) {
+  auto text = [](int major, int minor, int patch) {
+    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+  };
+  if (v >= 100000) return text(v / 10000, (v / 100) % 100, v % 100);  // TensorRT 10 and later
+  if (v >= 8000) return text(v / 1000, (v / 100) % 10, v % 100);       // TensorRT 8 and 9
+  return "";
+}
+
+LibraryProbe probe_tensorrt(const std::vector<std::string>& sonames) {
+  return probe_library("TensorRT", sonames, tensorrt_version);
+}
+
 EnvironmentInfo probe_environment() {
   EnvironmentInfo info;
   info.aitune_version = AITUNE_VERSION;
@@ -171,11 +197,11 @@ EnvironmentInfo probe_environment() {
     if (v > 0) info.torch_cuda_runtime = cuda_version_text(static_cast<int>(v));
   }
   probe_driver(info);
-  info.libraries.push_back(probe_library("TensorRT", {"libnvinfer.so.10", "libnvinfer.so"}, tensorrt_version));
-  info.libraries.push_back(probe_library("Torch-TensorRT", {"libtorchtrt.so", "libtorchtrt_runtime.so"},
-                                         [](void*) { return std::string(); }));
-  info.libraries.push_back(
-      probe_library("ONNX Runtime", {"libonnxruntime.so.1", "libonnxruntime.so"}, onnxruntime_version));
+  info.libraries.push_back(probe_tensorrt(tensorrt_sonames()));
+  const std::vector<std::string> torch_tensorrt = {"libtorchtrt.so", "libtorchtrt_runtime.so"};
+  info.libraries.push_back(probe_library("Torch-TensorRT", torch_tensorrt, [](void*) { return std::string(); }));
+  const std::vector<std::string> onnxruntime = {"libonnxruntime.so.1", "libonnxruntime.so"};
+  info.libraries.push_back(probe_library("ONNX Runtime", onnxruntime, onnxruntime_version));
   const char* kill = std::getenv("AITUNE_DISABLE_CUDA_GRAPHS");
   std::string_view k = kill ? kill : "";
   info.cuda_graphs_disabled = k == "1" || k == "true" || k == "True" || k == "yes" || k == "Yes" || k == "YES";
@@ -204,7 +230,7 @@ std::string to_json(const EnvironmentInfo& info) {
   for (size_t i = 0; i < info.libraries.size(); ++i) {
     const auto& l = info.libraries[i];
     o += std::string(i ? ", " : "") + "{\"name\": " + q(l.name) + ", \"found\": " + b(l.found) +
-         ", \"version\": " + q(l.version) + ", \"how\": " + q(l.how) + "}";
+         ", \"version\": " + q(l.version) + ", \"path\": " + q(l.path) + ", \"how\": " + q(l.how) + "}";
   }
   return o + "]}";
 }

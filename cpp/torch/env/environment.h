@@ -24,6 +24,7 @@ struct LibraryProbe {
   bool found = false;
   std::string version;
   std::string how;
+  std::string path;  // the file the loader opened, when found
 };
 
 struct EnvironmentInfo {
@@ -40,6 +41,18 @@ struct EnvironmentInfo {
 };
 
 EnvironmentInfo probe_environment();
+
+// The sonames tried for TensorRT, newest major first: TensorRT 11 ships libnvinfer.so.11,
+// TensorRT 10 libnvinfer.so.10 (docs/guide.md, Checking the machine).
+const std::vector<std::string>& tensorrt_sonames();
+
+// getInferLibVersion() as "major.minor.patch": TensorRT 10 and 11 encode
+// major * 10000 + minor * 100 + patch (110400 is 11.4.0), TensorRT 8 and 9 major * 1000 +
+// minor * 100 + patch (8601 is 8.6.1). Empty for a value neither encoding explains.
+std::string decode_tensorrt_version(int encoded);
+
+// Loads TensorRT by the first of `sonames` (names or paths) that dlopen accepts.
+LibraryProbe probe_tensorrt(const std::vector<std::string>& sonames);
 
 std::string to_json(const EnvironmentInfo& info);
 std::string to_text(const EnvironmentInfo& info);

@@ -33,6 +33,43 @@ TEST(Environment, EveryOptionalLibrarySaysHowItKnows) {
   }
 }
 
+TEST(Environment, TensorRtElevenIsTriedBeforeTen) {
+  const auto& names = tensorrt_sonames();
+  ASSERT_GE(names.size(), 2u);
+  EXPECT_EQ(names[0], "libnvinfer.so.11");
+  EXPECT_EQ(names[1], "libnvinfer.so.10");
+}
+
+TEST(Environment, DecodesTensorRtVersionsOfEachEncoding) {
+  EXPECT_EQ(decode_tensorrt_version(110400), "11.4.0");
+  EXPECT_EQ(decode_tensorrt_version(101501), "10.15.1");
+  EXPECT_EQ(decode_tensorrt_version(101303), "10.13.3");
+  EXPECT_EQ(decode_tensorrt_version(8601), "8.6.1");  // TensorRT 8: major * 1000
+  EXPECT_EQ(decode_tensorrt_version(0), "");
+  EXPECT_EQ(decode_tensorrt_version(-1), "");
+}
+
+TEST(Environment, ReportsWhichTensorRtItLoadedAndFromWhere) {
+  LibraryProbe probe = probe_tensorrt({"libnvinfer_absent.so.99", AITUNE_FAKE_NVINFER});
+  ASSERT_TRUE(probe.found) << probe.how;
+  EXPECT_EQ(probe.version, "11.4.0");
+  EXPECT_EQ(probe.path, AITUNE_FAKE_NVINFER);
+  EXPECT_NE(probe.how.find(std::string("dlopen(") + AITUNE_FAKE_NVINFER + ") succeeded"), std::string::npos)
+      << probe.how;
+  EnvironmentInfo info;
+  info.libraries = {probe};
+  std::string json = to_json(info);
+  EXPECT_NE(json.find(std::string("\"path\": \"") + AITUNE_FAKE_NVINFER + "\""), std::string::npos) << json;
+}
+
+TEST(Environment, NamesEveryTensorRtItTriedWhenNoneLoads) {
+  LibraryProbe probe = probe_tensorrt({"libnvinfer_absent.so.98", "libnvinfer_absent.so.99"});
+  EXPECT_FALSE(probe.found);
+  EXPECT_NE(probe.how.find("dlopen(libnvinfer_absent.so.98) failed; dlopen(libnvinfer_absent.so.99) failed"),
+            std::string::npos)
+      << probe.how;
+}
+
 TEST(Environment, KillSwitchIsRead) {
   setenv("AITUNE_DISABLE_CUDA_GRAPHS", "1", 1);
   EXPECT_TRUE(probe_environment().cuda_graphs_disabled);

@@ -3,8 +3,8 @@
 ``TorchTensorRTConfig`` is ``torch_tensorrt.dynamo.CompilationSettings`` when Torch-TensorRT is
 installed, so ``compile_config=CompilationSettings(...)`` and ``compile_config=TorchTensorRTConfig(...)``
 are the same thing. Without the library it is :class:`CompilationSettingsStandIn`, a dataclass
-that accepts the common keywords (and any other keyword, kept in ``extra``), so configs can be
-built, described and saved on a host without Torch-TensorRT; building still needs the library.
+with the same fields and defaults, so configs can be built, described and saved on a host without
+Torch-TensorRT, and loaded where it is installed; building still needs the library.
 
 The device is never part of the settings aitune stores or describes: the tuning device is
 passed at build time (SPEC §4.2 "device is omitted from describe() and from serialisation").
@@ -15,6 +15,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
+import json
+import os
+import tempfile
 from typing import Any
 
 import torch
@@ -25,35 +28,70 @@ PACKAGE_MISSING_REASON = "torch-tensorrt is not installed. Please install `torch
 DEVICE_FIELD = "device"
 
 
-@dataclasses.dataclass
+def _torch_tensorrt_temp(*parts: str) -> str:
+    return os.path.join(tempfile.gettempdir(), "torch_tensorrt_engine_cache", *parts)
+
+
+@dataclasses.dataclass(kw_only=True)
 class CompilationSettingsStandIn:
-    """Used as ``TorchTensorRTConfig`` when torch_tensorrt is not importable. Field names and
-    defaults follow Torch-TensorRT's CompilationSettings for the options the guide documents;
-    any other keyword is kept in ``extra`` and passed through to Torch-TensorRT unchanged."""
+    """Used as ``TorchTensorRTConfig`` when torch_tensorrt is not importable: the fields and
+    defaults of Torch-TensorRT 2.11's ``CompilationSettings`` (the conformance tier in
+    tests/conformance checks them against the real class), so a config written without the library
+    is one the library accepts. Like the real class it refuses unknown keywords (TypeError).
+    Torch-TensorRT's own types are held by name: ``engine_capability="STANDARD"``; the default
+    precision is ``torch.float32`` (Torch-TensorRT's ``dtype.f32``); ``device`` is never stored."""
 
-    workspace_size: int = 0
     enabled_precisions: set = dataclasses.field(default_factory=lambda: {torch.float32})
-    use_explicit_typing: bool = True
+    workspace_size: int = 0
     min_block_size: int = 5
+    torch_executed_ops: set = dataclasses.field(default_factory=set)
+    pass_through_build_failures: bool = False
+    max_aux_streams: int | None = None
+    version_compatible: bool = False
     optimization_level: int | None = None
+    use_python_runtime: bool | None = False
     truncate_double: bool = False
+    use_fast_partitioner: bool = True
+    enable_experimental_decompositions: bool = False
+    device: Any = None
     require_full_compilation: bool = False
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    def __init__(self, **kwargs: Any) -> None:
-        for f in dataclasses.fields(self):
-            if f.name == "extra":
-                continue
-            default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
-            setattr(self, f.name, kwargs.pop(f.name) if f.name in kwargs else default)
-        self.extra = dict(kwargs.pop("extra", None) or {})
-        self.extra.update(kwargs)  # options this stand-in does not name go to Torch-TensorRT as given
-
-    def options(self) -> dict[str, Any]:
-        """The settings as Torch-TensorRT keyword arguments (``extra`` flattened in)."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
-        values.update(self.extra)
-        return values
+    disable_tf32: bool = False
+    assume_dynamic_shape_support: bool = False
+    sparse_weights: bool = False
+    engine_capability: str = "STANDARD"
+    num_avg_timing_iters: int = 1
+    dla_sram_size: int = 1048576
+    dla_local_dram_size: int = 1073741824
+    dla_global_dram_size: int = 536870912
+    dryrun: bool | str = False
+    hardware_compatible: bool = False
+    timing_cache_path: str = dataclasses.field(default_factory=lambda: _torch_tensorrt_temp("timing_cache.bin"))
+    lazy_engine_init: bool = False
+    cache_built_engines: bool = False
+    reuse_cached_engines: bool = False
+    use_explicit_typing: bool = True
+    use_fp32_acc: bool = False
+    refit_identical_engine_weights: bool = False
+    strip_engine_weights: bool = False
+    immutable_weights: bool = True
+    enable_weight_streaming: bool = False
+    enable_cross_compile_for_windows: bool = False
+    tiling_optimization_level: str = "none"
+    l2_limit_for_tiling: int = -1
+    use_distributed_mode_trace: bool = False
+    offload_module_to_cpu: bool = False
+    enable_autocast: bool = False
+    autocast_low_precision_type: Any = None
+    autocast_excluded_nodes: set = dataclasses.field(default_factory=set)
+    autocast_excluded_ops: set = dataclasses.field(default_factory=set)
+    autocast_max_output_threshold: float = 512
+    autocast_max_depth_of_reduction: int | None = None
+    autocast_calibration_dataloader: Any = None
+    enable_resource_partitioning: bool = False
+    cpu_memory_budget: int | None = None
+    dynamically_allocate_resources: bool = False
+    decompose_attention: bool = False
+    attn_bias_is_causal: bool = True
 
 
 def import_torch_tensorrt() -> Any | None:
@@ -84,9 +122,7 @@ def torch_tensorrt_availability() -> tuple[bool, str]:
 # -- settings <-> plain values ----------------------------------------------------------------
 def settings_values(settings: Any) -> dict[str, Any]:
     """All settings as keyword arguments, without the device (shallow: values are not copied)."""
-    if hasattr(settings, "options") and callable(settings.options):
-        values = settings.options()
-    elif dataclasses.is_dataclass(settings):
+    if dataclasses.is_dataclass(settings) and not isinstance(settings, type):
         values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
     elif isinstance(settings, dict):
         values = dict(settings)
@@ -110,12 +146,51 @@ def settings_overrides(settings: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if name not in defaults or defaults[name] != value}
 
 
+_OPS_PREFIX = "torch.ops."
+_OP_TYPES = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+
+
+def _setting_json(name: str, value: Any) -> Any:
+    """A setting as JSON. Operators (`torch_executed_ops={torch.ops.aten.add.Tensor}`, the form the
+    guide documents) are saved by name, "torch.ops.aten.add.Tensor", and sets are sorted by their
+    JSON text, so values of mixed types sort too."""
+    if isinstance(value, _OP_TYPES):
+        return f"{_OPS_PREFIX}{value}"
+    if isinstance(value, (set, frozenset, list, tuple)):
+        items = [_setting_json(name, item) for item in value]
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True)) \
+            if isinstance(value, (set, frozenset)) else items
+    if callable(value) and not isinstance(value, (type, enum.Enum)):
+        raise ValueError(f"compile_config.{name}: cannot save {value!r}; name operators as torch.ops overloads "
+                         "(torch.ops.aten.add.Tensor) or their names (\"torch.ops.aten.add.Tensor\")")
+    return _json_value(value)
+
+
 def settings_to_dict(settings: Any) -> dict[str, Any]:
-    return {name: _json_value(value) for name, value in sorted(settings_overrides(settings).items())}
+    return {name: _setting_json(name, value) for name, value in sorted(settings_overrides(settings).items())}
+
+
+def _operator(name: str) -> Any:
+    """torch.ops.<namespace>.<op>[.<overload>] from its saved name (untrusted: only identifiers,
+    and it must resolve to an operator)."""
+    parts = name[len(_OPS_PREFIX):].split(".")
+    if not 2 <= len(parts) <= 3 or not all(part.isidentifier() and not part.startswith("_") for part in parts):
+        raise ValueError(f"{name!r} is not an operator name (torch.ops.<namespace>.<op>[.<overload>])")
+    target: Any = torch.ops
+    try:
+        for part in parts:
+            target = getattr(target, part)
+    except (AttributeError, RuntimeError) as e:
+        raise ValueError(f"operator {name!r} does not exist here: {e}") from None
+    if not isinstance(target, _OP_TYPES):
+        raise ValueError(f"{name!r} is not an operator")
+    return target
 
 
 def _decode(value: Any, default: Any) -> Any:
     """A JSON value back to the type of the field's default (sets, dtypes, enums)."""
+    if isinstance(value, str) and value.startswith(_OPS_PREFIX):
+        return _operator(value)
     if isinstance(value, str) and value.startswith("torch.") and isinstance(getattr(torch, value[6:], None),
                                                                            torch.dtype):
         return getattr(torch, value[6:])
@@ -129,24 +204,39 @@ def _decode(value: Any, default: Any) -> Any:
     return value
 
 
+def _class_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def settings_from_dict(data: dict[str, Any] | None, settings_class: type | None = None) -> Any:
-    """Inverse of settings_to_dict (restores sets of dtypes and enum members by the defaults' types)."""
+    """Inverse of settings_to_dict (restores sets of dtypes and enum members by the defaults' types).
+    A saved config is untrusted input: a setting the class does not have (written for another
+    Torch-TensorRT version, or by hand) is refused naming it and the settings there are, instead
+    of surfacing as the class's own TypeError."""
     cls = settings_class or TorchTensorRTConfig
-    data = dict(data or {})
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError(f"saved compile_config must be an object of Torch-TensorRT settings, got {data!r}")
+    if dataclasses.is_dataclass(cls):
+        known = {f.name for f in dataclasses.fields(cls)} - {DEVICE_FIELD}  # the device is never saved
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"saved compile_config has setting(s) {unknown} that {_class_name(cls)} does not have "
+                             f"(written for another Torch-TensorRT version?); its settings are: {sorted(known)}")
     try:
         defaults = settings_values(cls())
     except Exception:  # noqa: BLE001
         defaults = {}
-    return cls(**{name: _decode(value, defaults.get(name)) for name, value in data.items()})
+    try:
+        return cls(**{name: _decode(value, defaults.get(name)) for name, value in data.items()})
+    except (TypeError, ValueError, KeyError) as e:
+        raise ValueError(f"saved compile_config {data!r} is not valid for {_class_name(cls)}: {e}") from e
 
 
-def settings_precision_class(settings: Any) -> str | None:
-    """"fp16"/"bf16" when the settings let TensorRT pick reduced-precision kernels (legacy weak
-    typing: enabled_precisions with use_explicit_typing=False); None otherwise."""
-    values = settings_values(settings)
-    if values.get("use_explicit_typing", True):
-        return None
-    names = {str(p).rsplit(".", 1)[-1].lower() for p in values.get("enabled_precisions") or ()}
+def _reduced_precision(dtypes: Any) -> str | None:
+    """"fp16"/"bf16" for torch dtypes, Torch-TensorRT dtypes (`dtype.f16`) or their names."""
+    names = {str(p).rsplit(".", 1)[-1].lower() for p in dtypes if p is not None}
     if names & {"float16", "half", "f16"}:
         return "fp16"
     if names & {"bfloat16", "bf16"}:
@@ -154,19 +244,34 @@ def settings_precision_class(settings: Any) -> str | None:
     return None
 
 
+def settings_precision_class(settings: Any) -> str | None:
+    """"fp16"/"bf16" when the settings let TensorRT run reduced-precision kernels, so the engine is
+    validated with that class's tolerances; None otherwise. Two ways (docs/guide.md): autocast
+    (`enable_autocast` with `autocast_low_precision_type`, what Torch-TensorRT 2.11 recommends), and
+    the deprecated weak typing (`enabled_precisions` with `use_explicit_typing=False`)."""
+    values = settings_values(settings)
+    if values.get("enable_autocast", False):
+        return _reduced_precision([values.get("autocast_low_precision_type")])
+    if values.get("use_explicit_typing", True):
+        return None
+    return _reduced_precision(values.get("enabled_precisions") or ())
+
+
 class CompileConfigMixin:
     """For backend configs with a ``compile_config`` field: it is saved as its non-default
     settings (no device), restored into ``TorchTensorRTConfig``, and described compactly."""
 
     def to_dict(self) -> dict[str, Any]:
-        data = BackendConfig.to_dict(self)  # type: ignore[arg-type]
-        data["compile_config"] = settings_to_dict(self.compile_config)  # type: ignore[attr-defined]
-        return data
+        return {f.name: settings_to_dict(self.compile_config) if f.name == "compile_config"  # type: ignore
+                else _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BackendConfig:
         data = dict(data)
-        settings = settings_from_dict(data.pop("compile_config", None))
+        try:
+            settings = settings_from_dict(data.pop("compile_config", None))
+        except ValueError as e:
+            raise ValueError(f"{cls.__name__}: {e}") from e
         config = super().from_dict(data)  # type: ignore[misc]
         config.compile_config = settings
         return config

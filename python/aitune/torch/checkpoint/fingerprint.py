@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from aitune._native import _C
+from aitune.tensorrt_install import tensorrt_version
 
 
 def _version(dist: str) -> str | None:
@@ -29,7 +30,7 @@ def current_fingerprint(device: torch.device | None = None) -> dict[str, Any]:
         "driver_version": native["driver_version"] or None,
         "cuda_runtime": torch.version.cuda,
         "torch": torch.__version__,
-        "tensorrt": _version("tensorrt"),
+        "tensorrt": tensorrt_version(),  # the module's, not a distribution's (aitune.tensorrt_install)
         "torch_tensorrt": _version("torch-tensorrt"),
         "onnxruntime": _version("onnxruntime") or _version("onnxruntime-gpu"),
         "platform": f"{platform.system().lower()}-{platform.machine()}",

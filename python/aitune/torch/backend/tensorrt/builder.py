@@ -138,14 +138,25 @@ def parse_onnx(trt: Any, builder: Any, trt_log: Any, onnx_path: Path) -> Any:
 
 def add_profiles(builder: Any, builder_config: Any, network: Any, profiles: list, names: list[str | None]) -> None:
     """One TensorRT optimization profile per aitune profile, for the network's inputs. `names[i]`
-    is the ONNX/engine name of graph tensor input i (None when the export dropped it)."""
+    is the ONNX/engine name of graph tensor input i (None when the export dropped it). A network
+    without inputs gets no profile; a profile TensorRT refuses (add_optimization_profile returns
+    -1) fails the build here, not later with an engine whose profile indices are shifted."""
     taken = {network.get_input(i).name for i in range(network.num_inputs)}
-    for profile in profiles:
+    for number, profile in enumerate(profiles):
         trt_profile = builder.create_optimization_profile()
+        shapes = {}
         for name, (low, opt, high) in zip(names, profile):
             if name is not None and name in taken:
-                trt_profile.set_shape(name, tuple(low), tuple(opt), tuple(high))
-        builder_config.add_optimization_profile(trt_profile)
+                shapes[name] = (tuple(low), tuple(opt), tuple(high))
+                trt_profile.set_shape(name, *shapes[name])
+        if not shapes:
+            continue
+        index = builder_config.add_optimization_profile(trt_profile)
+        if index != number:
+            listed = ", ".join(f"{name}: min={list(a)}, opt={list(b)}, max={list(c)}"
+                               for name, (a, b, c) in shapes.items())
+            raise RuntimeError(f"TensorRT refused optimization profile {number} ({listed}): add_optimization_profile "
+                               f"returned {index}, expected {number}")
 
 
 def build_engine(trt: Any, onnx_path: Path, plan_path: Path, profiles: list, names: list[str | None],

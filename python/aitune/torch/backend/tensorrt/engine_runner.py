@@ -20,6 +20,8 @@ logger = logging.getLogger("aitune")
 _TRT_TO_TORCH = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT8": torch.int8,
                  "INT32": torch.int32, "INT64": torch.int64, "BOOL": torch.bool, "UINT8": torch.uint8,
                  "FP8": torch.float8_e4m3fn}
+if hasattr(torch, "float8_e8m0fnu"):  # TensorRT's E8M0 scale type (MX formats)
+    _TRT_TO_TORCH["E8M0"] = torch.float8_e8m0fnu
 
 
 def torch_dtype(trt_dtype: Any) -> torch.dtype:
@@ -73,6 +75,9 @@ class EngineRunner:
         self.engine = self._runtime.deserialize_cuda_engine(plan)
         if self.engine is None:
             raise RuntimeError("TensorRT could not deserialize the plan (built by another TensorRT version or GPU?)")
+        if len(profiles) > self.engine.num_optimization_profiles:
+            raise RuntimeError(f"The TensorRT plan has {self.engine.num_optimization_profiles} optimization profile(s) "
+                               f"but its profiles file lists {len(profiles)}: they come from different builds")
         self.context = self.engine.create_execution_context()
         inputs, outputs = [], []
         for i in range(self.engine.num_io_tensors):
@@ -85,6 +90,8 @@ class EngineRunner:
         if unknown:
             raise RuntimeError(f"TensorRT engine inputs {sorted(unknown)} match no tensor input of the graph")
         self._selector = _C.TrtProfileSelector(display_names, [list(p) for p in profiles])
+        self._profiles = profiles
+        self._display_names = display_names
         self._output_dtypes = {name: torch_dtype(self.engine.get_tensor_dtype(name)) for name in outputs}
         # An engine may take other input types than the model (autocast with keep_io_types=False).
         self._input_dtypes = {name: torch_dtype(self.engine.get_tensor_dtype(name)) for name in inputs}
@@ -102,7 +109,13 @@ class EngineRunner:
         with self._lock:
             context = self.context
             if index != self._profile:
-                context.set_optimization_profile_async(index, stream)
+                # Only a switch TensorRT accepted is remembered: otherwise every later call would
+                # run on the stale profile.
+                if not context.set_optimization_profile_async(index, stream):
+                    raise RuntimeError(
+                        f"TensorRT refused to switch to optimization profile {index} (set_optimization_profile_async "
+                        f"returned False); the engine has {self.engine.num_optimization_profiles} profile(s) and "
+                        f"aitune's profiles file lists {len(self._profiles)}: the plan and its profiles do not match")
                 self._profile = index
             keep = []
             for i, name in self._bindings:
@@ -111,8 +124,13 @@ class EngineRunner:
                 if tensor.device != self._device or tensor.dtype != dtype or not tensor.is_contiguous():
                     tensor = tensor.to(self._device, dtype).contiguous()
                 keep.append(tensor)
-                context.set_input_shape(name, tuple(tensor.shape))
-                context.set_tensor_address(name, tensor.data_ptr())
+                if not context.set_input_shape(name, tuple(tensor.shape)):
+                    low, _, high = self._profiles[index][i]
+                    raise RuntimeError(
+                        f"TensorRT refused input shape {list(tensor.shape)} for engine input '{name}' "
+                        f"({self._display_names[i]}) in optimization profile {index} (set_input_shape returned False); "
+                        f"aitune's profile allows {list(low)} to {list(high)}: the plan and its profiles do not match")
+                self._set_address(name, tensor.data_ptr())
             shapes = {name: tuple(context.get_tensor_shape(name)) for name in self.output_names}
             outputs: dict[str, torch.Tensor] = {}
             dynamic = self._data_dependent(shapes)
@@ -120,13 +138,16 @@ class EngineRunner:
                 self._allocator = make_output_allocator(self._trt, self._device)
             for name, shape in shapes.items():
                 if any(d < 0 for d in shape):
-                    context.set_output_allocator(name, self._allocator)
+                    if not context.set_output_allocator(name, self._allocator):
+                        raise RuntimeError(f"TensorRT refused the output allocator for engine output '{name}' "
+                                           "(set_output_allocator returned False)")
                     continue
                 out = torch.empty(shape, dtype=self._output_dtypes[name], device=self._device)
                 outputs[name] = out
-                context.set_tensor_address(name, out.data_ptr())
+                self._set_address(name, out.data_ptr())
             if not context.execute_async_v3(stream):
-                raise RuntimeError("TensorRT execution failed")
+                errors = "; ".join(list(self._log.errors)[-3:]) or "TensorRT logged no error"
+                raise RuntimeError(f"TensorRT execution failed (execute_async_v3 returned False): {errors}")
             if dynamic:
                 # Shapes arrive with the execution: the host waits for this stream only here.
                 if self._device.type == "cuda":
@@ -142,6 +163,11 @@ class EngineRunner:
                         outputs[name] = raw.view(dtype).reshape(real).clone()
             del keep
         return outputs
+
+    def _set_address(self, name: str, address: int) -> None:
+        if not self.context.set_tensor_address(name, address):
+            raise RuntimeError(f"TensorRT refused the address {address:#x} for engine tensor '{name}' "
+                               "(set_tensor_address returned False)")
 
 
 def _trt_logger(trt: Any) -> Any:

@@ -121,32 +121,61 @@ class ProfilingTuneStrategy(TuneStrategy):
             backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
             if backend is None:
                 continue
-            try:
-                point = self._measure(backend, ctx)
-            except Exception as e:  # noqa: BLE001 - a candidate that cannot be measured loses
-                self._log("❌ backend profiling failed for %s: %s: %s", backend.describe(), type(e).__name__, e)
-                self.backend_results[-1].update({"success": False, "error": f"{type(e).__name__}: {e}"})
-                tune_data.fail_build(e, backend.describe())
-                self._tally.record_failure(None)
-                self._siblings.before_release(backend)
-                backend.deactivate()
-                continue
-            if point is None:
-                self._log("❌ %s has no measurement within the limits", backend.describe())
-                self.backend_results[-1].update({"success": False, "error": "no batch size within the limits"})
-                tune_data.fail_build("no batch size within the limits", backend.describe())
-                self._tally.record_failure(None)
-                self._siblings.before_release(backend)
-                backend.deactivate()
-                continue
-            if len(self._batch_sizes(ctx)) > 1:
-                backend.release_cuda_graph_captures()  # one pool per swept size adds up over candidates
-            self.backend_results[-1].update({self.metric_name: point.metric, "selected_batch_size": point.batch_size,
-                                             "latency": point.latency_ms})
-            self._log("✅ backend profiled - %s: %.4g, batch size: %d", self.metric_name, point.metric,
-                      point.batch_size)
-            measured.append(point)
+            point = self._measure_candidate(backend, ctx)
+            if point is not None:
+                measured.append(point)
         return self._select(ctx, measured)
+
+    def _measure_candidate(self, backend: Backend, ctx: GraphContext) -> Measured | None:
+        """A built, validated candidate's point, or None (then it is released): also what a
+        multi-device worker runs."""
+        try:
+            point = self._measure(backend, ctx)
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot be measured loses
+            self._log("❌ backend profiling failed for %s: %s: %s", backend.describe(), type(e).__name__, e)
+            self.backend_results[-1].update({"success": False, "error": f"{type(e).__name__}: {e}"})
+            tune_data.fail_build(e, backend.describe())
+            self._tally.record_failure(None)
+            self._siblings.before_release(backend)
+            backend.deactivate()
+            return None
+        if point is None:
+            self._log("❌ %s has no measurement within the limits", backend.describe())
+            self.backend_results[-1].update({"success": False, "error": "no batch size within the limits"})
+            tune_data.fail_build("no batch size within the limits", backend.describe())
+            self._tally.record_failure(None)
+            self._siblings.before_release(backend)
+            backend.deactivate()
+            return None
+        if len(self._batch_sizes(ctx)) > 1:
+            backend.release_cuda_graph_captures()  # one pool per swept size adds up over candidates
+        self.backend_results[-1].update({self.metric_name: point.metric, "selected_batch_size": point.batch_size,
+                                         "latency": point.latency_ms})
+        self._log("✅ backend profiled - %s: %.4g, batch size: %d", self.metric_name, point.metric, point.batch_size)
+        return point
+
+    # -- several devices (docs/guide.md, "Tuning on several GPUs") -----------------------------
+    def _decide(self, ctx: GraphContext, records: list[Any]) -> Backend:
+        """The sequential selection (_select) over the workers' points, each scaled by its
+        device's eager baseline against the tuning device's (the noise between devices is
+        logged by the pool). The winner's build is then served on the tuning device; if that
+        fails, the selection runs again without it."""
+        from aitune.torch.multi_device.records import RemoteBuild, materialize, replay
+
+        for record in records:
+            replay(self, record)
+        candidates = [r for r in records if r.point is not None]
+        while True:
+            measured = [Measured(RemoteBuild(r), *r.scaled_point(self.metric_name)) for r in candidates]
+            winner = self._select(ctx, measured)
+            if not isinstance(winner, RemoteBuild):
+                return winner  # the eager baseline
+            backend = materialize(self, winner.record, ctx)
+            if backend is not None:
+                return backend
+            candidates.remove(winner.record)
+            if self._baseline is not None:
+                self._baseline.backend.activate()  # _select released it for the winner that failed
 
     def _select(self, ctx: GraphContext, measured: list[Measured]) -> Backend:
         candidates = [(m.backend.describe(), True, m.metric) for m in measured]

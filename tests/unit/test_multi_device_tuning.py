@@ -122,3 +122,17 @@ def test_devices_are_checked_with_clear_messages():
         ait.tune(m, [torch.randn(8)], devices=[])
     with pytest.raises(AITuneUserInputError, match="devices must all be of one type"):
         ait.tune(m, [torch.randn(8)], devices=["cpu", "meta"])
+
+
+def test_a_module_that_cannot_be_sent_is_tuned_here_with_a_warning(aitune_log):
+    module_registry.clear()
+    model = SleepyLinear(0.004).eval()
+    model.callback = lambda x: x  # a lambda cannot be pickled, so the module cannot go to a worker
+    strategy = ait.FirstWinsStrategy([fake(name="slow", delay_s=0.015), fake(name="good")],
+                                     profiling_config=quick_profiling()).enable_find_max_batch_size(False)
+    m = ait.Module(model, "m", strategy=strategy)
+    ait.tune(m, [torch.randn(8) for _ in range(4)], batch_sizes=[1, 2], device="cpu", devices=TWO_CPUS)
+    assert m.tuned_module.backends[0][1].config.name == "good"
+    assert "⚠️ tuning on several devices sends the module to worker processes, but SleepyLinear cannot be " \
+           "pickled" in aitune_log.text
+    assert "tuning graph `0` on cpu alone" in aitune_log.text

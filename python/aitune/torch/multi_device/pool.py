@@ -148,7 +148,10 @@ class DevicePool:
         except TypeError as e:
             logger.warning("⚠️ %s; tuning graph `%s` on %s alone", e, ctx.graph.name, ctx.device)
             return strategy._tune(ctx)
-        records, baselines = self._evaluate(strategy, ctx, module_bytes, payload)
+        evaluated = self._evaluate(strategy, ctx, module_bytes, payload)
+        if evaluated is None:
+            return strategy._tune(ctx)
+        records, baselines = evaluated
         self._scale_by_baselines(strategy, records, baselines)
         ordered = [records[i] for i in sorted(records)]
         return strategy._decide(ctx, ordered)
@@ -170,7 +173,9 @@ class DevicePool:
         w.conn.send(("graph", payload))
 
     def _evaluate(self, strategy: Any, ctx: Any, module_bytes: bytes,
-                  payload: dict[str, Any]) -> tuple[dict[int, CandidateRecord], dict[int, dict]]:
+                  payload: dict[str, Any]) -> tuple[dict[int, CandidateRecord], dict[int, dict]] | None:
+        """Records by candidate index and eager baselines by worker; None when no worker process
+        could run (then the caller tunes the graph here)."""
         candidates = strategy._candidates()
         pending = collections.deque(sibling_groups(candidates))
         token = self._module_tokens[id(ctx.module)]
@@ -180,24 +185,33 @@ class DevicePool:
         for w in self._workers:
             self._prepare(w, token, module_bytes, payload)
         settled = getattr(strategy, "_settled", None)
-        while pending or busy:
+        while True:
             if settled is not None and settled(records):
                 pending.clear()  # the decision is known: start nothing more
-            for w in self._workers:
-                if pending and w.index not in busy and w.alive():
+            alive = [w for w in self._workers if w.alive()]
+            for w in alive:
+                if pending and w.index not in busy:
                     busy[w.index] = pending.popleft()
                     w.conn.send(("evaluate", busy[w.index]))
-            if not busy:
+            # Every live worker's baseline is awaited too: its pipe is then drained for this graph.
+            waiting = [w for w in alive if w.index in busy or w.index not in baselines]
+            if not waiting:
                 break
-            listening = {w.conn: w for w in self._workers if w.index in busy}
+            listening = {w.conn: w for w in alive}
             for conn in multiprocessing.connection.wait(list(listening), timeout=1.0):
                 self._receive(listening[conn], candidates, records, baselines, busy)
             for w in self._workers:
                 if w.index in busy and not w.alive():
                     reason = f"the worker process on {w.device} exited with code {w.process.exitcode}"
                     self._fail_group(w, busy.pop(w.index), candidates, records, reason)
+                    baselines.setdefault(w.index, {})
                     if pending:
                         self._prepare(w, token, module_bytes, payload)  # a new process takes the next group
+        if pending:
+            codes = ", ".join(f"{w.tag}: exit code {w.process.exitcode if w.process else None}" for w in self._workers)
+            logger.warning("⚠️ No worker process is running (%s); graph `%s` is tuned in this process", codes,
+                           ctx.graph.name)
+            return None
         return records, baselines
 
     def _receive(self, w: _Worker, candidates: list, records: dict, baselines: dict, busy: dict) -> None:
@@ -216,6 +230,7 @@ class DevicePool:
             busy.pop(w.index, None)
         elif kind == "error":
             logger.warning("⚠️ [%s] %s", w.tag, message[1].strip())
+            baselines.setdefault(w.index, {})
             if w.index in busy:
                 self._fail_group(w, busy.pop(w.index), candidates, records, message[1].splitlines()[0])
 

@@ -149,10 +149,13 @@ def main(conn: Any, device: str, index: int) -> None:
             elif kind == "graph":
                 if job is not None:
                     job.close()
+                    job = None  # a graph that fails to set up must not leave the last one in place
                 job = _GraphJob(module, load_strategy(message[1]["strategy"]), message[1], device, index)
                 conn.send(("baseline", job.baseline()))
             elif kind == "evaluate":
-                conn.send(("records", job.evaluate(message[1])))  # type: ignore[union-attr]
+                if job is None:
+                    raise RuntimeError("the graph could not be set up in this worker (see its error above)")
+                conn.send(("records", job.evaluate(message[1])))
         except Exception as e:  # noqa: BLE001 - reported; the tuning process counts those candidates as failed
             conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
     if job is not None:

@@ -18,7 +18,7 @@ from aitune.torch.module.state import ModuleState
 from aitune.torch.task.profiling import NumStepsMeasuringStopStrategy, ProfilingConfig
 
 from fake_backend import FakeBackend, FakeBackendConfig, SleepyLinear
-from multi_device_helpers import CrashingBackend
+from multi_device_helpers import CrashingBackend, CrashingWhileMeasuredBackend
 
 TWO_CPUS = ["cpu", "cpu"]
 
@@ -112,6 +112,22 @@ def test_a_worker_that_dies_costs_only_its_candidates(aitune_log):
     assert crashed["backend"] == "CrashingBackend()" and not crashed["success"]
     assert "exited with code 3" in crashed["error"]
     assert multiprocessing.active_children() == []
+
+
+def test_a_worker_that_dies_measuring_gives_its_turn_back():
+    """Measurements take turns (one worker measures at a time); a worker that dies in its turn
+    must not leave the others waiting for it. Whichever of the crash and the slow candidate's
+    measurement comes first, a measurement (of `slow` or of `good`) needs the turn after it."""
+    import time
+
+    strategy = ait.FirstWinsStrategy([CrashingWhileMeasuredBackend(), fake(name="slow", delay_s=0.015),
+                                      fake(name="good")],
+                                     profiling_config=quick_profiling())
+    start = time.monotonic()
+    m = tuned(strategy, devices=TWO_CPUS)
+    assert time.monotonic() - start < 120, "the other worker waited for a turn that was never given back"
+    assert m.tuned_module.backends[0][1].config.name == "good"
+    assert "exited with code 4" in strategy.backend_results[0]["error"]
 
 
 def test_devices_are_checked_with_clear_messages():

@@ -117,7 +117,7 @@ def _tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None, max_n
 
     # The pool's workers start first, so they boot while the dataset is recorded.
     with tune_data.run_span("dry_run" if dry_run else config.mode.value), \
-            (device_pool(pool_devices) if pool_devices else contextlib.nullcontext()):
+            (device_pool(pool_devices) if pool_devices else contextlib.nullcontext()) as pool:
         device = _resolve_device(device)
         sizes = _resolve_batch_sizes(batch_sizes)
 
@@ -139,6 +139,8 @@ def _tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None, max_n
                     raise AITuneUserInputError(dataset_hint(e, bs, args, kwargs)) from e
 
         modules = list(module_registry.MODULE_REGISTRY.values())
+        if pool is not None:
+            pool.wait_ready()  # booting workers would slow this process's own measurements
         try:
             _tune_modules(modules, device, dry_run, ignore_failing_modules)
         except BaseException:

@@ -86,17 +86,28 @@ class _Worker:
         self.process: Any = None
         self.conn: Any = None
         self.module_token: int | None = None
+        self.ready = False
 
-    def start(self) -> None:
+    def start(self, turn: tuple[Any, Any], cpu_threads: int) -> None:
         from aitune.torch.multi_device import worker
 
         context = multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=worker.main, args=(child, str(self.device), self.index),
+        self.process = context.Process(target=worker.main,
+                                       args=(child, str(self.device), self.index, *turn, cpu_threads),
                                        name=f"aitune-tune-{self.index}", daemon=True)
         self.process.start()
         child.close()
         self.module_token = None
+        self.ready = False
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Until the process has imported torch and aitune (its "ready"), or it ended."""
+        if self.ready or not self.alive():
+            return
+        if self.conn.poll(timeout_s):
+            with contextlib.suppress(EOFError, OSError):
+                self.ready = self.conn.recv()[0] == "ready"
 
     def alive(self) -> bool:
         return self.process is not None and self.process.is_alive()
@@ -127,8 +138,12 @@ class DevicePool:
 
     def start(self) -> None:
         _share_compile_caches()
+        context = multiprocessing.get_context("spawn")
+        self._turn = (context.Lock(), context.Value("i", 0))  # measurements take turns (worker.TurnLock)
+        cpu_workers = sum(d.type == "cpu" for d in self.devices)
+        self._cpu_threads = max(1, (os.cpu_count() or 1) // max(1, cpu_workers))
         for w in self._workers:
-            w.start()
+            w.start(self._turn, self._cpu_threads)
         logger.info("🖥️ Tuning on %d devices: %s (one worker process each)", len(self.devices),
                     ", ".join(str(d) for d in self.devices))
 
@@ -163,9 +178,16 @@ class DevicePool:
             self._module_tokens[key] = len(self._module_tokens) + 1
         return self._module_bytes[key]
 
+    def wait_ready(self, timeout_s: float = 300.0) -> None:
+        """Until every worker has booted: ait.tune calls it before tuning, so the tuning
+        process's own measurements (max-batch search, eager baseline) do not compete with
+        workers importing torch."""
+        for w in self._workers:
+            w.wait_ready(timeout_s)
+
     def _prepare(self, w: _Worker, token: int, module_bytes: bytes, payload: dict[str, Any]) -> None:
         if not w.alive():
-            w.start()
+            w.start(self._turn, self._cpu_threads)
         w.conn.send(("config", dict(config.__dict__)))
         if w.module_token != token:
             w.conn.send(("module", token, module_bytes))
@@ -202,6 +224,7 @@ class DevicePool:
                 self._receive(listening[conn], candidates, records, baselines, busy)
             for w in self._workers:
                 if w.index in busy and not w.alive():
+                    self._release_turn_of(w)
                     reason = f"the worker process on {w.device} exited with code {w.process.exitcode}"
                     self._fail_group(w, busy.pop(w.index), candidates, records, reason)
                     baselines.setdefault(w.index, {})
@@ -233,6 +256,13 @@ class DevicePool:
             baselines.setdefault(w.index, {})
             if w.index in busy:
                 self._fail_group(w, busy.pop(w.index), candidates, records, message[1].splitlines()[0])
+
+    def _release_turn_of(self, w: _Worker) -> None:
+        """A worker that died while measuring never gave its turn back: give it back for it."""
+        lock, owner = self._turn
+        if w.process is not None and owner.value == w.process.pid:
+            owner.value = 0
+            lock.release()
 
     def _fail_group(self, w: _Worker, group: list[int], candidates: list, records: dict, reason: str) -> None:
         logger.warning("❌ [%s] %s while evaluating %s", w.tag, reason,

@@ -30,6 +30,29 @@ class _Forward(logging.Handler):
             pass
 
 
+class TurnLock:
+    """The pool's measurement turn: a process lock and the pid holding it, so the pool can
+    release the turn of a worker that died measuring (pool.py)."""
+
+    def __init__(self, lock: Any, owner: Any, timeout_s: float = 600.0) -> None:
+        self.lock, self.owner, self.timeout_s = lock, owner, timeout_s
+        self.held = False
+
+    def __enter__(self) -> TurnLock:
+        self.held = self.lock.acquire(timeout=self.timeout_s)
+        if self.held:
+            self.owner.value = os.getpid()
+        else:
+            logger.warning("⚠️ Measuring without a turn: another worker held it for %g s", self.timeout_s)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.held:
+            self.owner.value = 0
+            self.lock.release()
+            self.held = False
+
+
 class _GraphJob:
     """One graph's evaluation state in this worker."""
 
@@ -118,13 +141,20 @@ class _GraphJob:
             baseline.backend.deactivate()
 
 
-def main(conn: Any, device: str, index: int) -> None:
-    """The worker process's loop (started by pool.py with the spawn method)."""
+def main(conn: Any, device: str, index: int, measurement_lock: Any, lock_owner: Any, cpu_threads: int) -> None:
+    """The worker process's loop (started by pool.py with the spawn method). Its measurements
+    take the pool's `measurement_lock` (with `lock_owner`, the pid holding it): they take turns, so no two measure at once; on the CPU
+    it uses `cpu_threads` threads, its share of the cores."""
     os.environ["AITUNE_PROGRESS"] = "0"  # no live status line from a background process
     import torch
 
     from aitune.torch.config import config
     from aitune.torch.multi_device.transport import load_strategy, loads_tensors
+    from aitune.torch.task import profile
+
+    profile.MEASUREMENT_LOCK[0] = TurnLock(measurement_lock, lock_owner)
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(cpu_threads)
 
     logger.handlers[:] = [_Forward(conn)]
     logger.setLevel(logging.INFO)

@@ -3,6 +3,7 @@ module (SPEC §3.1)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import time
@@ -66,23 +67,57 @@ def dataset_hint(error: Exception, batch_size: int, args: tuple, kwargs: dict) -
     )
 
 
+def _resolve_devices(devices: Iterable[Any]) -> list[torch.device]:
+    """ait.tune's `devices`: one type for all (their measurements are compared), each usable."""
+    if isinstance(devices, (str, torch.device)):
+        raise AITuneUserInputError(f"devices must be a list of devices, e.g. ['cuda:0', 'cuda:1'], got {devices!r}")
+    resolved = [_resolve_device(d) for d in devices]
+    if not resolved:
+        raise AITuneUserInputError("devices must name at least one device, got an empty list")
+    kinds = sorted({d.type for d in resolved})
+    if len(kinds) > 1:
+        raise AITuneUserInputError(
+            f"devices must all be of one type, since candidates measured on them are compared; got {kinds} in "
+            f"{[str(d) for d in resolved]}")
+    if resolved[0].type == "cuda":
+        count = torch.cuda.device_count()
+        missing = [str(d) for d in resolved if (d.index or 0) >= count]
+        if missing:
+            raise AITuneUserInputError(f"devices {missing} do not exist: this machine has {count} CUDA device(s)")
+    return resolved
+
+
 def tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None = None,
          max_num_batches_per_batch_size: int | None = None, device: Any = "cuda:0", dry_run: bool = False,
-         disable_external_logging: bool = False, clear_cache: bool = False, ignore_failing_modules: bool = True) -> None:
+         disable_external_logging: bool = False, clear_cache: bool = False, ignore_failing_modules: bool = True,
+         devices: Iterable[Any] | None = None) -> None:
     """Runs `func` over `dataset` at each batch size so wrapped modules record their calls,
-    then tunes each registered module in registration order and activates the results."""
+    then tunes each registered module in registration order and activates the results.
+
+    `devices` (e.g. ["cuda:0", "cuda:1"]) evaluates each graph's candidates in parallel, one
+    worker process per device, and decides as on one device; the first device is the tuning
+    device (it replaces `device`) where the modules are recorded and the results serve
+    (docs/guide.md, "Tuning on several GPUs")."""
     setup_logging()
     start = time.perf_counter()
     with external_logging_disabled(disable_external_logging):
         if clear_cache and config.cache_dir.exists():
             shutil.rmtree(config.cache_dir)
-        _tune(func, dataset, batch_sizes, max_num_batches_per_batch_size, device, dry_run, ignore_failing_modules)
+        pool_devices = _resolve_devices(devices) if devices is not None else []
+        if pool_devices:
+            device = pool_devices[0]
+        _tune(func, dataset, batch_sizes, max_num_batches_per_batch_size, device, dry_run, ignore_failing_modules,
+              pool_devices if len(pool_devices) > 1 and not dry_run else [])
     logger.info("⏱️ ait.tune completed in %s", format_duration(time.perf_counter() - start))
 
 
 def _tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None, max_num_batches_per_batch_size: int | None,
-          device: Any, dry_run: bool, ignore_failing_modules: bool) -> None:
-    with tune_data.run_span("dry_run" if dry_run else config.mode.value):
+          device: Any, dry_run: bool, ignore_failing_modules: bool, pool_devices: list[torch.device]) -> None:
+    from aitune.torch.multi_device.pool import device_pool
+
+    # The pool's workers start first, so they boot while the dataset is recorded.
+    with tune_data.run_span("dry_run" if dry_run else config.mode.value), \
+            (device_pool(pool_devices) if pool_devices else contextlib.nullcontext()) as pool:
         device = _resolve_device(device)
         sizes = _resolve_batch_sizes(batch_sizes)
 
@@ -104,6 +139,8 @@ def _tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None, max_n
                     raise AITuneUserInputError(dataset_hint(e, bs, args, kwargs)) from e
 
         modules = list(module_registry.MODULE_REGISTRY.values())
+        if pool is not None:
+            pool.wait_ready()  # booting workers would slow this process's own measurements
         try:
             _tune_modules(modules, device, dry_run, ignore_failing_modules)
         except BaseException:

@@ -3,6 +3,7 @@ natively (aitune._C.measure_batch, time_call, SweepState); this module prepares 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import time
@@ -17,6 +18,9 @@ from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.utils.progress import LiveLine
 
 logger = logging.getLogger("aitune")
+# Held while measuring. A multi-device tuning worker puts the device pool's shared lock here
+# (multi_device/worker.py), so the workers' measurements take turns while their builds overlap.
+MEASUREMENT_LOCK: list[Any] = [contextlib.nullcontext()]
 NUM_INPUT_SETS = 3  # inputs rotate among this many copies so a cache-resident input does not flatter
 
 
@@ -40,7 +44,7 @@ def profile(fn: Callable, graph: GraphSpec, data: list[Sample], config: Profilin
     out-of-memory or any other error ends the sweep with a warning; results so far are kept.
     `label` names what is measured on the terminal's live status line."""
     limits = limits or SweepLimits()
-    with LiveLine(f"📏 measuring {label or getattr(fn, '__qualname__', 'the candidate')}") as line:
+    with MEASUREMENT_LOCK[0], LiveLine(f"📏 measuring {label or getattr(fn, '__qualname__', 'the candidate')}") as line:
         return _sweep(fn, graph, data, config, device, batch_sizes, stop_above_latency_ms, line, limits)
 
 

@@ -421,6 +421,16 @@ def begin_build(backend: Any, log_file: Any = None, build_dir: Any = None,
     return build
 
 
+def adopt_builds(builds: list[BuildReport]) -> None:
+    """Builds made in a multi-device worker process (multi_device/), into the current graph."""
+    graph = _state.graph
+    if graph is None or not builds:
+        return
+    graph.builds.extend(builds)
+    _state.build = None
+    _flush()
+
+
 def _describe(backend: Any) -> str:
     try:
         return backend.describe()

@@ -48,22 +48,57 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
             backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
             if backend is None:
                 continue
-            try:
-                passed = self._passes_gate(backend, ctx)
-            except CudaGraphCaptureError as e:  # a capture failed while measuring: its plain sibling may run
-                self._log("❌ backend failed: %s", e)
-                self._tally.record_failure(None)
-                tune_data.fail_build(e, backend.describe())
-                passed = False
-            if passed:
-                self._log("✅ Selected %s for module %s and graph spec %s.", backend.describe(), ctx.module_name,
-                          ctx.graph.display_name)
-                return backend
+            if self._measure_candidate(backend, ctx):
+                return self._selected(backend, ctx)
             self._siblings.before_release(backend)
             backend.deactivate()  # gate-rejected candidates free their memory at once (SPEC §6.1)
             ctx.module.to(ctx.device)
+        return self._none_qualified(ctx)
+
+    def _measure_candidate(self, backend: Backend, ctx: GraphContext) -> bool:
+        """The gate for a built, validated candidate (also what a multi-device worker runs)."""
+        try:
+            return self._passes_gate(backend, ctx)
+        except CudaGraphCaptureError as e:  # a capture failed while measuring: its plain sibling may run
+            self._log("❌ backend failed: %s", e)
+            self._tally.record_failure(None)
+            tune_data.fail_build(e, backend.describe())
+            return False
+
+    def _selected(self, backend: Backend, ctx: GraphContext) -> Backend:
+        self._log("✅ Selected %s for module %s and graph spec %s.", backend.describe(), ctx.module_name,
+                  ctx.graph.display_name)
+        return backend
+
+    def _none_qualified(self, ctx: GraphContext) -> Backend:
         self._keep_eager_message(ctx)
         raise NoValidBackendError(
             f"There is no valid backend for a module: {ctx.module_name}, graph_spec: {ctx.graph.display_name}",
             outcome=self._kept_eager,
         )
+
+    # -- several devices (docs/guide.md, "Tuning on several GPUs") -----------------------------
+    def _settled(self, records: dict[int, Any]) -> bool:
+        """The decision is known once every candidate before the first passing one is in."""
+        for index in range(len(self.backends)):
+            if index not in records:
+                return False
+            if records[index].passed:
+                return True
+        return True
+
+    def _decide(self, ctx: GraphContext, records: list[Any]) -> Backend:
+        """The sequential rule on the workers' records: candidates in list order, the first that
+        passed its gate (measured against its own device's eager baseline) wins. Its build is
+        then served on the tuning device; if that fails, the next one that passed wins."""
+        from aitune.torch.multi_device.records import materialize, replay
+
+        for record in records:
+            replay(self, record)
+            if not record.passed:
+                continue
+            backend = materialize(self, record, ctx)
+            if backend is not None:
+                self._selected_speedup = record.selected_speedup
+                return self._selected(backend, ctx)
+        return self._none_qualified(ctx)

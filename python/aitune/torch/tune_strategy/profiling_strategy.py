@@ -100,10 +100,13 @@ class ProfilingTuneStrategy(TuneStrategy):
         if not results:
             return None
         best = max(results, key=lambda r: r["throughput_per_s"])
-        return Measured(backend, best["throughput_per_s"], best["batch_size"], best["host_latency_ms_mean"],
-                        best["throughput_per_s"],
-                        MaxThroughputProfilingResult(selected_batch_size=best["batch_size"],
-                                                     throughput=best["throughput_per_s"]))
+        return self._point(backend, best["batch_size"], best["host_latency_ms_mean"], best["throughput_per_s"])
+
+    def _point(self, backend: Any, batch_size: int, latency_ms: float, throughput: float) -> Measured:
+        """A candidate's point at `batch_size`, with the strategy's metric and AITune's result
+        object: from its own measurements, or a multi-device worker's (scaled) ones."""
+        return Measured(backend, throughput, batch_size, latency_ms, throughput,
+                        MaxThroughputProfilingResult(selected_batch_size=batch_size, throughput=throughput))
 
     def _speedup(self, candidate: Measured, baseline: Measured) -> float:
         if self.metric_name == "latency":
@@ -135,32 +138,63 @@ class ProfilingTuneStrategy(TuneStrategy):
             backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
             if backend is None:
                 continue
-            try:
-                point = self._measure(backend, ctx)
-            except Exception as e:  # noqa: BLE001 - a candidate that cannot be measured loses
-                self._log("❌ backend profiling failed for %s: %s: %s", backend.describe(), type(e).__name__, e)
-                self.backend_results[-1].update({"success": False, "error": f"{type(e).__name__}: {e}"})
-                tune_data.fail_build(e, backend.describe())
-                self._tally.record_failure(None)
-                self._siblings.before_release(backend)
-                backend.deactivate()
-                continue
-            if point is None:
-                self._log("❌ %s has no measurement within the limits", backend.describe())
-                self.backend_results[-1].update({"success": False, "error": "no batch size within the limits"})
-                tune_data.fail_build("no batch size within the limits", backend.describe())
-                self._tally.record_failure(None)
-                self._siblings.before_release(backend)
-                backend.deactivate()
-                continue
-            if len(self._batch_sizes(ctx)) > 1:
-                backend.release_cuda_graph_captures()  # one pool per swept size adds up over candidates
-            self.backend_results[-1].update({**point.result.to_json_dict(self.metric_name),
-                                             "latency": point.latency_ms})
-            self._log("✅ backend profiled - %s: %.4g, batch size: %d", self.metric_name, point.metric,
-                      point.batch_size)
-            measured.append(point)
+            point = self._measure_candidate(backend, ctx)
+            if point is not None:
+                measured.append(point)
         return self._select(ctx, measured)
+
+    def _measure_candidate(self, backend: Backend, ctx: GraphContext) -> Measured | None:
+        """A built, validated candidate's point, or None (then it is released): also what a
+        multi-device worker runs."""
+        try:
+            point = self._measure(backend, ctx)
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot be measured loses
+            self._log("❌ backend profiling failed for %s: %s: %s", backend.describe(), type(e).__name__, e)
+            self.backend_results[-1].update({"success": False, "error": f"{type(e).__name__}: {e}"})
+            tune_data.fail_build(e, backend.describe())
+            self._tally.record_failure(None)
+            self._siblings.before_release(backend)
+            backend.deactivate()
+            return None
+        if point is None:
+            self._log("❌ %s has no measurement within the limits", backend.describe())
+            self.backend_results[-1].update({"success": False, "error": "no batch size within the limits"})
+            tune_data.fail_build("no batch size within the limits", backend.describe())
+            self._tally.record_failure(None)
+            self._siblings.before_release(backend)
+            backend.deactivate()
+            return None
+        if len(self._batch_sizes(ctx)) > 1:
+            backend.release_cuda_graph_captures()  # one pool per swept size adds up over candidates
+        self.backend_results[-1].update({**point.result.to_json_dict(self.metric_name), "latency": point.latency_ms})
+        self._log("✅ backend profiled - %s: %.4g, batch size: %d", self.metric_name, point.metric, point.batch_size)
+        return point
+
+    # -- several devices (docs/guide.md, "Tuning on several GPUs") -----------------------------
+    def _decide(self, ctx: GraphContext, records: list[Any]) -> Backend:
+        """The sequential selection (_select) over the workers' points, each scaled by its
+        device's eager baseline against the tuning device's (the noise between devices is
+        logged by the pool). The winner's build is then served on the tuning device; if that
+        fails, the selection runs again without it."""
+        from aitune.torch.multi_device.records import RemoteBuild, materialize, replay
+
+        for record in records:
+            replay(self, record)
+        candidates = [r for r in records if r.point is not None]
+        while True:
+            measured = []
+            for r in candidates:
+                _, batch_size, latency_ms, throughput = r.scaled_point(self.metric_name)
+                measured.append(self._point(RemoteBuild(r), batch_size, latency_ms, throughput))
+            winner = self._select(ctx, measured)
+            if not isinstance(winner, RemoteBuild):
+                return winner  # the eager baseline
+            backend = materialize(self, winner.record, ctx)
+            if backend is not None:
+                return backend
+            candidates.remove(winner.record)
+            if self._baseline is not None:
+                self._baseline.backend.activate()  # _select released it for the winner that failed
 
     def _select(self, ctx: GraphContext, measured: list[Measured]) -> Backend:
         candidates = [(m.backend.describe(), True, m.metric) for m in measured]
@@ -239,10 +273,11 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
         if not results:
             return None
         r = results[0]
-        return Measured(backend, r["host_latency_ms_mean"], r["batch_size"], r["host_latency_ms_mean"],
-                        r["throughput_per_s"],
-                        MinLatencyProfilingResult(selected_batch_size=r["batch_size"],
-                                                  latency=r["host_latency_ms_mean"]))
+        return self._point(backend, r["batch_size"], r["host_latency_ms_mean"], r["throughput_per_s"])
+
+    def _point(self, backend: Any, batch_size: int, latency_ms: float, throughput: float) -> Measured:
+        return Measured(backend, latency_ms, batch_size, latency_ms, throughput,
+                        MinLatencyProfilingResult(selected_batch_size=batch_size, latency=latency_ms))
 
 
 class LatencyBudgetStrategy(ProfilingTuneStrategy):
@@ -277,8 +312,12 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
         if best is None:
             return None
         bs, latency, throughput = best
-        return Measured(backend, throughput, bs, latency, throughput,
-                        LatencyBudgetProfilingResult(selected_batch_size=bs, throughput=throughput, latency=latency))
+        return self._point(backend, bs, latency, throughput)
+
+    def _point(self, backend: Any, batch_size: int, latency_ms: float, throughput: float) -> Measured:
+        return Measured(backend, throughput, batch_size, latency_ms, throughput,
+                        LatencyBudgetProfilingResult(selected_batch_size=batch_size, throughput=throughput,
+                                                     latency=latency_ms))
 
     def _select(self, ctx: GraphContext, measured: list[Measured]) -> Backend:
         if not measured:

@@ -175,12 +175,32 @@ class TuneStrategy(abc.ABC):
             ctx.refs = reference_outputs(ctx.forward, data, graph.reference_outputs)
         self._pre_tune(ctx)
         try:
-            backend = self._tune(ctx)
+            backend = self._tune_candidates(ctx)
         finally:
             self._siblings.release()  # derived siblings that were never tried
         self._post_tune(ctx, backend)
         self._log("⏱️ Tune `%s`: completed in %s", type(self).__name__, format_duration(time.perf_counter() - start))
         return backend
+
+    def _tune_candidates(self, ctx: GraphContext) -> Backend:
+        """Under ait.tune(devices=[...]) a strategy that decides from records (`_decide`)
+        evaluates its candidates in the device pool's worker processes and decides here
+        (multi_device/, docs/guide.md "Tuning on several GPUs"); otherwise, or with fewer than
+        two candidates, they run one after another in this process."""
+        from aitune.torch.multi_device.pool import active_pool
+
+        pool = active_pool()
+        if pool is not None and len(self._candidates()) > 1 and self._decides_from_records():
+            return pool.tune(self, ctx)
+        return self._tune(ctx)
+
+    def _decides_from_records(self) -> bool:
+        """True when `_decide` implements this class's `_tune` rule: a subclass that overrides
+        `_tune` below the class defining `_decide` runs its own `_tune`, sequentially."""
+        mro = type(self).__mro__
+        decide_owner = next((c for c in mro if "_decide" in c.__dict__), None)
+        tune_owner = next(c for c in mro if "_tune" in c.__dict__)
+        return decide_owner is not None and issubclass(decide_owner, tune_owner)
 
     def tune_dry_run(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
                      device: torch.device, cache_dir: Path) -> None:

@@ -1,0 +1,72 @@
+"""DynamoWorkerConfig: what a worker serves and where it registers (docs/serving.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, Union
+
+from aitune.exceptions import AITuneUserInputError
+
+WORKER_TYPES = ("embedding", "image", "video")
+
+# How a request becomes the served function's input: a callable (request dict -> input), or a
+# mapping {parameter name: request field}, where a field may be dotted ("nvext.seed").
+RequestMapping = Union[Callable[[dict], Any], Mapping[str, str], None]
+
+
+@dataclasses.dataclass
+class DynamoWorkerConfig:
+    """The high-level worker's settings.
+
+    type: the OpenAI surface served: "embedding" (/v1/embeddings), "image"
+        (/v1/images/generations) or "video" (/v1/videos).
+    model_path: what the worker registers the model under; also its name unless `model_name`
+        is given (e.g. the .ait checkpoint it serves).
+    mapping: how a request becomes the function's input (None: the modality's main field,
+        `input` for embeddings and `prompt` for images and videos); see docs/serving.md.
+    namespace, component, endpoint: the Dynamo endpoint `namespace.component.endpoint`.
+    enable_nats: publish events over NATS instead of Dynamo's default ZMQ event plane.
+    model_name: the name clients send in `model`.
+    max_wait_ms: how long the batcher waits after a request's first item for more items
+        before it runs a batch (tuned modules with a batch axis only).
+    """
+
+    type: str
+    model_path: str
+    mapping: RequestMapping = None
+    namespace: str = "aitune"
+    component: str = "backend"
+    endpoint: str = "generate"
+    enable_nats: bool = False
+    model_name: str | None = None
+    max_wait_ms: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.type not in WORKER_TYPES:
+            raise AITuneUserInputError(
+                f"DynamoWorkerConfig.type must be one of {', '.join(WORKER_TYPES)}; got {self.type!r}")
+        if not isinstance(self.model_path, str) or not self.model_path:
+            raise AITuneUserInputError(
+                f"DynamoWorkerConfig.model_path must be a non-empty string; got {self.model_path!r}")
+        for field in ("namespace", "component", "endpoint"):
+            value = getattr(self, field)
+            if not isinstance(value, str) or not value or "." in value:
+                raise AITuneUserInputError(
+                    f"DynamoWorkerConfig.{field} must be a non-empty name without dots "
+                    f"(the endpoint path is namespace.component.endpoint); got {value!r}")
+        if self.mapping is not None and not callable(self.mapping) and not isinstance(self.mapping, Mapping):
+            raise AITuneUserInputError(
+                "DynamoWorkerConfig.mapping must be None, a callable (request -> input) or a mapping "
+                f"{{parameter: request field}}; got a {type(self.mapping).__name__}")
+        if isinstance(self.max_wait_ms, bool) or not isinstance(self.max_wait_ms, (int, float)) \
+                or not 0 <= self.max_wait_ms <= 1000:
+            raise AITuneUserInputError(
+                f"DynamoWorkerConfig.max_wait_ms must be a number of milliseconds in [0, 1000]; got {self.max_wait_ms!r}")
+
+    @property
+    def endpoint_path(self) -> str:
+        return f"{self.namespace}.{self.component}.{self.endpoint}"
+
+    @property
+    def served_name(self) -> str:
+        return self.model_name or self.model_path

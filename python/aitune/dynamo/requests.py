@@ -1,0 +1,90 @@
+"""Reading requests: what the served function gets from an OpenAI request (docs/serving.md,
+"Requests"). Every problem with a request raises BadRequest, which the worker answers with
+HTTP 400 and the message; the worker itself carries on."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from aitune.dynamo.config import DynamoWorkerConfig
+
+# The field a request's main input is in, by worker type.
+PRIMARY_FIELD = {"embedding": "input", "image": "prompt", "video": "prompt"}
+
+
+class BadRequest(ValueError):
+    """A request the worker cannot serve; the message goes back to the client."""
+
+
+def field(request: Mapping[str, Any], path: str) -> Any:
+    """`request[a][b]` for the dotted path "a.b"; BadRequest naming the path when absent."""
+    value: Any = request
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            raise BadRequest(f"the request has no field '{path}'")
+        value = value[part]
+    return value
+
+
+def call_input(request: Mapping[str, Any], config: DynamoWorkerConfig) -> tuple[tuple, dict]:
+    """(args, kwargs) for a plain callable: the modality's main field as the one argument, or
+    what `config.mapping` makes of the request (a dict means keyword arguments, a tuple
+    positional ones, anything else the one argument)."""
+    mapping = config.mapping
+    if mapping is None:
+        return (field(request, PRIMARY_FIELD[config.type]),), {}
+    if isinstance(mapping, Mapping):
+        return (), {name: field(request, path) for name, path in mapping.items()}
+    try:
+        value = mapping(dict(request))
+    except BadRequest:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadRequest(f"the request could not be mapped to the model's input: {type(e).__name__}: {e}") from e
+    if isinstance(value, dict):
+        return (), value
+    if isinstance(value, tuple):
+        return value, {}
+    return (value,), {}
+
+
+def token_sequences(request: Mapping[str, Any]) -> list[list[int]]:
+    """The `input` of an embedding request served by a tensor model: token ids, one list per
+    item. OpenAI's forms are a list of ints (one item) or a list of lists of ints; text needs a
+    tokenizer, so it is refused with the way out."""
+    value = field(request, "input")
+    if isinstance(value, str) or (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+        raise BadRequest(
+            "this worker serves a tensor model: 'input' must be token ids (a list of ints, or a list of lists of "
+            "ints), got text; serve a function that tokenizes (dynamo_worker(fn, ...)) to accept text")
+    if not isinstance(value, list) or not value:
+        raise BadRequest(f"'input' must be a non-empty list of token ids, got {_kind(value)}")
+    if all(_is_int(v) for v in value):
+        return [list(value)]
+    items = []
+    for i, item in enumerate(value):
+        if not isinstance(item, list) or not item or not all(_is_int(v) for v in item):
+            raise BadRequest(f"'input[{i}]' must be a non-empty list of token ids (ints), got {_kind(item)}")
+        items.append(list(item))
+    return items
+
+
+def embedding_options(request: Mapping[str, Any]) -> tuple[str, int | None]:
+    """(encoding_format, dimensions) with OpenAI's rules: "float" or "base64"; dimensions >= 1."""
+    encoding = request.get("encoding_format") or "float"
+    if encoding not in ("float", "base64"):
+        raise BadRequest(f"'encoding_format' must be 'float' or 'base64', got {encoding!r}")
+    dimensions = request.get("dimensions")
+    if dimensions is not None and (not _is_int(dimensions) or dimensions < 1):
+        raise BadRequest(f"'dimensions' must be an integer >= 1, got {dimensions!r}")
+    return encoding, dimensions
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return f"a list of {len(value)}" if value else "an empty list"
+    return f"a {type(value).__name__} ({str(value)[:40]!r})"

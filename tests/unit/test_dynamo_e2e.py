@@ -1,0 +1,140 @@
+"""End to end with the real NVIDIA Dynamo (docs/serving.md): Dynamo's OpenAI frontend and
+aitune workers serving a tuned module on the CPU, as subprocesses on localhost, with file-based
+discovery and the TCP request plane; requests from a plain HTTP client. Skips, with the reason,
+only when ai-dynamo is not installed."""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import re
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from dynamo_models import SEQUENCE, make_embedder, token_ids, tune_and_save
+from dynamo_processes import (
+    environment,
+    free_port,
+    frontend_command,
+    models,
+    post,
+    require_dynamo,
+    running,
+    session_members,
+    wait_for,
+)
+
+READY_TIMEOUT_S = 120.0  # a worker imports torch and aitune, loads the checkpoint, registers
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    require_dynamo()
+    return tune_and_save(tmp_path / "embedder.ait")
+
+
+def eager(ids: list[list[int]]) -> torch.Tensor:
+    with torch.no_grad():
+        return make_embedder()(torch.tensor(ids))
+
+
+def worker_command(checkpoint, device: str = "cpu") -> list[str]:
+    return [sys.executable, "-m", "aitune.dynamo", "worker", "--model", "dynamo_models:make_embedder",
+            "--checkpoint", str(checkpoint), "--device", device, "--model-name", "embedder"]
+
+
+def test_frontend_and_worker_serve_embeddings_and_reject_bad_requests(tmp_path, checkpoint):
+    env, port = environment(tmp_path), free_port()
+    with running(frontend_command(port), env, tmp_path / "frontend.log") as frontend, \
+            running(worker_command(checkpoint), env, tmp_path / "worker.log") as worker:
+        wait_for(lambda: "embedder" in models(port), READY_TIMEOUT_S, "the model on /v1/models",
+                 tmp_path / "worker.log")
+
+        ids = token_ids(3, seed=7)
+        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": ids})
+        assert status == 200, body
+        served = torch.tensor([item["embedding"] for item in sorted(body["data"], key=lambda d: d["index"])])
+        torch.testing.assert_close(served, eager(ids), rtol=1e-5, atol=1e-6)
+        assert body["usage"]["prompt_tokens"] == 3 * SEQUENCE
+
+        # One item, base64 and truncated to 4 dimensions, as OpenAI's parameters ask.
+        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": ids[0], "encoding_format": "base64",
+                                                     "dimensions": 4})
+        assert status == 200, body
+        decoded = struct.unpack("<4f", base64.b64decode(body["data"][0]["embedding"]))
+        torch.testing.assert_close(torch.tensor(decoded), eager(ids[:1])[0, :4], rtol=1e-5, atol=1e-6)
+
+        # Malformed requests: clear 400s naming what was wrong, and the worker keeps serving.
+        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": [1, 2, 3]})
+        assert status == 400
+        assert "has 3 token ids" in body["message"] and "[8]" in body["message"], body
+        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": "some text"})
+        assert status == 400 and "must be token ids" in body["message"], body
+        status, body = post(port, "/v1/embeddings", b"{not json")
+        assert status == 400, body
+        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": ids[:1]})
+        assert status == 200 and len(body["data"]) == 1
+
+        assert worker.poll() is None and frontend.poll() is None, "a bad request must not end a process"
+    for process in (frontend, worker):
+        assert session_members(process.pid) == [], "processes left running after stop"
+    log = (tmp_path / "worker.log").read_text(errors="replace")
+    assert re.search(r"served 3 requests \(2 rejected as bad requests, 0 failed\)", log), log[-2000:]
+
+
+def test_serve_starts_two_workers_behind_one_frontend(tmp_path, checkpoint):
+    """`python -m aitune.dynamo serve --devices cpu,cpu --frontend`: both workers load the
+    checkpoint, the frontend routes concurrent requests to both, and stopping the launcher
+    stops everything."""
+    env, port = environment(tmp_path), free_port()
+    log = tmp_path / "serve.log"
+    command = [sys.executable, "-m", "aitune.dynamo", "serve", "--model", "dynamo_models:make_embedder",
+               "--checkpoint", str(checkpoint), "--devices", "cpu,cpu", "--frontend", "--http-host", "127.0.0.1",
+               "--http-port", str(port), "--model-name", "embedder"]
+    with running(command, env, log) as launcher:
+        wait_for(lambda: log.read_text(errors="replace").count("Worker ready") == 2 and "embedder" in models(port),
+                 READY_TIMEOUT_S, "two workers ready and the model listed", log)
+        requests = [token_ids(2, seed=s) for s in range(16)]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(lambda ids: post(port, "/v1/embeddings", {"model": "embedder", "input": ids}),
+                                    requests))
+        for ids, (status, body) in zip(requests, answers):
+            assert status == 200, body
+            served = torch.tensor([d["embedding"] for d in sorted(body["data"], key=lambda d: d["index"])])
+            torch.testing.assert_close(served, eager(ids), rtol=1e-5, atol=1e-6)
+    assert launcher.returncode == 0, log.read_text(errors="replace")[-2000:]
+    assert session_members(launcher.pid) == [], "processes left running after stop"
+    counts = [int(n) for n in re.findall(r"served (\d+) requests", log.read_text(errors="replace"))]
+    assert len(counts) == 2 and sum(counts) == 16 and min(counts) > 0, counts
+
+
+def test_callables_serve_images_and_videos_and_survive_their_own_failures(tmp_path):
+    """Plain callables as image and video workers: bytes come back in the OpenAI envelopes; a
+    function that raises answers that request with HTTP 500 and the worker serves on."""
+    require_dynamo()
+    env, port = environment(tmp_path), free_port()
+    script = str(Path(__file__).with_name("dynamo_media_worker.py"))
+    with running(frontend_command(port), env, tmp_path / "frontend.log") as frontend, \
+            running([sys.executable, script, "image"], env, tmp_path / "image.log") as image_worker, \
+            running([sys.executable, script, "video"], env, tmp_path / "video.log") as video_worker:
+        wait_for(lambda: {"image-model", "video-model"} <= set(models(port)), READY_TIMEOUT_S,
+                 "both models on /v1/models", tmp_path / "image.log")
+        status, body = post(port, "/v1/images/generations", {"model": "image-model", "prompt": "a cat"})
+        assert status == 200, body
+        assert base64.b64decode(body["data"][0]["b64_json"]) == b"image:a cat"
+        status, body = post(port, "/v1/images/generations", {"model": "image-model", "prompt": "fail"})
+        assert status == 500, body
+        status, body = post(port, "/v1/images/generations", {"model": "image-model"})
+        assert status == 400 and "prompt" in body["message"], body
+        status, body = post(port, "/v1/videos", {"model": "video-model", "prompt": "a dog"})
+        assert status == 200 and body["status"] == "completed", body
+        assert base64.b64decode(body["data"][0]["b64_json"]) == b"video:a dog"
+        status, body = post(port, "/v1/images/generations", {"model": "image-model", "prompt": "again"})
+        assert status == 200 and base64.b64decode(body["data"][0]["b64_json"]) == b"image:again"
+    for process in (frontend, image_worker, video_worker):
+        assert session_members(process.pid) == []
+    assert "served 2 requests (0 rejected as bad requests, 1 failed)" in (tmp_path / "image.log").read_text()

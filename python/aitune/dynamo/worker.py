@@ -8,6 +8,7 @@ need neither etcd nor NATS (one host; start the frontend with `--discovery-backe
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import concurrent.futures
 import logging
@@ -38,7 +39,7 @@ def _configure_logging(tag: str) -> None:
     logger.propagate = False
 
 
-class DynamoWorker:
+class DynamoWorker(abc.ABC):
     """Subclass, override `setup` and `serve`, then call `run`. `setup` runs once before the
     endpoint is served; `serve` yields the response chunks of one request (raise BadRequest
     for a request it cannot serve: the client gets HTTP 400 with the message); `on_ready` runs
@@ -51,9 +52,9 @@ class DynamoWorker:
     def setup(self) -> None:
         pass
 
-    async def serve(self, request: Any) -> AsyncGenerator[Any, None]:
-        raise NotImplementedError(f"{type(self).__name__} must implement serve(request)")
-        yield  # pragma: no cover - makes this an async generator
+    @abc.abstractmethod
+    def serve(self, request: Any) -> AsyncGenerator[Any, None]:
+        """An async generator of the response chunks of one request."""
 
     async def on_ready(self, runtime: Any, endpoint: Any) -> None:
         pass

@@ -552,9 +552,8 @@ Status validate_manifest(const json& m) {
     AITUNE_RETURN_IF_ERROR(get(m, "manifest", "sha512", Kind::kObject, &sha512));
     for (const auto& [entry, digest] : sha512->items()) {
       AITUNE_RETURN_IF_ERROR(check_listed(ctx, "sha512", entry, ""));
-      if (!digest.is_string() || digest.get<std::string>().size() != 128 ||
-          !std::all_of(digest.get<std::string>().begin(), digest.get<std::string>().end(),
-                       [](unsigned char c) { return std::isxdigit(c); })) {
+      const std::string hex = digest.is_string() ? digest.get<std::string>() : std::string();
+      if (hex.size() != 128 || !std::all_of(hex.begin(), hex.end(), [](unsigned char c) { return std::isxdigit(c); })) {
         return bad("sha512[\"" + entry + "\"]", "128 hex digits", digest);
       }
     }

@@ -1,4 +1,4 @@
-"""SPEC §9 / issue 3 target: an MLP at batch 1 served through a tuned CUDA-graph module
+"""docs/reference/dispatch.md / issue 3 target: an MLP at batch 1 served through a tuned CUDA-graph module
 (TorchEagerBackend(use_cuda_graphs=True)), called from Python, against a bare
 torch.cuda.CUDAGraph replay of the same model — pipelined (many calls, one sync) and single-call
 (sync after each). Prints one JSON object."""

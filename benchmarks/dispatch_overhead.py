@@ -1,5 +1,5 @@
-"""Per-call cost of serving a tuned module (SPEC §9.1 budget: Python entry ≤ 20 µs median for
-≤ 16 tensor leaves).
+"""Per-call cost of serving a tuned module (docs/reference/dispatch.md#per-call-pipeline budget: Python entry ≤ 20 µs
+median for ≤ 16 tensor leaves).
 
 Measures, on one device:
   * dispatcher_us  — the native dispatcher alone (bind, flatten, key, lookup, dtype check)

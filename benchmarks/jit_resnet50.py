@@ -1,6 +1,6 @@
 """JIT tuning of ResNet-50 started by AUTOWRAPT_BOOTSTRAP=aitune_enable_jit_tuning, twice, in fresh
-processes (SPEC §12, §3.3): the first process tunes with the Inductor JIT backend, the second
-should reuse the stored result. Prints and writes JSON with the first run's tune time, the
+processes (docs/reference/jit.md, docs/reference/tuning.md#reusing-results): the first process tunes with the Inductor
+JIT backend, the second should reuse the stored result. Prints and writes JSON with the first run's tune time, the
 second run's first-call time, whether the second run reused (from its telemetry), and per-call
 latency tuned vs eager at batch sizes 1 and 2.
 
@@ -112,7 +112,8 @@ def child(args: argparse.Namespace) -> None:
     # 2026-11-30); served through CUDA graphs it is not.
     strategy = FirstWinsStrategy([TorchInductorJitBackend(
         TorchInductorJitBackendConfig(use_cuda_graphs=args.cuda_graphs == "on"))])
-    if args.tolerance == "wide":  # see wide_tolerance.py; "default" keeps SPEC §7.2
+    # see wide_tolerance.py; "default" keeps docs/reference/validation.md#numeric-comparison
+    if args.tolerance == "wide":
         from wide_tolerance import wide_tolerances
 
         strategy.set_tolerance(wide_tolerances())
@@ -200,7 +201,7 @@ def main() -> None:
                         help="serve the Inductor JIT candidate through aitune's CUDA-graph runner "
                              "(default: on for a CUDA device)")
     parser.add_argument("--tolerance", choices=["default", "wide"], default="wide",
-                        help="numeric check: SPEC §7.2's defaults, or wide_tolerance.py's")
+                        help="numeric check: the default tolerances, or wide_tolerance.py's")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--work-dir", type=Path, default=None, help="caches and reports (default: a temp dir)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

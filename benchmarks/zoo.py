@@ -207,7 +207,7 @@ def main() -> None:
     parser.add_argument("--aot-cuda-graphs", choices=["on", "off"], default="on",
                         help="serve the Inductor-AOT candidate through CUDA graphs")
     parser.add_argument("--tolerance", choices=["default", "wide"], default="default",
-                        help="numeric check: SPEC §7.2's defaults, or wide_tolerance.py's")
+                        help="numeric check: the default tolerances, or wide_tolerance.py's")
     parser.add_argument("--in-process", action="store_true",
                         help="measure in this process (default: one child process per model)")
     parser.add_argument("--out")

@@ -42,7 +42,7 @@ def cpu_eager_strategy():
 @pytest.fixture
 def aitune_log(caplog):
     """caplog that also sees the `aitune` logger, which stops propagation once ait.tune has
-    configured it (SPEC §3.1: aitune configures only its own logger)."""
+    configured it (docs/reference/tuning.md#the-tune-call: aitune configures only its own logger)."""
     logger = logging.getLogger("aitune")
     logger.addHandler(caplog.handler)
     caplog.set_level(logging.INFO, logger="aitune")

@@ -1,7 +1,7 @@
-// `aitune bench` (SPEC §11.2, §8): measures one graph of a checkpoint through the C++ runtime, on
-// the graph's stored sample (resized with --batch-size or --shape), on a safetensors file
-// (--inputs) or on random inputs (--random), with a fixed number of calls or until the host
-// times are stable (--stable-cv).
+// `aitune bench` (docs/reference/native.md#command-line, docs/reference/measurement.md): measures one graph
+// of a checkpoint through the C++ runtime, on the graph's stored sample (resized with --batch-size or
+// --shape), on a safetensors file (--inputs) or on random inputs (--random), with a fixed number of calls or
+// until the host times are stable (--stable-cv).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -348,7 +348,7 @@ int bench(int argc, char** argv) {
     if (!timed.ok()) return timed.status();
     return CallTiming{timed->host_ns, timed->device_ms};
   });
-  // An unstable --stable-cv run ends here too, with the SPEC §14 message naming the CV.
+  // An unstable --stable-cv run ends here too, with the docs/reference/errors.md message naming the CV.
   if (!result.ok()) return fail("bench", result.status());
 
   const std::string device = cuda ? "cuda:" + std::to_string(*cuda) : "cpu";

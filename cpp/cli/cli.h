@@ -49,7 +49,7 @@ Status check_device(const Args& a, int device, const GraphInfo& graph);
 // False for any other value.
 bool parse_cuda_graphs(const Args& a, std::optional<bool>& graphs);
 
-// The exit code of a Status (SPEC §11.2).
+// The exit code of a Status (docs/reference/native.md#command-line).
 int exit_code(const Status& s);
 // Prints "aitune <command>: <code>: <message>" and returns its exit code.
 int fail(const std::string& command, const Status& s);

@@ -1,5 +1,5 @@
-// The `aitune` command line (SPEC §11.2): doctor, inspect, run and bench over checkpoints.
-// Exit codes: 0 ok; 1 runtime/backend error; 2 usage; 3 corrupt or unsupported checkpoint;
+// The `aitune` command line (docs/reference/native.md#command-line): doctor, inspect, run and bench over
+// checkpoints. Exit codes: 0 ok; 1 runtime/backend error; 2 usage; 3 corrupt or unsupported checkpoint;
 // 4 incompatible environment; 5 graph not runnable natively; 6 numeric check failed;
 // 7 input outside profile or unknown graph.
 #include <ATen/ATen.h>

@@ -35,7 +35,9 @@ void register_aoti_bindings(py::module_& m) {
           [](AotiRunner& runner, std::vector<at::Tensor> inputs) {
             std::optional<StatusOr<std::vector<at::Tensor>>> outputs;
             {
-              py::gil_scoped_release no_gil;  // SPEC §9.4: native runners release the GIL before their mutex
+              // Native runners release the GIL before taking their mutex
+              // (docs/reference/dispatch.md#threads-and-streams).
+              py::gil_scoped_release no_gil;
               outputs.emplace(runner.run(inputs));
             }
             return value_or_throw(std::move(*outputs));

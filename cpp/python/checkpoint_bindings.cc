@@ -88,7 +88,7 @@ struct PyArchiveWriter {
 
 void register_checkpoint_bindings(py::module_& m) {
   py::class_<PyArchiveWriter>(m, "ArchiveWriter",
-                              "Writes a .ait archive (SPEC §10.2) under a temporary name; finish() renames it into "
+                              "Writes a .ait archive under a temporary name; finish() renames it into "
                               "place. Dropping an unfinished writer removes the temporary file.")
       // force_zip64 is for tests: ZIP64 records even where every value fits in 32 bits.
       .def(py::init([](py::handle path, bool force_zip64) {
@@ -243,7 +243,7 @@ void register_checkpoint_bindings(py::module_& m) {
             return value_or_throw(std::move(dir));
           },
           py::arg("files"), py::arg("cache_root"), py::arg("verify_full") = false,
-          "Extracts `files` into <cache_root>/<digest>/ once (SPEC §10.4) and returns that folder.");
+          "Extracts `files` into <cache_root>/<digest>/ once and returns that folder.");
   m.def(
       "check_json_nesting",
       [](const std::string& text, const std::string& what) { ok_or_throw(check_json_nesting(text, kMaxJsonNesting, what)); },

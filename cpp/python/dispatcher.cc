@@ -145,7 +145,7 @@ py::object Dispatcher::run_native(const GraphEntry& entry, std::vector<at::Tenso
   {
     // Native runners do not need Python; a runner that calls back into Python (a CUDA-graph
     // capture of a Python backend) takes the GIL itself. Releasing it before the runner's
-    // mutex keeps the lock order GIL -> mutex impossible (SPEC §9.4).
+    // mutex keeps the lock order GIL -> mutex impossible (docs/reference/dispatch.md#threads-and-streams).
     py::gil_scoped_release release;
     outputs = entry.native->run(inputs);
   }

@@ -1,5 +1,5 @@
-// The per-call dispatcher of a tuned module (SPEC §9.1): bind, flatten, key, look up the
-// graph, check input dtypes, run the graph's runner. Entered once per call from the module's
+// The per-call dispatcher of a tuned module (docs/reference/dispatch.md#per-call-pipeline): bind, flatten,
+// key, look up the graph, check input dtypes, run the graph's runner. Entered once per call from the module's
 // forward router. Immutable after activation, so concurrent calls need no lock: each thread
 // uses its own scratch buffers.
 #pragma once
@@ -21,8 +21,8 @@ namespace aitune::python {
 namespace py = pybind11;
 
 // One tensor input's accepted dtypes and recorded shape envelope, checked before execution
-// (SPEC §9.2). Eager and JIT backends have no hard shape range: a call outside the envelope is
-// allowed and reported once, since it may recompile.
+// (docs/reference/dispatch.md#input-check). Eager and JIT backends have no hard shape range: a call outside
+// the envelope is allowed and reported once, since it may recompile.
 struct InputRule {
   size_t leaf;
   std::vector<int> scalar_types;  // c10::ScalarType values

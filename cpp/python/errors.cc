@@ -7,7 +7,7 @@ namespace py = pybind11;
 
 namespace {
 
-// Status code -> exception class in aitune.exceptions (SPEC §14).
+// Status code -> exception class in aitune.exceptions (docs/reference/errors.md).
 const char* exception_class_for(StatusCode code) {
   switch (code) {
     case StatusCode::kInvalidArgument: return "AITuneUserInputError";

@@ -1,5 +1,5 @@
-// The one place where a C++ Status becomes a Python exception (ARCHITECTURE §5). Exception
-// classes come from aitune.exceptions, so `except` clauses in user code see the same types
+// The one place where a C++ Status becomes a Python exception (docs/reference/errors.md#native-status-codes).
+// Exception classes come from aitune.exceptions, so `except` clauses in user code see the same types
 // whether an error starts in C++ or in Python.
 #pragma once
 

@@ -121,7 +121,7 @@ struct Walker {
       return;
     }
     // Other values (enums, arbitrary objects, unhashable ones): summarised by type here and
-    // confirmed with == by the dispatcher, which is what SPEC §2.3 asks for.
+    // confirmed with == by the dispatcher, which is what docs/reference/recording.md#graph-identity asks for.
     out.key.add_value(stable_hash(Py_TYPE(obj)->tp_name) ^ 0x4full);
     leaf(obj, false, true);
   }
@@ -143,7 +143,8 @@ struct Walker {
   }
 
   void mapping(PyObject* dict) {
-    // Dict order never matters (SPEC §2.3): children are visited in a canonical key order.
+    // Dict order never matters (docs/reference/recording.md#graph-identity): children are visited in a
+    // canonical key order.
     struct Item {
       PyObject* key;
       PyObject* value;
@@ -278,7 +279,7 @@ void flatten_arguments(const Signature& sig, const std::vector<BoundArg>& bound,
     walker.pop_step();
   }
   if (cache_position != nullptr) {
-    // LLM mode (SPEC §2.3): identity is the phase alone.
+    // LLM mode (docs/reference/recording.md#graph-identity): identity is the phase alone.
     out.key.clear();
     out.key.add_llm_phase(is_prefill(cache_position));
   }

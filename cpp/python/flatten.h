@@ -1,6 +1,7 @@
-// Flattening of Python call arguments and outputs into leaves plus a GraphKey (SPEC §2.2,
-// §2.3). One implementation serves recording (with paths) and the tuned call path (key and
-// leaves only), so a call is always keyed the same way it was recorded.
+// Flattening of Python call arguments and outputs into leaves plus a GraphKey
+// (docs/reference/recording.md#binding-flattening-and-names and #graph-identity). One implementation serves
+// recording (with paths) and the tuned call path (key and leaves only), so a call is always keyed the same
+// way it was recorded.
 //
 // Built-in containers (tuple/list and subclasses, dict and subclasses) and constants (None,
 // bool, int, float, str) are handled here without calling into Python code. Any other type is

@@ -98,7 +98,7 @@ void put_stats(py::dict& d, const char* prefix, const char* cv_key, const std::o
   d[cv_key] = value(&LatencyStats::cv);
 }
 
-// SPEC §8.2 field names, in the same order as to_json.
+// docs/reference/measurement.md#batch-sweep field names, in the same order as to_json.
 py::dict batch_result_dict(const BatchResult& r) {
   py::dict d;
   d["batch_size"] = r.batch_size;
@@ -176,7 +176,7 @@ py::dict measure_batch_py(const py::function& call, int64_t batch_size, const py
   };
   StatusOr<BatchResult> result = measure_batch(batch_size, rule, timed_call);
   if (!result.ok()) {
-    // kBackendError only comes from the stable-window rule giving up; SPEC §14 raises it as a
+    // kBackendError only comes from the stable-window rule giving up; docs/reference/errors.md raises it as a
     // plain RuntimeError with the rule's message.
     if (result.status().code() == StatusCode::kBackendError) throw std::runtime_error(result.status().message());
     throw_status(result.status());
@@ -284,7 +284,7 @@ void register_measure_bindings(py::module_& m) {
       py::arg("precision_class"));
 
   m.def("measure_batch", &measure_batch_py, py::arg("call"), py::arg("batch_size"), py::arg("rule"),
-        "Call call(i) -> (host_ns, device_ms or None) until the stop rule stops; the SPEC §8.2 fields.");
+        "Call call(i) -> (host_ns, device_ms or None) until the stop rule stops; the sweep's result fields.");
 }
 
 }  // namespace aitune::python

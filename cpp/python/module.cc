@@ -1,4 +1,4 @@
-// aitune._C: the pybind11 bindings (ARCHITECTURE §1). Registration only: the logic lives in
+// aitune._C: the pybind11 bindings (docs/design.md#layers). Registration only: the logic lives in
 // cpp/core, cpp/torch and the flattener/dispatcher beside this file.
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>

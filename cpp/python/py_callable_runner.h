@@ -1,5 +1,5 @@
 // PyCallableRunner: a Runner around a Python callable (a Python backend's `infer`), so Python
-// backends get the same CUDA-graph runner as native ones (ARCHITECTURE §4).
+// backends get the same CUDA-graph runner as native ones (docs/design.md#one-tuned-call).
 #pragma once
 
 #include <pybind11/pybind11.h>

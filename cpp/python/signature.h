@@ -1,6 +1,7 @@
 // Binding of a call's (args, kwargs) to a forward signature, in C++ so the tuned call path
-// binds without inspect.Signature (SPEC §9.1 step 1). Defaults are not applied, so m(x) and
-// m(x=x) bind identically (SPEC §2.2). Errors mirror inspect.Signature.bind's TypeErrors.
+// binds without inspect.Signature (docs/reference/dispatch.md#per-call-pipeline step 1). Defaults are not
+// applied, so m(x) and m(x=x) bind identically (docs/reference/recording.md#binding-flattening-and-names).
+// Errors mirror inspect.Signature.bind's TypeErrors.
 #pragma once
 
 #include <pybind11/pybind11.h>

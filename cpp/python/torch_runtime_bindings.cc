@@ -55,7 +55,7 @@ void register_torch_runtime_bindings(py::module_& m) {
         return metrics_to_dict(value_or_throw(std::move(metrics)));
       },
       py::arg("candidate"), py::arg("reference"), py::arg("atol"), py::arg("rtol"), py::arg("use_fp64") = false,
-      "Numeric metrics of one output leaf against its eager reference (SPEC 7.2), as a dict.");
+      "Numeric metrics of one output leaf against its eager reference, as a dict.");
 
   m.def(
       "time_call",
@@ -78,7 +78,7 @@ void register_torch_runtime_bindings(py::module_& m) {
         return py::make_tuple(t.host_ns, t.device_ms ? py::object(py::float_(*t.device_ms)) : py::object(py::none()));
       },
       py::arg("fn"), py::arg("cuda_device") = py::none(),
-      "Times one call of fn() under no_grad (SPEC 8.1): (host_ns, device_ms or None).");
+      "Times one call of fn() under no_grad: (host_ns, device_ms or None).");
 
   py::class_<CudaGraphRunner, Runner, std::shared_ptr<CudaGraphRunner>>(m, "CudaGraphRunner")
       .def(py::init([](py::object fn, size_t cache_size, bool clone_outputs, py::object enabled) {

@@ -1,5 +1,7 @@
-// Bindings for the libtorch runtime pieces: numeric comparison (SPEC §7.2), one timed call
-// (SPEC §8.1) and the CUDA-graph runner (SPEC §9.3) around a Python callable.
+// Bindings for the libtorch runtime pieces: numeric comparison
+// (docs/reference/validation.md#numeric-comparison), one timed call
+// (docs/reference/measurement.md#one-measured-call) and the CUDA-graph runner
+// (docs/reference/dispatch.md#cuda-graph-runner) around a Python callable.
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -2,7 +2,7 @@
 
 The extension links libtorch's C++ ABI, which changes between torch releases; loading it under
 another release fails with unreadable symbol errors, or worse, corrupts memory. The check turns
-that into an ImportError that names both versions (SPEC §0).
+that into an ImportError that names both versions (docs/design.md#layers).
 """
 
 import os
@@ -29,7 +29,7 @@ if _release(_C.torch_version) != _release(torch.__version__):
     )
 
 # A crash inside a native library (a model package, a driver) shows only Python frames through
-# faulthandler; AITUNE_CRASH_REPORT=1 adds the native ones first (docs/troubleshooting.md).
+# faulthandler; AITUNE_CRASH_REPORT=1 adds the native ones first (docs/guide.md#checking-the-machine).
 if os.environ.get("AITUNE_CRASH_REPORT") == "1":
     _C.install_crash_report()
 

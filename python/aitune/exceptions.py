@@ -1,4 +1,4 @@
-"""Exceptions raised by aitune (SPEC §14).
+"""Exceptions raised by aitune (docs/reference/errors.md).
 
 Every exception derives from :class:`AITuneError`. Where the reference raised a
 builtin (``RuntimeError``, ``ValueError``, ``FileNotFoundError``, ``OSError``),
@@ -107,7 +107,7 @@ class CudaGraphCaptureError(AITuneError, RuntimeError):
 
 
 class CorrectnessError(AITuneError, ValueError):
-    """Base of the correctness-check failures of SPEC §7."""
+    """Base of the correctness-check failures of docs/reference/validation.md."""
 
 
 class CorrectnessValueError(CorrectnessError):

@@ -1,5 +1,5 @@
 """Target of the `aitune_enable_jit_tuning` entry point, which autowrapt loads at interpreter
-start when `AUTOWRAPT_BOOTSTRAP=aitune_enable_jit_tuning` (SPEC §12).
+start when `AUTOWRAPT_BOOTSTRAP=aitune_enable_jit_tuning` (docs/reference/jit.md).
 
 It lives outside `aitune.torch` on purpose: loading the entry point must not import torch (that
 would slow down every Python start). The entry point's name, `torch`, makes wrapt call

@@ -1,5 +1,6 @@
-"""Bad input: every error names the input, what was expected and what was given (SPEC §2.6,
-§3.1, §9.1, §9.2, §14)."""
+"""Bad input: every error names the input, what was expected and what was given
+(docs/reference/recording.md#explicit-dynamic-shapes, docs/reference/tuning.md#the-tune-call,
+docs/reference/dispatch.md, docs/reference/errors.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Save and load (SPEC §10): round trips, tamper cases, nothing half-loaded, no pickle."""
+"""Save and load (docs/reference/checkpoint.md): round trips, tamper cases, nothing half-loaded, no pickle."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""ZIP64 in the checkpoint container (SPEC §10.2): archives the native writer produces with ZIP64
-records are read by Python's zipfile, and ZIP64 written by zipfile is read by the native reader."""
+"""ZIP64 in the checkpoint container (docs/reference/checkpoint.md#layout-and-manifest): archives the native writer
+produces with ZIP64 records are read by Python's zipfile, and ZIP64 written by zipfile is read by the native reader."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Behaviour of aitune.torch.config and aitune.torch.utils.env (SPEC §13, §3.1 step 2)."""
+"""Behaviour of aitune.torch.config and aitune.torch.utils.env (docs/reference/configuration.md,
+docs/reference/tuning.md#the-tune-call step 2)."""
 
 import importlib
 import json
@@ -20,8 +21,8 @@ from aitune.torch.config import (
 )
 from aitune.torch.utils.env import env_bool, env_int, env_str
 
-# `aitune.torch.config` is the config *instance* as an attribute of aitune.torch (SPEC §1.1), so the
-# submodule is taken from the import system.
+# `aitune.torch.config` is the config *instance* as an attribute of aitune.torch
+# (docs/reference/api.md#top-level-names), so the submodule is taken from the import system.
 config_module = importlib.import_module("aitune.torch.config")
 
 _ENV_VARS = [

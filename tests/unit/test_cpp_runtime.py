@@ -1,4 +1,4 @@
-"""End-to-end tests of the pure-C++ runtime through the `aitune` CLI (SPEC §11)."""
+"""End-to-end tests of the pure-C++ runtime through the `aitune` CLI (docs/reference/native.md)."""
 
 from __future__ import annotations
 
@@ -243,7 +243,7 @@ def test_bench_stable_cv(aot_ckpt, tmp_path):
     result = json.loads(r.stdout)
     assert result["num_measured_calls"] == 5 and result["num_warmup_calls"] >= 3
     assert result["host_latency_cv"] <= 0.5 and result["stable_cv"] == 0.5
-    # Never stable: 25 measured calls, then the SPEC §14 message and exit 1.
+    # Never stable: 25 measured calls, then the docs/reference/errors.md message and exit 1.
     r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "20", "--warmup", "1", "--stable-cv", "1e-9",
              "--max-iterations", "25", cache=tmp_path)
     assert r.returncode == 1, r.stderr
@@ -347,7 +347,7 @@ def test_cuda_aot_checkpoint_runs_in_the_cpp_runtime(tmp_path, aoti_loads):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_graphs_in_the_cpp_runtime(tmp_path, aoti_loads):
-    """SPEC §11.1: CUDA graphs as saved (use_cuda_graphs), or forced on/off by the caller; the
+    """docs/reference/native.md#runtime-api: CUDA graphs as saved (use_cuda_graphs), or forced on/off by the caller; the
     counters show the replays, and the outputs still match the stored eager reference."""
     from aitune.torch.backend import TorchInductorAotBackendConfig
 

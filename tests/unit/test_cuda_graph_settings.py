@@ -1,6 +1,6 @@
 """The CUDA-graph runner's cache size and output cloning are fixed when a backend starts serving
-(SPEC §9.3): re-activating it later (ait.tune activates every tuned module, also ones tuned
-earlier) keeps them, even when aitune.torch.config changed in between."""
+(docs/reference/dispatch.md#cuda-graph-runner): re-activating it later (ait.tune activates every tuned module, also ones
+tuned earlier) keeps them, even when aitune.torch.config changed in between."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Behaviour of aitune.torch.dataloader (SPEC §3.1 step 4)."""
+"""Behaviour of aitune.torch.dataloader (docs/reference/tuning.md#the-tune-call step 4)."""
 
 import numpy as np
 import pytest

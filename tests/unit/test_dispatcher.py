@@ -1,5 +1,5 @@
 """The native binder, flattener and dispatcher (aitune._C), and serving through them
-(SPEC §2.2, §2.3, §9.1, §9.4)."""
+(docs/reference/recording.md, docs/reference/dispatch.md)."""
 
 from __future__ import annotations
 

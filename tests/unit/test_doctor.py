@@ -1,4 +1,4 @@
-"""`python -m aitune doctor` and the C++ CLI `aitune` (SPEC §11.2)."""
+"""`python -m aitune doctor` and the C++ CLI `aitune` (docs/reference/native.md#command-line)."""
 
 from __future__ import annotations
 

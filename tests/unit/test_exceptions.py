@@ -1,4 +1,4 @@
-"""Behaviour of aitune.exceptions (SPEC §14)."""
+"""Behaviour of aitune.exceptions (docs/reference/errors.md)."""
 
 import copy
 import pickle

@@ -1,5 +1,5 @@
-"""The tuning HTML report (SPEC §3.4) rendered by a real headless browser (Debian's chromium):
-after the page is laid out, the DOM holds the plots with one line per backend plus the eager
+"""The tuning HTML report (docs/reference/tuning.md#telemetry-and-report) rendered by a real headless browser (Debian's
+chromium): after the page is laid out, the DOM holds the plots with one line per backend plus the eager
 baseline, the selection, and no "undefined"/"NaN" text; a screenshot is a real, non-blank image."""
 
 from __future__ import annotations

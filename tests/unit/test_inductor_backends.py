@@ -1,5 +1,6 @@
 """TorchInductorJitBackend (torch.compile) and TorchInductorAotBackend (torch.export + AOTInductor,
-served by the native runner): configs, export shapes, real CPU builds (SPEC §4.2).
+served by the native runner): configs, export shapes, real CPU builds
+(docs/reference/backends.md#per-backend-behaviour).
 
 The builds are real Inductor compiles (tens of seconds each on a small CPU machine), so models
 are tiny and each compile is shared by as many checks as possible."""

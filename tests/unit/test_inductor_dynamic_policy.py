@@ -1,5 +1,6 @@
 """TorchInductorJitBackend with dynamic=None on a graph with dynamic axes: the dynamic build is
-timed against static per-shape graphs and the faster is kept (SPEC §4.2, §8.1).
+timed against static per-shape graphs and the faster is kept (docs/reference/backends.md#per-backend-behaviour,
+docs/reference/measurement.md#one-measured-call).
 
 Real CPU Inductor compiles of a tiny MLP; the timing-dependent choice is forced where a test
 needs one particular variant."""

@@ -1,4 +1,4 @@
-"""ait.inspect / ait.wrap on a small CPU pipeline (SPEC §1.1)."""
+"""ait.inspect / ait.wrap on a small CPU pipeline (docs/reference/api.md#top-level-names)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""JIT tuning end to end in fresh processes (SPEC §12, §3.3, §3.4): started by
+"""JIT tuning end to end in fresh processes (docs/reference/jit.md, docs/reference/tuning.md): started by
 AUTOWRAPT_BOOTSTRAP=aitune_enable_jit_tuning, tuned with the Inductor JIT backend on CPU, reused
 by a second process (asserted from the telemetry), reported in HTML at exit; the inspection
 report; the exit diagnostics when nothing was found."""

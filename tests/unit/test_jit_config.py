@@ -1,5 +1,5 @@
-"""`jit_config` (SPEC §12, §1.1, §1.4): the attribute, fields and defaults, the default strategy,
-reset, environment, and the public names."""
+"""`jit_config` (docs/reference/jit.md, docs/reference/api.md): the attribute, fields and defaults, the default
+strategy, reset, environment, and the public names."""
 
 from __future__ import annotations
 

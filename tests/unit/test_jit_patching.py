@@ -1,4 +1,4 @@
-"""JIT state machine in-process (SPEC §12), with the fake backend so nothing compiles: heads and
+"""JIT state machine in-process (docs/reference/jit.md), with the fake backend so nothing compiles: heads and
 children, triggers, deferred tuning, hierarchy fallback, exclusions, disable, deep copies."""
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def test_min_samples_with_batch_axis_required_waits_for_a_dynamic_axis():
     assert head.state is JITModuleState.TUNED
     spec = head.graph_specs[0].input_spec.tensors[0].spec
     assert spec.min_shape == [2, 4] and spec.max_shape == [5, 4]
-    assert spec.shape == ["dim0", 4]  # SPEC §2.4 row 4: the batch size is unknown, so a dim axis
+    # the batch size is unknown in JIT mode, so a dim axis (docs/reference/recording.md#dynamic-axes)
+    assert spec.shape == ["dim0", 4]
     assert not head.graph_specs[0].has_batch_axis()
 
 

@@ -1,6 +1,8 @@
-"""The native measurement, selection and numeric-validation bindings (SPEC §6.2, §7.2, §8).
+"""The native measurement, selection and numeric-validation bindings
+(docs/reference/strategies.md#selection-and-the-gate, docs/reference/validation.md#numeric-comparison,
+docs/reference/measurement.md).
 
-Statistics and metrics are checked against numpy computations of the SPEC formulas; the
+Statistics and metrics are checked against numpy computations of the documented formulas; the
 measurement loop is driven with synthetic timings so every count and value is known exactly."""
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def core_metrics(metrics: dict) -> dict:
     return {k: metrics[k] for k in CORE_METRIC_KEYS}
 
 
-# ---------------------------------------------------------------- statistics (SPEC §8.2)
+# ---------------------------------------------------------------- statistics
+# (docs/reference/measurement.md#batch-sweep)
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 20, 257])
@@ -105,7 +108,7 @@ def test_percentile_small_unsorted_examples():
     assert _C.percentile([3.0, 1.0, 2.0], 100) == 3.0
 
 
-# ---------------------------------------------------------------- measure_batch (SPEC §8.1, §8.2)
+# ---------------------------------------------------------------- measure_batch (docs/reference/measurement.md)
 
 
 def test_fixed_rule_makes_exactly_30_calls_and_uses_the_last_20():
@@ -189,7 +192,8 @@ def test_stable_rule_stops_early_on_constant_timings():
 
 
 def simulate_stable_rule(times, window=20, max_cv=0.10, warmup=10, max_samples=100):
-    """Number of calls after which the SPEC §8.1 stable-window rule stops (None: it fails)."""
+    """Number of calls after which the docs/reference/measurement.md#one-measured-call stable-window rule stops (None:
+    it fails)."""
     for end in range(warmup + window, len(times) + 1):
         last = np.asarray(times[end - window:end])
         if np.std(last) / np.mean(last) <= max_cv:
@@ -234,7 +238,7 @@ def test_stable_rule_gives_up_with_the_spec_message(timing):
 
     with pytest.raises(RuntimeError) as info:
         _C.measure_batch(call, 1, {"kind": "stable"})
-    assert type(info.value) is RuntimeError  # SPEC §14: a plain RuntimeError
+    assert type(info.value) is RuntimeError  # docs/reference/errors.md: a plain RuntimeError
     assert len(calls) == 110  # 10 warmup + max_samples 100
     match = UNSTABLE_RE.match(str(info.value))
     assert match, str(info.value)
@@ -296,7 +300,7 @@ def test_invalid_host_time_is_an_error():
         _C.measure_batch(lambda i: (float("nan"), None), 1, FIXED_RULE)
 
 
-# ---------------------------------------------------------------- batch sweep (SPEC §8.1, §8.2)
+# ---------------------------------------------------------------- batch sweep (docs/reference/measurement.md)
 
 SWEEP_BATCHES = [1, 2, 4, 8, 16, 32]
 SWEEP_THROUGHPUTS = [100.0, 200.0, 300.0, 290.0, 280.0, 270.0]
@@ -374,7 +378,8 @@ def test_default_batch_sizes():
     assert _C.default_batch_sizes(2**30) == [2**n for n in range(21)]
 
 
-# ---------------------------------------------------------------- selection and gate (SPEC §6.2)
+# ---------------------------------------------------------------- selection and gate
+# (docs/reference/strategies.md#selection-and-the-gate)
 
 
 def test_pick_best_tie_keeps_the_first():
@@ -449,7 +454,8 @@ def test_budget_failure_message():
     assert _C.budget_failure_message(2.5) == "No backend satisfied latency budget 2.500 ms"
 
 
-# ---------------------------------------------------------------- tolerances (SPEC §7.2)
+# ---------------------------------------------------------------- tolerances
+# (docs/reference/validation.md#numeric-comparison)
 
 SPEC_TOLERANCES = {
     "fp32": (1e-5, 1e-4, 1e-4, 0.0),
@@ -517,7 +523,8 @@ def test_leaf_passes_boundaries():
     assert _C.leaf_passes({**zero, "has_nan": True}, tol) is False
 
 
-# ---------------------------------------------------------------- compare_tensors (SPEC §7.2)
+# ---------------------------------------------------------------- compare_tensors
+# (docs/reference/validation.md#numeric-comparison)
 
 
 def numpy_metrics(c: np.ndarray, r: np.ndarray, atol: float, rtol: float) -> dict[str, float]:
@@ -635,7 +642,8 @@ def test_compare_shape_mismatch_names_both_shapes():
     assert "[2, 3]" in message and "[3, 2]" in message
 
 
-# ---------------------------------------------------------------- time_call (SPEC §8.1)
+# ---------------------------------------------------------------- time_call
+# (docs/reference/measurement.md#one-measured-call)
 
 
 def test_time_call_on_cpu_measures_host_time():

@@ -1,5 +1,5 @@
 """ait.Module as a transparent proxy: forwarding, interception, hooks, naming, registry and
-states (SPEC §1.1, §2.1)."""
+states (docs/reference/api.md#top-level-names, docs/reference/recording.md#module-states)."""
 
 from __future__ import annotations
 
@@ -115,8 +115,8 @@ def test_hooks_run_once_per_call_when_tuned(cpu_eager_strategy):
 
 
 def test_hooks_added_after_tuning_and_global_hooks_still_run(cpu_eager_strategy):
-    """The proxy's fast path to the dispatcher is taken only without hooks (SPEC §9.1: the user's
-    hooks run in Python first)."""
+    """The proxy's fast path to the dispatcher is taken only without hooks
+    (docs/reference/dispatch.md#per-call-pipeline: the user's hooks run in Python first)."""
     original = _net()
     m = ait.Module(original, "net", strategy=cpu_eager_strategy)
     ait.tune(m, [torch.randn(4) for _ in range(2)], device="cpu")

@@ -1,5 +1,6 @@
-"""ONNX export shared by the TensorRT and ONNX Runtime backends (SPEC §5.1, §2.2 names): both
-exporters, checked by running the exported model in ONNX Runtime (CPU) against eager."""
+"""ONNX export shared by the TensorRT and ONNX Runtime backends (docs/reference/tensorrt.md#build-pipelines,
+docs/reference/recording.md#binding-flattening-and-names names): both exporters, checked by running the exported model
+in ONNX Runtime (CPU) against eager."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""ONNXRuntimeBackend (SPEC §4.2) on the CPU execution provider: config, availability, a real
-build (export + session + IO binding), serving through ait.Module, strategies, checkpoints."""
+"""ONNXRuntimeBackend (docs/reference/backends.md#per-backend-behaviour) on the CPU execution provider: config,
+availability, a real build (export + session + IO binding), serving through ait.Module, strategies, checkpoints."""
 
 from __future__ import annotations
 
@@ -407,8 +407,8 @@ def test_default_provider_on_cuda_with_cpu_only_onnxruntime_names_onnxruntime_gp
 
 
 def test_strategies_skip_the_default_provider_on_cuda_with_cpu_only_onnxruntime(monkeypatch):
-    """SPEC §4.1: a backend that cannot run on the tuning device is skipped with its reason (the
-    default lists hold ONNXRuntimeBackend() on a GPU host without onnxruntime-gpu)."""
+    """docs/reference/backends.md#common-behaviour: a backend that cannot run on the tuning device is skipped with its
+    reason (the default lists hold ONNXRuntimeBackend() on a GPU host without onnxruntime-gpu)."""
     from aitune.torch.tune_strategy.tune_strategy import availability
 
     monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])

@@ -1,5 +1,5 @@
 """Recording: binding, flattening and names, graph identity, dynamic axes, samples and spec
-tables (SPEC §2.2-§2.5)."""
+tables (docs/reference/recording.md)."""
 
 from __future__ import annotations
 
@@ -145,7 +145,8 @@ class PartialForward(torch.nn.Module):
 
 @pytest.mark.parametrize("model_cls", [NoGradForward, DecoratedForward], ids=["torch.no_grad", "functools.wraps"])
 def test_decorated_forward_is_bound_through_wrapped(model_cls):
-    """A decorated forward is bound by the signature it wraps (SPEC §2.2), without `self`."""
+    """A decorated forward is bound by the signature it wraps
+    (docs/reference/recording.md#binding-flattening-and-names), without `self`."""
     m = ait.Module(model_cls(), "m")
     with torch.no_grad():
         out = m(torch.ones(2))
@@ -277,7 +278,8 @@ def test_same_values_in_non_strict_mode_make_one_graph():
     assert m.graph_specs[0].num_calls == 2
 
 
-# -- dynamic axes (SPEC §2.4 examples) ----------------------------------------------------
+# -- dynamic axes (docs/reference/recording.md#dynamic-axes examples)
+# ----------------------------------------------------
 
 
 def test_tune_with_two_batch_sizes_infers_batch_and_dim_axes():
@@ -386,8 +388,9 @@ def test_stored_sample_is_a_deep_copy():
 
 
 def test_samples_use_the_canonical_layout():
-    """A sample is the canonical (args, kwargs) of its call (SPEC glossary, §2.2): m(x) and m(x=x)
-    store the same layout, positional parameters positionally."""
+    """A sample is the canonical (args, kwargs) of its call (docs/design.md#glossary,
+    docs/reference/recording.md#binding-flattening-and-names): m(x) and m(x=x) store the same layout, positional
+    parameters positionally."""
     m = ait.Module(Scale(), "m")
     config.max_num_samples_stored = float("inf")
     with torch.no_grad():

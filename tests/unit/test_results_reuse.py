@@ -1,5 +1,5 @@
-"""Results reuse across processes (SPEC §3.3): a second process loads the stored result instead of
-tuning; changed weights or strategy config miss; the switch disables it; a corrupt file re-tunes."""
+"""Results reuse across processes (docs/reference/tuning.md#reusing-results): a second process loads the stored result
+instead of tuning; changed weights or strategy config miss; the switch disables it; a corrupt file re-tunes."""
 
 from __future__ import annotations
 

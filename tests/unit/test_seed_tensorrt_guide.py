@@ -1,4 +1,4 @@
-'''Every snippet of the TensorRT backend seed guide, run as written (SPEC §5). Snippets are kept
+'''Every snippet of the TensorRT backend seed guide, run as written (docs/reference/tensorrt.md). Snippets are kept
 verbatim in SNIPPETS-style strings; names they use without defining (`model`, `input_data`,
 `TensorRTProfile`, ...) come from the surrounding guide, so each test gives the namespace the guide's
 reader has. Calls that need TensorRT and a GPU are skipped with the reason when either is missing.'''

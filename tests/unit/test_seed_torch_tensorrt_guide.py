@@ -1,4 +1,5 @@
-"""Every snippet of the Torch-TensorRT JIT guide (seed 004), run as written (SPEC §1.2, §4.2).
+"""Every snippet of the Torch-TensorRT JIT guide (seed 004), run as written (docs/reference/api.md#backend-classes,
+docs/reference/backends.md#per-backend-behaviour).
 
 The guide's imports, config constructions and strategy constructions run everywhere: the
 backends never fail to construct without Torch-TensorRT or CUDA. The calls that build a

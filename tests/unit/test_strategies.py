@@ -1,5 +1,5 @@
-"""Strategy outcomes with a fake backend (SPEC §6, §7): build failure, wrong numbers, NaN,
-slower than eager, faster than eager, a latency budget nobody meets — each with the SPEC's
+"""Strategy outcomes with a fake backend (docs/reference/strategies.md, docs/reference/validation.md): build failure,
+wrong numbers, NaN, slower than eager, faster than eager, a latency budget nobody meets — each with the documented
 outcome and message."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TensorRT builder and runner glue against a recording fake `tensorrt` (SPEC §5.1, §5.3, §5.5),
+"""TensorRT builder and runner glue against a recording fake `tensorrt` (docs/reference/tensorrt.md),
 fed with a real ONNX export; the settings mapping also against the real module when it imports."""
 
 from __future__ import annotations

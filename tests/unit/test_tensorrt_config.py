@@ -1,4 +1,4 @@
-"""TensorRTBackendConfig and its parts (SPEC §5.2-§5.4): fields, defaults, validation messages,
+"""TensorRTBackendConfig and its parts (docs/reference/tensorrt.md): fields, defaults, validation messages,
 identity, serialisation, availability."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""TensorRT optimization profiles from recorded graphs (SPEC §5.2): derivation for every mode,
-custom-profile validation with the exact messages, key resolution, per-call selection errors."""
+"""TensorRT optimization profiles from recorded graphs (docs/reference/tensorrt.md#optimization-profiles): derivation
+for every mode, custom-profile validation with the exact messages, key resolution, per-call selection errors."""
 
 from __future__ import annotations
 

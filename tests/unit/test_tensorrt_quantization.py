@@ -1,4 +1,4 @@
-"""The ModelOpt steps of the TensorRT pipeline (SPEC §5.1, §5.4) against a recording fake of
+"""The ModelOpt steps of the TensorRT pipeline (docs/reference/tensorrt.md) against a recording fake of
 `modelopt` (the real package needs CUDA wheels not installable here): which ModelOpt call each
 quantization config makes, with which arguments and calibration data, and where its ONNX lands."""
 

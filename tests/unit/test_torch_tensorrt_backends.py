@@ -1,6 +1,6 @@
-"""Torch-TensorRT JIT and AOT backends (SPEC §1.2, §4.1, §4.2). Torch-TensorRT cannot be installed
-on the CPU test hosts, so besides the "library absent" behaviour, our glue is tested against the
-recording fake of tests/unit/fake_torch_tensorrt.py, with the backends allowed on the CPU for the
+"""Torch-TensorRT JIT and AOT backends (docs/reference/api.md#backend-classes, docs/reference/backends.md).
+Torch-TensorRT cannot be installed on the CPU test hosts, so besides the "library absent" behaviour, our glue is tested
+against the recording fake of tests/unit/fake_torch_tensorrt.py, with the backends allowed on the CPU for the
 test (the real ones need CUDA): the arguments we pass, and the artifact's save/load round trip."""
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def test_config_errors_name_the_input():
 @needs_absent
 @pytest.mark.parametrize("cls", [TorchTensorRTJitBackend, TorchTensorRTAotBackend])
 def test_without_the_library_construction_works_and_build_names_the_package(cls, tmp_path):
-    backend = cls()  # never fails for a missing package (SPEC §1.2)
+    backend = cls()  # never fails for a missing package (docs/reference/api.md#backend-classes)
     assert backend.is_available() == (False, "torch-tensorrt is not installed. Please install `torch-tensorrt`.")
     with pytest.raises(BackendUnavailableError, match=r"torch-tensorrt is not installed\. Please install "
                                                       r"`torch-tensorrt`\."):

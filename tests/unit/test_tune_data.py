@@ -1,4 +1,5 @@
-"""Tuning telemetry JSON and HTML report (SPEC §3.4) on a CPU with the fake backend."""
+"""Tuning telemetry JSON and HTML report (docs/reference/tuning.md#telemetry-and-report) on a CPU with the fake
+backend."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""End-to-end tuning through ait.tune with the eager backend (SPEC §3.1, §3.2, §4.2, §6)."""
+"""End-to-end tuning through ait.tune with the eager backend (docs/reference/tuning.md,
+docs/reference/backends.md#per-backend-behaviour, docs/reference/strategies.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-// The extraction cache (SPEC §10.4): artifacts that need a file path (.pt2, Torch-TRT programs,
-// ONNX with external data) are extracted once per archive digest and reused by later loads.
+// The extraction cache (docs/reference/checkpoint.md#extraction-cache): artifacts that need a file path
+// (.pt2, Torch-TRT programs, ONNX with external data) are extracted once per archive digest and reused by
+// later loads.
 #pragma once
 
 #include <string>

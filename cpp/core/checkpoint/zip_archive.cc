@@ -59,7 +59,8 @@ Status errno_status(const std::string& what, int err) { return internal_error(wh
 
 std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 
-// The SPEC §10.3 message, with a Python-style list so it reads the same as the Python layer's.
+// The docs/reference/checkpoint.md#integrity-and-compatibility message, with a Python-style list so it reads
+// the same as the Python layer's.
 Status hash_failure(const std::vector<std::string>& names) {
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + in_quotes(n);
@@ -654,7 +655,8 @@ Status ArchiveReader::State::parse() {
   }
   if (p != central_end) return corrupt(bad + "central directory has " + std::to_string(central_end - p) + " bytes after its last entry");
 
-  // A pre-aitune checkpoint (SPEC §10.3) holds a pickle; say so instead of "corrupt".
+  // A pre-aitune checkpoint (docs/reference/checkpoint.md#integrity-and-compatibility) holds a pickle; say so
+  // instead of "corrupt".
   const bool has_manifest =
       std::any_of(raws.begin(), raws.end(), [](const Raw& r) { return r.name == kManifestEntryName; });
   const bool has_pickle = std::any_of(raws.begin(), raws.end(), [](const Raw& r) {

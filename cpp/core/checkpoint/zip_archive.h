@@ -1,4 +1,4 @@
-// The checkpoint container (SPEC §10.2, §10.3): one ZIP archive whose entries are STORED and whose
+// The checkpoint container (docs/reference/checkpoint.md): one ZIP archive whose entries are STORED and whose
 // entry data starts on a 64-byte boundary, so safetensors and TensorRT plans are used in place from
 // a read-only memory mapping of the file.
 //
@@ -44,8 +44,8 @@ struct ZipWriteOptions {
 };
 
 // Writes an archive. Nothing appears at `final_path` until finish() succeeds: the bytes go to
-// `<final_path>.tmp-<pid>-<n>` (unique per writer), which is renamed over `final_path` at the end and removed when the
-// writer is destroyed unfinished. Move-only; not thread-safe (one writer per thread).
+// `<final_path>.tmp-<pid>-<n>` (unique per writer), which is renamed over `final_path` at the end and removed
+// when the writer is destroyed unfinished. Move-only; not thread-safe (one writer per thread).
 class ArchiveWriter {
  public:
   // Opens the temporary file next to `final_path` (so the final rename stays on one filesystem).
@@ -115,7 +115,8 @@ class ArchiveReader {
   const std::string& path() const;
   // manifest.json's bytes; open() guarantees it is the first entry.
   std::string_view manifest_bytes() const;
-  // Archive digest (SPEC §10.3): lowercase hex SHA-256 of manifest_bytes().
+  // Archive digest (docs/reference/checkpoint.md#integrity-and-compatibility): lowercase hex SHA-256 of
+  // manifest_bytes().
   std::string digest() const;
   // Every entry, manifest.json included, in central-directory order.
   std::vector<std::string> entry_names() const;

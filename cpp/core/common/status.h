@@ -11,7 +11,8 @@
 
 namespace aitune {
 
-// Codes follow SPEC §11.1. Keep in sync with the binding table and the CLI exit codes.
+// Codes follow docs/reference/native.md#runtime-api. Keep in sync with the binding table and the CLI exit
+// codes.
 enum class StatusCode {
   kOk = 0,
   kInvalidArgument,

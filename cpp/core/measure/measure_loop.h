@@ -1,6 +1,7 @@
-// The measuring loop of SPEC §8.1 for one batch size, independent of how a call is made: the
-// caller supplies one timed call (serving path, synchronisation, CUDA events), this file runs
-// the stop rule and turns the timings into the SPEC §8.2 result fields.
+// The measuring loop of docs/reference/measurement.md#one-measured-call for one batch size, independent of
+// how a call is made: the caller supplies one timed call (serving path, synchronisation, CUDA events), this
+// file runs the stop rule and turns the timings into the docs/reference/measurement.md#batch-sweep result
+// fields.
 #pragma once
 
 #include <cstddef>
@@ -34,12 +35,13 @@ struct BatchResult {
 };
 
 // Calls `call(0)`, `call(1)`, ... until `rule` stops. A call's error Status is returned as is; an
-// unstable stable-window run gives kBackendError with the SPEC §14 message; an invalid rule or
-// batch size kInvalidArgument; a negative or non-finite timing kInternal.
+// unstable stable-window run gives kBackendError with the docs/reference/errors.md message; an invalid rule
+// or batch size kInvalidArgument; a negative or non-finite timing kInternal.
 StatusOr<BatchResult> measure_batch(int64_t batch_size, const MeasureStopRule& rule,
                                     const std::function<StatusOr<CallTiming>(size_t call_index)>& call);
 
-// One JSON object with the SPEC §8.2 field names; device fields are null when absent.
+// One JSON object with the docs/reference/measurement.md#batch-sweep field names; device fields are null when
+// absent.
 std::string to_json(const BatchResult& result);
 
 }  // namespace aitune

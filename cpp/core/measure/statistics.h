@@ -1,5 +1,5 @@
-// Latency statistics of SPEC §8.2. Percentiles use numpy's default (linear) interpolation so
-// numbers computed here and in Python reports agree to the last digit.
+// Latency statistics of docs/reference/measurement.md#batch-sweep. Percentiles use numpy's default (linear)
+// interpolation so numbers computed here and in Python reports agree to the last digit.
 #pragma once
 
 #include <span>

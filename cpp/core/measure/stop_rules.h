@@ -1,6 +1,6 @@
-// Measurement stop rules of SPEC §8.1: when to stop calling a backend at one batch size, and
-// which calls the statistics cover. Pure functions over the host times so far, so the Python
-// and C++ measuring loops share one decision.
+// Measurement stop rules of docs/reference/measurement.md#one-measured-call: when to stop calling a backend
+// at one batch size, and which calls the statistics cover. Pure functions over the host times so far, so the
+// Python and C++ measuring loops share one decision.
 #pragma once
 
 #include <cstddef>
@@ -36,7 +36,7 @@ struct StopDecision {
   // (and for kFail, the window whose CV was too high).
   size_t measured_begin = 0;
   size_t measured_end = 0;
-  // For kFail: the SPEC §14 text, raised to the user as is.
+  // For kFail: the docs/reference/errors.md text, raised to the user as is.
   std::string message;
 };
 

@@ -7,7 +7,7 @@
 namespace aitune {
 namespace {
 
-// SPEC §6.1: the sweep covers 2^0 ... 2^20.
+// docs/reference/strategies.md#per-graph-pipeline: the sweep covers 2^0 ... 2^20.
 constexpr int kMaxBatchExponent = 20;
 
 std::string gain_message(double gain) {

@@ -1,4 +1,4 @@
-// Batch-size sweep of SPEC §8.1/§8.2: which batch sizes to try, and when throughput has
+// Batch-size sweep of docs/reference/measurement.md: which batch sizes to try, and when throughput has
 // saturated so that larger sizes are not worth measuring.
 #pragma once
 
@@ -35,7 +35,7 @@ class SweepState {
   explicit SweepState(SweepRule rule) : rule_(rule) {}
 
   // Records a measured batch size; true when the sweep should stop (and stays true afterwards).
-  // Throughput is judged on measured calls only (SPEC §8.1).
+  // Throughput is judged on measured calls only (docs/reference/measurement.md#one-measured-call).
   bool add(int64_t batch_size, double throughput_per_s);
 
   // Highest throughput seen (ties keep the earlier size); nullopt / 0 before the first add.

@@ -1,6 +1,6 @@
-// Backend selection rules of SPEC §6.2 as pure functions: the performance gates, speedups,
-// best-candidate choice and the latency-budget pick. Strategies (Python) own the flow; these
-// own the comparisons, so boundary behaviour (ties, exact thresholds) is tested once here.
+// Backend selection rules of docs/reference/strategies.md#selection-and-the-gate as pure functions: the
+// performance gates, speedups, best-candidate choice and the latency-budget pick. Strategies (Python) own the
+// flow; these own the comparisons, so boundary behaviour (ties, exact thresholds) is tested once here.
 #pragma once
 
 #include <cstddef>
@@ -38,7 +38,7 @@ GateVerdict first_wins_gate(std::span<const double> speedups, double threshold_p
 bool passes_profiling_gate(double speedup, double threshold_percent);
 
 // candidate / baseline; NaN unless both are positive. The caller decides what a failed
-// baseline means (SPEC §6.2 accepts the candidate then).
+// baseline means (docs/reference/strategies.md#selection-and-the-gate accepts the candidate then).
 double speedup_throughput(double candidate_per_s, double baseline_per_s);
 
 // baseline / candidate (lower latency is better); NaN unless both are positive.
@@ -64,7 +64,7 @@ struct BatchPoint {
 // ties); nullopt when no point is within budget.
 std::optional<BatchPoint> best_within_budget(std::span<const BatchPoint> points, double budget_ms);
 
-// "No backend satisfied latency budget 10.000 ms" (SPEC §14).
+// "No backend satisfied latency budget 10.000 ms" (docs/reference/errors.md).
 std::string budget_failure_message(double budget_ms);
 
 }  // namespace aitune

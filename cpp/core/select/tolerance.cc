@@ -98,7 +98,8 @@ std::string numeric_failure_message(std::string_view access_path, size_t sample_
         path.c_str(), sample_index, mismatched_percent, allowed_percent, cls, metrics.max_abs_error,
         metrics.max_rel_error, metrics.rel_l2_error, tolerance.max_rel_l2);
   }
-  // The SPEC §7.3 form; also used (with "<=") if called for a passing leaf, so it never lies.
+  // The docs/reference/validation.md#reporting form; also used (with "<=") if called for a passing leaf, so
+  // it never lies.
   const char* op = rel_l2_passes(metrics, tolerance) ? "<=" : ">";
   return format(
       "Output %s differs from eager reference on sample %zu: rel_l2=%.3g %s %.3g "

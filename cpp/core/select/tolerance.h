@@ -1,4 +1,4 @@
-// Numeric comparison with eager (SPEC §7.2/§7.3): precision classes, their default
+// Numeric comparison with eager (docs/reference/validation.md): precision classes, their default
 // tolerances, the per-leaf pass rule and the failure message. The metrics themselves are
 // computed on the device by the torch layer; this file only judges them.
 #pragma once
@@ -28,7 +28,7 @@ struct NumericTolerance {
   double max_mismatch_fraction = 0.0;  // share of elements in [0, 1]
 };
 
-// DEFAULT_TOLERANCES of SPEC §7.2.
+// DEFAULT_TOLERANCES of docs/reference/validation.md#numeric-comparison.
 NumericTolerance default_tolerance(PrecisionClass precision);
 
 // One output leaf of one sample, candidate vs eager reference.
@@ -49,8 +49,8 @@ bool leaf_passes(const LeafMetrics& metrics, const NumericTolerance& tolerance);
 // both agree, the one closer to (or further past) its limit, as a share of that limit.
 const char* deciding_bound(const LeafMetrics& metrics, const NumericTolerance& tolerance);
 
-// The CorrectnessNumericError text of SPEC §7.3 for a leaf that failed leaf_passes; names the
-// check that failed (NaN, rel_l2, or the mismatch share).
+// The CorrectnessNumericError text of docs/reference/validation.md#reporting for a leaf that failed
+// leaf_passes; names the check that failed (NaN, rel_l2, or the mismatch share).
 std::string numeric_failure_message(std::string_view access_path, size_t sample_index, const LeafMetrics& metrics,
                                     const NumericTolerance& tolerance, PrecisionClass precision);
 

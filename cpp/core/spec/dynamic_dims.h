@@ -1,6 +1,7 @@
-// Explicit dynamic shapes (SPEC §2.6): user-declared DynamicDim / BatchDim per input, their
-// validation, the check of every recorded call against them, and the effective (min, opt, max)
-// shapes that exporters and TensorRT profiles use. Messages are the SPEC §14 texts.
+// Explicit dynamic shapes (docs/reference/recording.md#explicit-dynamic-shapes): user-declared DynamicDim /
+// BatchDim per input, their validation, the check of every recorded call against them, and the effective
+// (min, opt, max) shapes that exporters and TensorRT profiles use. Messages are the docs/reference/errors.md
+// texts.
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,8 @@ DimDef batch_dim(std::string name, int64_t min, int64_t max, std::optional<int64
   return DimDef{std::move(name), true, min, max, opt};
 }
 
-// SPEC §2.6's example: x = (BatchDim("batch", 1, 8, opt=2), 3, spatial, spatial).
+// The example of docs/reference/recording.md#explicit-dynamic-shapes:
+// x = (BatchDim("batch", 1, 8, opt=2), 3, spatial, spatial).
 std::vector<InputShapeDef> image_defs() {
   const DimDef spatial = dynamic_dim("spatial", 224, 512);
   return {

@@ -1,6 +1,6 @@
-// GraphKey: the identity of a call's structure (SPEC §2.3) as a stream of 64-bit tokens plus
-// a running hash. Two calls belong to the same graph iff their token streams are equal; the
-// hash only speeds up the lookup. Tokens are stable across processes (no pointer or
+// GraphKey: the identity of a call's structure (docs/reference/recording.md#graph-identity) as a stream of
+// 64-bit tokens plus a running hash. Two calls belong to the same graph iff their token streams are equal;
+// the hash only speeds up the lookup. Tokens are stable across processes (no pointer or
 // randomized-hash input), so a key can be saved. Cheap to build: reuse one key per thread and
 // clear() it, so the hot path does not allocate once the vector has grown.
 #pragma once
@@ -32,7 +32,8 @@ class GraphKey {
   void add_index(int64_t index);
   // Leaves: a tensor of the given rank; a non-tensor value summarised by `value_hash` (strict
   // mode; the caller confirms equality of the values themselves); a non-tensor leaf whose value
-  // does not take part in identity (strict mode off); an LLM phase (SPEC §2.3).
+  // does not take part in identity (strict mode off); an LLM phase
+  // (docs/reference/recording.md#graph-identity).
   void add_tensor(int64_t rank);
   void add_value(uint64_t value_hash);
   void add_opaque_value();

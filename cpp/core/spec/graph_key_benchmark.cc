@@ -1,5 +1,6 @@
-// Cost of the per-call graph identification on the dispatch hot path (SPEC §9.1): rebuild the
-// key of a call into a reused GraphKey, then look it up in a table of 8 tuned graphs.
+// Cost of the per-call graph identification on the dispatch hot path
+// (docs/reference/dispatch.md#per-call-pipeline): rebuild the key of a call into a reused GraphKey, then look
+// it up in a table of 8 tuned graphs.
 #include <benchmark/benchmark.h>
 
 #include <array>

@@ -1,5 +1,5 @@
 // GraphTable: graph key -> graph indices. Immutable once the tuned module is activated, so
-// concurrent find() calls need no lock (SPEC §9.4).
+// concurrent find() calls need no lock (docs/reference/dispatch.md#threads-and-streams).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // TensorSpec: what aitune knows about one tensor leaf of a graph after seeing its samples —
-// the shape lattice of SPEC §2.4 (static / batch<axis> / dim<axis>), min and max sizes, and the
-// batch multiplier of every axis. Not thread-safe; owned by one graph.
+// the shape lattice of docs/reference/recording.md#dynamic-axes (static / batch<axis> / dim<axis>), min and
+// max sizes, and the batch multiplier of every axis. Not thread-safe; owned by one graph.
 #pragma once
 
 #include <cstdint>
@@ -29,13 +29,14 @@ class TensorSpec {
   static StatusOr<TensorSpec> from_parts(std::vector<AxisKind> kinds, Shape min_shape, Shape max_shape,
                                          std::vector<double> multipliers, std::string dtype);
 
-  // Adds a sample of the same leaf (SPEC §2.4): every axis whose size differs from the first
-  // sample, or that is already symbolic, widens min/max; it becomes batch<axis> when the stored
-  // and new multipliers are equal and a finite integer, otherwise dim<axis> with a NaN multiplier.
+  // Adds a sample of the same leaf (docs/reference/recording.md#dynamic-axes): every axis whose size differs
+  // from the first sample, or that is already symbolic, widens min/max; it becomes batch<axis> when the
+  // stored and new multipliers are equal and a finite integer, otherwise dim<axis> with a NaN multiplier.
   // A batch axis may be demoted to dim, never the reverse. kInvalidArgument on a rank mismatch.
   Status update(const Shape& shape, std::optional<int64_t> batch_size);
 
-  // Widens max_shape element-wise (used by the max-batch search, SPEC §6.1).
+  // Widens max_shape element-wise (used by the max-batch search,
+  // docs/reference/strategies.md#per-graph-pipeline).
   Status extend_max(const Shape& shape);
 
   int64_t rank() const { return static_cast<int64_t>(kinds_.size()); }

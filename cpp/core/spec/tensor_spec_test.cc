@@ -43,7 +43,7 @@ TEST(TensorSpecTest, FirstSampleIsStaticWithMultipliers) {
   EXPECT_FALSE(spec.has_dynamic_axis());
 }
 
-// SPEC §2.4 table, row 1.
+// docs/reference/recording.md#dynamic-axes table, row 1.
 TEST(TensorSpecTest, Row1BatchAndDim) {
   TensorSpec spec = spec_of({{{1, 2, 3}, 1}, {{3, 2, 6}, 3}});
   EXPECT_EQ(spec.axis_kinds(), (std::vector<AxisKind>{kB, kS, kD}));

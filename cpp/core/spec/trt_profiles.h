@@ -1,6 +1,6 @@
-// TensorRT optimization profiles (SPEC §5.2): deriving them from the recorded graph, validating
-// user-given ones against it, and choosing the profile for a call. Torch-free so the Python
-// backend and a C++ runtime built with TensorRT share one implementation of each rule.
+// TensorRT optimization profiles (docs/reference/tensorrt.md#optimization-profiles): deriving them from the
+// recorded graph, validating user-given ones against it, and choosing the profile for a call. Torch-free so
+// the Python backend and a C++ runtime built with TensorRT share one implementation of each rule.
 #pragma once
 
 #include <cstddef>
@@ -56,7 +56,7 @@ OptimizationProfile dynamic_shapes_profile(const std::vector<RecordedInput>& inp
 
 // list[TensorRTProfile]: checks each profile against the recorded inputs (exact inputs, ranks,
 // non-negative sizes, min <= opt <= max, static axes) and returns them in recorded input order.
-// Failures are kInvalidArgument with the SPEC §5.2 messages.
+// Failures are kInvalidArgument with the docs/reference/tensorrt.md#optimization-profiles messages.
 StatusOr<std::vector<OptimizationProfile>> validate_user_profiles(const std::vector<RecordedInput>& inputs,
                                                                   const std::vector<UserProfile>& profiles);
 

@@ -1,6 +1,7 @@
 // What this machine offers aitune: torch build, CUDA driver and GPUs, and whether the optional
 // native libraries (TensorRT, Torch-TensorRT, ONNX Runtime) can be loaded. Used by
-// `aitune doctor` and, later, by the checkpoint fingerprint (SPEC §10.3).
+// `aitune doctor` and, later, by the checkpoint fingerprint
+// (docs/reference/checkpoint.md#integrity-and-compatibility).
 #pragma once
 
 #include <cstdint>

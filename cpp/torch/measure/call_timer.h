@@ -1,6 +1,6 @@
-// Timing of one measured call (SPEC §8.1): host wall time always, device time from CUDA events
-// when the call runs on a CUDA device. The measurement loop and its stop rules live in
-// cpp/core/measure; this file only brackets one call.
+// Timing of one measured call (docs/reference/measurement.md#one-measured-call): host wall time always,
+// device time from CUDA events when the call runs on a CUDA device. The measurement loop and its stop rules
+// live in cpp/core/measure; this file only brackets one call.
 #pragma once
 
 #include <functional>

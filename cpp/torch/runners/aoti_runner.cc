@@ -145,7 +145,7 @@ StatusOr<std::vector<at::Tensor>> AotiRunner::run(const std::vector<at::Tensor>&
     if (!is_cuda_) return loader_->run(args, nullptr);
     const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index_));
     c10::DeviceGuard guard(device);
-    // Work goes on the caller's current stream (SPEC §9.4).
+    // Work goes on the caller's current stream (docs/reference/dispatch.md#threads-and-streams).
     void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle();
     return loader_->run(args, stream);
   } catch (const std::exception& e) {

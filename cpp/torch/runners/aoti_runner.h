@@ -1,10 +1,10 @@
-// AotiRunner: serves a `model.pt2` AOTInductor package (SPEC §4.2 TorchInductorAotBackend) through
-// libtorch's AOTIModelPackageLoader, from Python and from the C++ runtime alike. Inputs are the
-// exported program's tensor inputs in its own order (the backend maps aitune's flattening order
-// onto it); outputs are the exported program's flat outputs.
+// AotiRunner: serves a `model.pt2` AOTInductor package (docs/reference/backends.md#per-backend-behaviour
+// TorchInductorAotBackend) through libtorch's AOTIModelPackageLoader, from Python and from the C++ runtime
+// alike. Inputs are the exported program's tensor inputs in its own order (the backend maps aitune's
+// flattening order onto it); outputs are the exported program's flat outputs.
 //
-// Thread-safe: one mutex around run (SPEC §9.4). Never throws: library exceptions become a
-// kBackendError Status carrying the library's text.
+// Thread-safe: one mutex around run (docs/reference/dispatch.md#threads-and-streams). Never throws: library
+// exceptions become a kBackendError Status carrying the library's text.
 #pragma once
 
 #include <memory>

@@ -293,8 +293,9 @@ namespace {
 
 // One cudaMemcpyAsync for a dense same-dtype, same-shape device-to-device copy. A replay makes
 // one copy per input and one per cloned output; ATen's copy_ spends its dispatch and checks on
-// them (the runner measured about 6 us over copy + replay on the H200, torch 2.11, SPEC §9.1
-// budget: a few us), which this case does not need. Anything else goes through copy_.
+// them (the runner measured about 6 us over copy + replay on the H200, torch 2.11,
+// docs/reference/dispatch.md#per-call-pipeline budget: a few us), which this case does not need. Anything
+// else goes through copy_.
 bool dense_device_copy(const at::Tensor& dst, const at::Tensor& src, cudaStream_t stream) {
   if (dst.scalar_type() != src.scalar_type() || dst.device() != src.device() || dst.sizes() != src.sizes() ||
       !dst.is_contiguous() || !src.is_contiguous()) {

@@ -1,4 +1,4 @@
-// CudaGraphRunner (SPEC §9.3, §9.4): wraps any Runner and replays its work as CUDA graphs, one
+// CudaGraphRunner (docs/reference/dispatch.md): wraps any Runner and replays its work as CUDA graphs, one
 // per input signature, so every backend gets CUDA graphs from one implementation.
 //
 // Per call: the key is the shapes, dtypes, device and contiguity of every input. A cached key
@@ -6,11 +6,11 @@
 // replays on the caller's current stream and clones the static outputs (unless
 // clone_outputs=false: then outputs are the static buffers, valid until the next call of that
 // key from any thread). Dense inputs and cloned dense outputs are copied by memcpy nodes inside
-// the graph, re-pointed at each call's tensors, so a call is one launch (graph_copy_node.h). A new key runs one ordinary warmup, captures the inner runner on a side
-// stream into a private memory pool, evicts the least recently used key beyond cache_size, and
-// replays. A key whose capture fails is remembered as non-capturable and runs through the inner
-// runner from then on. Calls whose inputs are not all on one CUDA device, and every call when
-// the runner is disabled, go straight to the inner runner.
+// the graph, re-pointed at each call's tensors, so a call is one launch (graph_copy_node.h). A new key runs
+// one ordinary warmup, captures the inner runner on a side stream into a private memory pool, evicts the
+// least recently used key beyond cache_size, and replays. A key whose capture fails is remembered as
+// non-capturable and runs through the inner runner from then on. Calls whose inputs are not all on one CUDA
+// device, and every call when the runner is disabled, go straight to the inner runner.
 //
 // Thread-safe: one mutex serialises the cache, copy-in, replay, cloning and every call of the
 // (not thread-safe) inner runner. Calls from different streams are also ordered on the device:
@@ -36,7 +36,8 @@ struct CudaGraphOptions {
   size_t cache_size = 8;      // captured keys kept; 0 turns capturing off
   bool clone_outputs = true;  // false: outputs alias the graph's static buffers
   // false: every call goes to the inner runner. The AITUNE_DISABLE_CUDA_GRAPHS kill switch wins
-  // over true (it turns CUDA graphs off everywhere, SPEC §9.3); it is read at construction.
+  // over true (it turns CUDA graphs off everywhere, docs/reference/dispatch.md#cuda-graph-runner); it is read
+  // at construction.
   bool enabled = true;
 };
 

@@ -1,7 +1,7 @@
-// Runner: one call of a built backend for one graph (ARCHITECTURE §4). Inputs are the graph's
+// Runner: one call of a built backend for one graph (docs/design.md#one-tuned-call). Inputs are the graph's
 // tensor leaves in flattening order; outputs are the output tensor leaves in flattening order
 // (the caller rebuilds the output structure). Not thread-safe unless the implementation says
-// so; CudaGraphRunner is, through its own mutex (SPEC §9.4).
+// so; CudaGraphRunner is, through its own mutex (docs/reference/dispatch.md#threads-and-streams).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,5 +1,6 @@
-// Which saved backends this C++ runtime can serve (SPEC §4.1 table, §11.1). Kept apart from
-// runtime.cc so the rule is unit tested without writing a checkpoint.
+// Which saved backends this C++ runtime can serve (docs/reference/backends.md#common-behaviour table,
+// docs/reference/native.md#runtime-api). Kept apart from runtime.cc so the rule is unit tested without
+// writing a checkpoint.
 #pragma once
 
 #include <string>

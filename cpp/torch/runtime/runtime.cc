@@ -279,7 +279,7 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
                                                         g.backend_name, native_flag, artifacts.contains("package"),
                                                         artifacts.contains("plan"));
         g.native = g.not_native_reason.empty();
-        // Fingerprint (SPEC §10.3).
+        // Fingerprint (docs/reference/checkpoint.md#integrity-and-compatibility).
         std::vector<std::string> lines;
         for (const std::string& field : g.required_fields) {
           std::string a, c;
@@ -351,7 +351,8 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
         AITUNE_ASSIGN_OR_RETURN(std::unique_ptr<AotiRunner> runner,
                                 AotiRunner::load(root + "/" + package, cuda_package ? options.device_index : -1));
         handle->runners_[i] = std::move(runner);
-        // CUDA graphs as saved unless the caller says otherwise (SPEC §11.1); CPU graphs never.
+        // CUDA graphs as saved unless the caller says otherwise (docs/reference/native.md#runtime-api); CPU
+        // graphs never.
         const bool graphs = cuda_package && options.cuda_graphs.enabled.value_or(g.saved_cuda_graphs);
         if (graphs) {
           CudaGraphOptions go;

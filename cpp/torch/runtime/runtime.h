@@ -1,5 +1,5 @@
-// The pure-C++ runtime (SPEC §11.1): loads an aitune checkpoint (`.ait`) and serves its tuned
-// modules without Python. Only natively runnable graphs (AOTInductor packages, for now) run here;
+// The pure-C++ runtime (docs/reference/native.md#runtime-api): loads an aitune checkpoint (`.ait`) and serves
+// its tuned modules without Python. Only natively runnable graphs (AOTInductor packages, for now) run here;
 // graphs whose backend needs Python report kBackendUnavailable.
 //
 // Never throws: every fallible call returns Status / StatusOr; torch exceptions are caught.
@@ -40,7 +40,8 @@ struct Outputs {
   const at::Tensor* find(std::string_view access_path) const;
 };
 
-// CUDA graphs for the natively run graphs (SPEC §9.3, §11.1): one CudaGraphRunner per graph.
+// CUDA graphs for the natively run graphs (docs/reference/dispatch.md#cuda-graph-runner,
+// docs/reference/native.md#runtime-api): one CudaGraphRunner per graph.
 struct CudaGraphLoadOptions {
   std::optional<bool> enabled;  // nullopt: as saved (the backend config's use_cuda_graphs)
   size_t cache_size = 8;        // captured input signatures kept per graph (LRU)
@@ -59,7 +60,7 @@ struct LoadOptions {
   CudaGraphLoadOptions cuda_graphs;  // applies to CUDA graphs (device_index >= 0) only
 };
 
-// One leaf of an input or output spec (SPEC §2.2).
+// One leaf of an input or output spec (docs/reference/recording.md#binding-flattening-and-names).
 struct LeafInfo {
   std::string semantic_path;  // display form: "x" or "('options', 'mask')"
   std::string access_path;    // `options["mask"]`
@@ -171,7 +172,8 @@ class Runtime {
   std::vector<std::unique_ptr<ModuleHandle>> modules_;
 };
 
-// The current environment as a SPEC §10.3 fingerprint (for device_index's GPU, when any).
+// The current environment as a docs/reference/checkpoint.md#integrity-and-compatibility fingerprint (for
+// device_index's GPU, when any).
 nlohmann::json current_fingerprint(int device_index);
 
 }  // namespace aitune

@@ -1,6 +1,6 @@
-// Numeric comparison of one output leaf against the eager reference (SPEC §7.2). The pass rule
-// (tolerances per precision class, NaN never passes) belongs to the caller; this file only
-// measures.
+// Numeric comparison of one output leaf against the eager reference
+// (docs/reference/validation.md#numeric-comparison). The pass rule (tolerances per precision class, NaN never
+// passes) belongs to the caller; this file only measures.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,4 +1,4 @@
-"""aitune for PyTorch: ``import aitune.torch as ait`` (SPEC §1.1)."""
+"""aitune for PyTorch: ``import aitune.torch as ait`` (docs/reference/api.md#top-level-names)."""
 
 from aitune._native import _C  # noqa: F401 - fails early with a clear message on a torch mismatch
 from aitune.torch import backend, tune_strategy

@@ -1,4 +1,4 @@
-"""Global aitune configuration (SPEC §13).
+"""Global aitune configuration (docs/reference/configuration.md).
 
 ``config`` is a process-wide singleton. Environment variables provide the
 initial values; ``reset_to_defaults()`` re-reads them. Paths derived from
@@ -53,7 +53,7 @@ class AITuneMode(str, Enum):
 
 
 def normalize_device(device: Union[str, torch.device]) -> str:
-    """Return the canonical device string (SPEC §3.1 step 2).
+    """Return the canonical device string (docs/reference/tuning.md#the-tune-call step 2).
 
     ``"cuda"`` becomes ``"cuda:0"`` so that one device has one spelling in
     cache keys and reports. CUDA availability is not checked here; callers
@@ -101,7 +101,7 @@ def _require_int(name: str, value: Any, minimum: int) -> int:
 
 
 class AITuneConfig:
-    """Process-wide tuning settings; see SPEC §13 for each field's meaning."""
+    """Process-wide tuning settings; see docs/reference/configuration.md for each field's meaning."""
 
     def __init__(self) -> None:
         self.reset_to_defaults()
@@ -194,7 +194,7 @@ class AITuneConfig:
 
     @property
     def fallback_policy(self) -> str:
-        """``"raise"`` or ``"eager"`` for calls no tuned graph accepts (SPEC §9.2)."""
+        """``"raise"`` or ``"eager"`` for calls no tuned graph accepts (docs/reference/dispatch.md#input-check)."""
         return self._fallback_policy
 
     @fallback_policy.setter
@@ -205,7 +205,7 @@ class AITuneConfig:
 
     @property
     def cuda_graph_cache_size(self) -> int:
-        """Captured CUDA graphs kept per runner (SPEC §9.3)."""
+        """Captured CUDA graphs kept per runner (docs/reference/dispatch.md#cuda-graph-runner)."""
         return self._cuda_graph_cache_size
 
     @cuda_graph_cache_size.setter
@@ -268,5 +268,5 @@ config = AITuneConfig()
 
 
 def aitune_cache_dir() -> Path:
-    """Return ``config.cache_dir``, so that setting it moves every cache (SPEC §1.1)."""
+    """Return ``config.cache_dir``, so that setting it moves every cache (docs/reference/api.md#top-level-names)."""
     return config.cache_dir

@@ -1,4 +1,4 @@
-"""Turn a user dataset into batched calls for recording (SPEC §3.1 step 4).
+"""Turn a user dataset into batched calls for recording (docs/reference/tuning.md#the-tune-call step 4).
 
 A dataset item is one **unbatched** sample. For every batch size, a
 ``torch.utils.data.DataLoader`` collates items into batches, and each batch is

@@ -1,5 +1,5 @@
-"""User-declared dynamic dimensions (SPEC §2.6). Validation lives in the C++ core so the
-messages are the same wherever a definition is checked."""
+"""User-declared dynamic dimensions (docs/reference/recording.md#explicit-dynamic-shapes). Validation lives in the C++
+core so the messages are the same wherever a definition is checked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The batch size ait.tune publishes for the calls it drives (SPEC §2.4).
+"""The batch size ait.tune publishes for the calls it drives (docs/reference/recording.md#dynamic-axes).
 
 A context variable, so that a thread or task outside ait.tune sees "unknown" (None), as JIT
 recording does.

@@ -1,4 +1,4 @@
-"""aitune's logger and the build-output capture (SPEC §3.1, §3.2).
+"""aitune's logger and the build-output capture (docs/reference/tuning.md).
 
 aitune configures only the `aitune` logger and never touches root handlers."""
 

@@ -1,5 +1,5 @@
 """ait.tune: gather samples by running the user's function, then tune every registered
-module (SPEC §3.1)."""
+module (docs/reference/tuning.md#the-tune-call)."""
 
 from __future__ import annotations
 

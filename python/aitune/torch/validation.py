@@ -1,4 +1,5 @@
-"""Numeric validation settings (SPEC §7.2): precision classes and their default tolerances.
+"""Numeric validation settings (docs/reference/validation.md#numeric-comparison): precision classes and their default
+tolerances.
 
 The table itself lives in the C++ core (cpp/core/select/tolerance.cc) so the C++ runtime's
 `aitune run --check` and Python agree; this module exposes it as Python values."""
@@ -52,8 +53,8 @@ ToleranceSetting = Union[NumericTolerance, Mapping[Union[PrecisionClass, str], N
 
 def resolve_tolerance(precision_class: str, backend_tolerance: NumericTolerance | None,
                       strategy_tolerance: ToleranceSetting | None) -> NumericTolerance:
-    """Precedence (SPEC §7.2): the backend's tolerance=, then the strategy's set_tolerance(...)
-    (one value or one per class), then the defaults."""
+    """Precedence (docs/reference/validation.md#numeric-comparison): the backend's tolerance=, then the strategy's
+    set_tolerance(...) (one value or one per class), then the defaults."""
     cls = PrecisionClass(precision_class)
     if backend_tolerance is not None:
         return backend_tolerance

@@ -1,5 +1,5 @@
-"""Backends (SPEC §1.2): eager, Inductor JIT/AOT, TensorRT, Torch-TensorRT JIT/AOT and ONNX Runtime.
-Each constructs without its package; `is_available()` says what is missing."""
+"""Backends (docs/reference/api.md#backend-classes): eager, Inductor JIT/AOT, TensorRT, Torch-TensorRT JIT/AOT and ONNX
+Runtime. Each constructs without its package; `is_available()` says what is missing."""
 
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendConfig, BackendState, BuildMode, ExecutionMode
 from aitune.torch.backend.onnx_runtime import ONNXExecutionProvider, ONNXRuntimeBackend, ONNXRuntimeBackendConfig

@@ -1,5 +1,5 @@
 """Autocast for backends that run the module's forward (eager, Inductor JIT): callers keep
-getting the output dtypes eager returns (SPEC §4.2)."""
+getting the output dtypes eager returns (docs/reference/backends.md#per-backend-behaviour)."""
 
 from __future__ import annotations
 

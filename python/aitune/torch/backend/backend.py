@@ -1,5 +1,5 @@
-"""The backend interface (SPEC §1.2, §4.1): a blueprint that a strategy deep-copies and builds
-for one graph; the built copy serves the graph's calls."""
+"""The backend interface (docs/reference/api.md#backend-classes, docs/reference/backends.md#common-behaviour): a
+blueprint that a strategy deep-copies and builds for one graph; the built copy serves the graph's calls."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ class _SharedBuild:
 
 
 class Backend(abc.ABC):
-    """Lifecycle INIT -build-> ACTIVE <-> INACTIVE (SPEC §4.1)."""
+    """Lifecycle INIT -build-> ACTIVE <-> INACTIVE (docs/reference/backends.md#common-behaviour)."""
 
     _devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     config_class: ClassVar[type[BackendConfig]] = BackendConfig

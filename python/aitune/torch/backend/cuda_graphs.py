@@ -1,4 +1,4 @@
-"""Serving a backend through the shared native CUDA-graph runner (SPEC §9.3).
+"""Serving a backend through the shared native CUDA-graph runner (docs/reference/dispatch.md#cuda-graph-runner).
 
 The native runner works on flat tensor lists; this adapter turns the graph's call structure
 into the flat list (the tensor leaves, in the dispatcher's flattening order) and back, so one

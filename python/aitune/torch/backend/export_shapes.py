@@ -1,15 +1,15 @@
-"""torch.export shape helpers shared by the exporting backends (SPEC §4.2; reference §2.9).
+"""torch.export shape helpers shared by the exporting backends (docs/reference/backends.md#per-backend-behaviour).
 
 * :func:`build_dynamic_shapes` turns a graph's recorded lattice into torch.export's
   ``dynamic_shapes``: one shared ``Dim("batch", min, max)`` over every batch axis (times the
   axis' multiplier), ``Dim.AUTO`` for ``dim`` axes, and named dims for the axes the user declared
-  with ``DynamicDim`` / ``BatchDim`` (SPEC §2.6).
+  with ``DynamicDim`` / ``BatchDim`` (docs/reference/recording.md#explicit-dynamic-shapes).
 * :func:`prepare_export_sample` is the sample torch.export traces: sample 0 re-batched to 2 when
   the graph's max batch is at least 2, and every size-1 dynamic axis widened to 2, so that
   export does not specialise those axes to 0/1.
 
-Both address tensors by semantic path (SPEC §2.2) and build their result from the call bound to
-the forward signature, so the ``dynamic_shapes`` dict is keyed by parameter name, like the
+Both address tensors by semantic path (docs/reference/recording.md#binding-flattening-and-names) and build their result
+from the call bound to the forward signature, so the ``dynamic_shapes`` dict is keyed by parameter name, like the
 forward torch.export sees.
 """
 
@@ -84,7 +84,8 @@ class ExportShapePlan:
                 if kind == "batch" and batched:
                     axes.append(_Axis(_BATCH, multiplier=int(round(multipliers[axis]))))
                 elif kind in ("batch", "dim"):
-                    axes.append(_Axis(_DIM))  # a batch axis only counts when every input has one (SPEC §2.4)
+                    # a batch axis only counts when every input has one (docs/reference/recording.md#dynamic-axes)
+                    axes.append(_Axis(_DIM))
                 else:
                     axes.append(_Axis(_STATIC))
             self.axes[path] = axes
@@ -203,7 +204,7 @@ def _holds_tensor(value: Any) -> bool:
 
 def _check_no_user_types(value: Any) -> None:
     """Raises when a tensor sits under a dataclass, a UserDict-like mapping or a registered
-    user type: torch.export's pytree cannot address it (reference §2.9)."""
+    user type: torch.export's pytree cannot address it, as in AITune."""
     if isinstance(value, (tuple, list)):
         for item in value:
             _check_no_user_types(item)

@@ -1,4 +1,5 @@
-"""ONNX export of one graph, shared by the TensorRT and ONNX Runtime backends (SPEC §5.1).
+"""ONNX export of one graph, shared by the TensorRT and ONNX Runtime backends
+(docs/reference/tensorrt.md#build-pipelines).
 
 The exporters never see aitune's call structure. They trace a small adapter whose forward
 takes the graph's tensor leaves as flat positional inputs (graph.input_spec.tensors order, named
@@ -60,8 +61,8 @@ class OnnxExportInfo:
 
 
 def onnx_input_name(path_str: Any) -> str:
-    """``input_<path>`` (SPEC §2.2): every run of characters outside [A-Za-z0-9_] becomes ``_``.
-    Takes a semantic path (``"x"``, ``("options", "mask")``) or an access path string
+    """``input_<path>`` (docs/reference/recording.md#binding-flattening-and-names): every run of characters outside
+    [A-Za-z0-9_] becomes ``_``. Takes a semantic path (``"x"``, ``("options", "mask")``) or an access path string
     (``options["mask"]``); both give the same name."""
     if isinstance(path_str, tuple):
         return tensor_name(path_str, "input")
@@ -226,8 +227,8 @@ def _move_into_place(staged: Path, path: Path, large: bool) -> None:
 def export_onnx(module: torch.nn.Module, graph_spec: GraphSpec, samples: list[Sample], path: Path, *,
                 use_dynamo: bool = True, opset_version: int | None = None,
                 forward: Callable | None = None) -> OnnxExportInfo:
-    """Exports `graph_spec` of `module` to `path` (SPEC §5.1) and checks it with onnx.checker.
-    Raises RuntimeError naming the exporter that failed; partial outputs are removed."""
+    """Exports `graph_spec` of `module` to `path` (docs/reference/tensorrt.md#build-pipelines) and checks it with
+    onnx.checker. Raises RuntimeError naming the exporter that failed; partial outputs are removed."""
     info, _ = export_onnx_with_template(module, graph_spec, samples, path, use_dynamo=use_dynamo,
                                         opset_version=opset_version, forward=forward)
     return info

@@ -1,4 +1,5 @@
-"""Torch-TensorRT compile settings shared by the JIT and AOT Torch-TensorRT backends (SPEC §1.2, §4.2).
+"""Torch-TensorRT compile settings shared by the JIT and AOT Torch-TensorRT backends
+(docs/reference/api.md#backend-classes, docs/reference/backends.md#per-backend-behaviour).
 
 ``TorchTensorRTConfig`` is ``torch_tensorrt.dynamo.CompilationSettings`` when Torch-TensorRT is
 installed, so ``compile_config=CompilationSettings(...)`` and ``compile_config=TorchTensorRTConfig(...)``
@@ -7,7 +8,8 @@ with the same fields and defaults, so configs can be built, described and saved 
 Torch-TensorRT, and loaded where it is installed; building still needs the library.
 
 The device is never part of the settings aitune stores or describes: the tuning device is
-passed at build time (SPEC §4.2 "device is omitted from describe() and from serialisation").
+passed at build time (docs/reference/backends.md#per-backend-behaviour "device is omitted from describe() and from
+serialisation").
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Checkpoints: one `.ait` file per saved object (SPEC §10)."""
+"""Checkpoints: one `.ait` file per saved object (docs/reference/checkpoint.md)."""

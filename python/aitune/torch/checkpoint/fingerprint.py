@@ -1,4 +1,5 @@
-"""The environment fingerprint saved in checkpoints and compared on load (SPEC §10.3)."""
+"""The environment fingerprint saved in checkpoints and compared on load
+(docs/reference/checkpoint.md#integrity-and-compatibility)."""
 
 from __future__ import annotations
 

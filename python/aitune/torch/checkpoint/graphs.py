@@ -1,4 +1,4 @@
-"""Graph specs and samples <-> manifest JSON + safetensors (SPEC §10.2)."""
+"""Graph specs and samples <-> manifest JSON + safetensors (docs/reference/checkpoint.md#layout-and-manifest)."""
 
 from __future__ import annotations
 

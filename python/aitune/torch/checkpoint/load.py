@@ -1,4 +1,4 @@
-"""ait.load: verify a `.ait` file, then put its tuned modules back into an object (SPEC §10).
+"""ait.load: verify a `.ait` file, then put its tuned modules back into an object (docs/reference/checkpoint.md).
 
 Everything is read and checked (format, listing, hashes, fingerprint) before the object is
 touched, so a bad file leaves the object as it was. Nothing is unpickled."""

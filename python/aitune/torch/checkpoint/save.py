@@ -1,5 +1,5 @@
 """ait.save: one `.ait` file — a stored ZIP with the JSON manifest first, weights and samples as
-safetensors, backend artifacts as files; no pickle (SPEC §10)."""
+safetensors, backend artifacts as files; no pickle (docs/reference/checkpoint.md)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def find_tuned_modules(obj: Any) -> list[tuple[str, Any]]:
 
 
 def _requires(backend: Backend, device: torch.device | None) -> list[str]:
-    """Fingerprint fields a backend's artifact depends on (SPEC §10.3)."""
+    """Fingerprint fields a backend's artifact depends on (docs/reference/checkpoint.md#integrity-and-compatibility)."""
     if backend.is_jit:
         return []  # JIT and eager backends rebuild from weights and samples
     own = getattr(backend, "fingerprint_requires", None)

@@ -1,5 +1,5 @@
-"""Where checkpoints go, and AITune's storage of a plain state dict (SPEC §10.1; docs/guide.md,
-"Coming from AITune")."""
+"""Where checkpoints go, and AITune's storage of a plain state dict (docs/reference/checkpoint.md#save-and-load;
+docs/guide.md, "Coming from AITune")."""
 
 from __future__ import annotations
 

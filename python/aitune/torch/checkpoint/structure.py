@@ -1,5 +1,6 @@
 """JSON skeletons of call structures (samples, output templates) with tensors stored apart
-(safetensors): the checkpoint holds no pickle (SPEC §2.5, §10.2).
+(safetensors): the checkpoint holds no pickle (docs/reference/recording.md#sample-storage,
+docs/reference/checkpoint.md#layout-and-manifest).
 
 Classes are recorded by qualified name and, on load, must be dataclasses, Mapping or Sequence
 types (named tuples included) from modules the program already imported; nothing else is

@@ -1,4 +1,4 @@
-"""Module weights as safetensors, tied weights stored once (SPEC §10.2)."""
+"""Module weights as safetensors, tied weights stored once (docs/reference/checkpoint.md#layout-and-manifest)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``ait.inspect``: find the ``nn.Module``s a callable executes and time them (SPEC §1.1)."""
+"""``ait.inspect``: find the ``nn.Module``s a callable executes and time them
+(docs/reference/api.md#top-level-names)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Discovery of the ``nn.Module`` instances reachable from an object, and forward timing hooks
-(SPEC §1.1 ``ait.inspect``).
+(docs/reference/api.md#top-level-names ``ait.inspect``).
 
 The traversal is breadth-first from ``obj`` over instance attributes (``vars()`` and
 ``__slots__``), dict values, list/tuple items and an ``nn.Module``'s children, down to

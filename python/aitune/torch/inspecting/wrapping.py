@@ -1,4 +1,5 @@
-"""``ait.wrap``: replace selected modules inside an object with ``ait.Module`` (SPEC §1.1)."""
+"""``ait.wrap``: replace selected modules inside an object with ``ait.Module``
+(docs/reference/api.md#top-level-names)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""JIT tuning (SPEC §12): patches `torch.nn.Module` so that modules are discovered, recorded and
+"""JIT tuning (docs/reference/jit.md): patches `torch.nn.Module` so that modules are discovered, recorded and
 tuned while the user's program runs, with no code changes.
 
 Importing this package changes nothing. Activation is explicit: `import aitune.torch.jit.enable`,

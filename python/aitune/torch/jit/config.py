@@ -1,4 +1,4 @@
-"""`jit_config` (SPEC §12): the settings of JIT tuning, a process-wide singleton.
+"""`jit_config` (docs/reference/jit.md): the settings of JIT tuning, a process-wide singleton.
 
 Exposed as `aitune.torch.jit_config` (an attribute; no submodule of that name may exist)."""
 
@@ -43,7 +43,7 @@ def default_strategy() -> Any:
 
 @dataclasses.dataclass
 class Config:
-    """SPEC §12 table; `reset_to_defaults()` restores every field (re-reading the environment)."""
+    """docs/reference/jit.md table; `reset_to_defaults()` restores every field (re-reading the environment)."""
 
     mode: JITMode = JITMode.TUNE_EAGER
     dry_run: bool = False

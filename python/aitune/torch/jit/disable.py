@@ -1,4 +1,4 @@
-"""`import aitune.torch.jit.disable`: stops JIT patching and unpatches modules not yet tuned (SPEC §12).
+"""`import aitune.torch.jit.disable`: stops JIT patching and unpatches modules not yet tuned (docs/reference/jit.md).
 
 A module is executed once, so importing this again has no effect: call
 `aitune.torch.jit.patcher.disable()` to disable a second time."""

@@ -1,4 +1,4 @@
-"""`import aitune.torch.jit.enable`: JIT tuning for every module constructed afterwards (SPEC §12)."""
+"""`import aitune.torch.jit.enable`: JIT tuning for every module constructed afterwards (docs/reference/jit.md)."""
 
 from aitune.torch.jit.patcher import enable as _enable
 

@@ -1,4 +1,4 @@
-"""`import aitune.torch.jit.enable_inspection`: JIT inspection (SPEC §12): `mode=INSPECT`,
+"""`import aitune.torch.jit.enable_inspection`: JIT inspection (docs/reference/jit.md): `mode=INSPECT`,
 `max_depth_level=7`; call counts, CUDA-synchronised timings and argument/output types of every
 patched module. `save_report(path, model_name)` writes the HTML report; otherwise
 `jit_inspect_<timestamp>.html` is written at exit."""

@@ -1,5 +1,6 @@
-"""What a JIT process says when it exits (SPEC §12, §3.4): the outcome of every head, with an
-explanation when nothing was tuned, and the HTML tuning report (or the inspection report)."""
+"""What a JIT process says when it exits (docs/reference/jit.md, docs/reference/tuning.md#telemetry-and-report): the
+outcome of every head, with an explanation when nothing was tuned, and the HTML tuning report (or the inspection
+report)."""
 
 from __future__ import annotations
 

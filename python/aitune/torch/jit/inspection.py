@@ -1,4 +1,4 @@
-"""JIT inspection (SPEC §12 "Inspection"): per patched module, call counts, wall time (CUDA
+"""JIT inspection (docs/reference/jit.md "Inspection"): per patched module, call counts, wall time (CUDA
 synchronised when the module lives on a GPU) and the types of arguments and outputs, written
 as a self-contained HTML page by `save_report`, or at exit if it was never called."""
 

@@ -1,4 +1,4 @@
-"""Tuning one patched module (SPEC §12 "Tuning"): the JIT strategy over its recorded graphs
+"""Tuning one patched module (docs/reference/jit.md "Tuning"): the JIT strategy over its recorded graphs
 through the same per-graph path as ait.Module.tune (results store, then the strategy), with the
 builds under `jit_config.cache_dir/<qualified name>-<model fingerprint[:10]>/<graph>` and the
 stored results under `jit_config.cache_dir/results/`. A failure (or nothing faster than eager)
@@ -85,7 +85,7 @@ def tune_patched(patched: PatchedModule) -> None:
             sub.state = JITModuleState.DETACHED
             sub.unpatch(f"ancestor `{patched.name}` was tuned")
         return
-    for child in patched.children:  # hierarchy fallback (SPEC §12 EAGER)
+    for child in patched.children:  # hierarchy fallback (docs/reference/jit.md EAGER)
         if child.state is JITModuleState.RECORDING and child.recorder is not None and child.recorder.graphs:
             if jit_config.mode is not JITMode.TUNE_EAGER or child._eager_trigger_ready():
                 tune_patched(child)
@@ -149,7 +149,7 @@ def _tune_graphs(patched: PatchedModule) -> None:
     patched.state = JITModuleState.TUNED
     patched._dispatch = patched.tuned.dispatcher
     if not any(backend.is_jit for _, backend in selected) and policy == "raise":
-        module.to(config.device_after_tuning)  # no backend needs the weights (SPEC §12 TUNED)
+        module.to(config.device_after_tuning)  # no backend needs the weights (docs/reference/jit.md TUNED)
 
 
 def _dry_run(patched: PatchedModule) -> bool:

@@ -1,4 +1,4 @@
-"""PatchedModule (SPEC §12): the JIT state machine attached to every patched nn.Module.
+"""PatchedModule (docs/reference/jit.md): the JIT state machine attached to every patched nn.Module.
 
 The module's instance `forward` becomes a `_Router` (it keeps the original signature), and
 `_aitune_original_forward` holds the class forward that backends build from, as for ait.Module.
@@ -85,7 +85,7 @@ def attach(module: torch.nn.Module) -> PatchedModule:
 
 
 class PatchedModule:
-    """States INIT → RECORDING → TUNED | EAGER; SKIPPED; DETACHED (SPEC §12)."""
+    """States INIT → RECORDING → TUNED | EAGER; SKIPPED; DETACHED (docs/reference/jit.md)."""
 
     # The tunable heads in discovery order: the same list object as the JIT runtime's (AITune's
     # class attribute; cleared in place on reset, so the alias stays valid).

@@ -1,4 +1,4 @@
-"""Patching `torch.nn.Module.__init__` (SPEC §12 "Activation", "Patching").
+"""Patching `torch.nn.Module.__init__` (docs/reference/jit.md "Activation", "Patching").
 
 Every module constructed while the patch is on, and whose class is not excluded, gets a
 PatchedModule. `enable()` patches for the rest of the process (until `disable()`);

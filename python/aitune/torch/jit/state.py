@@ -1,4 +1,4 @@
-"""Process-wide state of JIT tuning (SPEC §12): module states, the stack of patched modules whose
+"""Process-wide state of JIT tuning (docs/reference/jit.md): module states, the stack of patched modules whose
 forward is running (it decides parent and child), the tuning suspension, the deferred trigger,
 the tunable heads and the event history."""
 

@@ -1,5 +1,5 @@
-"""JIT telemetry (SPEC §3.4): each tuned module is one run span of the shared telemetry, merged
-into one process-wide run, written as JSON after every module and as the HTML report at exit."""
+"""JIT telemetry (docs/reference/tuning.md#telemetry-and-report): each tuned module is one run span of the shared
+telemetry, merged into one process-wide run, written as JSON after every module and as the HTML report at exit."""
 
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def write_json() -> Path | None:
 
 
 def write_html() -> Path | None:
-    """The HTML report of every module tuned in this process (SPEC §3.4: at JIT exit)."""
+    """The HTML report of every module tuned in this process (docs/reference/tuning.md#telemetry-and-report: at JIT
+    exit)."""
     from aitune.torch.config import config
     from aitune.torch.tune_data.html_report import render_html
 

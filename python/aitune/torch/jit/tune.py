@@ -1,4 +1,4 @@
-"""`aitune.torch.jit.tune.deferred()` (SPEC §12 TUNE_DEFERRED)."""
+"""`aitune.torch.jit.tune.deferred()` (docs/reference/jit.md TUNE_DEFERRED)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Graph specs: the recorded description of one graph of a module (SPEC glossary, §2)."""
+"""Graph specs: the recorded description of one graph of a module (docs/design.md#glossary,
+docs/reference/recording.md)."""
 
 from __future__ import annotations
 
@@ -101,7 +102,8 @@ class TensorsSpec:
         return max(sizes) if sizes else 1
 
     def table(self) -> str:
-        """The spec table of SPEC §2.2 (Tensors, then Other when there are constants)."""
+        """The spec table of docs/reference/recording.md#binding-flattening-and-names (Tensors, then Other when there
+        are constants)."""
         rows = [
             [t.access_path, str(t.semantic_path), str(t.spec.shape), str(t.spec.min_shape), str(t.spec.max_shape),
              str(t.dtypes[0]) if len(t.dtypes) == 1 else ", ".join(map(str, t.dtypes))]
@@ -180,7 +182,8 @@ class GraphSpec:
 
 def resize_to(tensor: torch.Tensor, shape: list[int]) -> torch.Tensor:
     """Resizes every axis to `shape` by slicing when longer and repeating the first row when
-    shorter (SPEC §2.4 make_batch; §7.1 min/max runs)."""
+    shorter (make_batch in docs/reference/recording.md#dynamic-axes;
+    min/max runs in docs/reference/validation.md#structural-checks)."""
     out = tensor
     for axis, size in enumerate(shape):
         current = out.shape[axis]
@@ -197,8 +200,8 @@ def resize_to(tensor: torch.Tensor, shape: list[int]) -> torch.Tensor:
 
 
 def values_equal(a: Any, b: Any) -> bool:
-    """== for graph identity (SPEC §2.3): element-wise results (numpy arrays) count as equal
-    only when all elements are; a comparison that raises means "different"."""
+    """== for graph identity (docs/reference/recording.md#graph-identity): element-wise results (numpy arrays) count as
+    equal only when all elements are; a comparison that raises means "different"."""
     try:
         result = a == b
         if isinstance(result, bool):

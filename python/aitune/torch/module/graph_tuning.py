@@ -1,6 +1,6 @@
-"""Tuning one module's recorded graphs: results store first, then the strategy (SPEC §3.1 per
-module, §3.3). Shared by ait.Module.tune (declarative) and PatchedModule (JIT, §12), which
-differ only in where builds and stored results live."""
+"""Tuning one module's recorded graphs: results store first, then the strategy
+(docs/reference/tuning.md#reusing-results). Shared by ait.Module.tune (declarative) and PatchedModule (JIT,
+docs/reference/jit.md), which differ only in where builds and stored results live."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], str
     and raises it again from the store, so a process that starts again does not rebuild every
     candidate to learn that none beats eager."""
     store = None
-    if results_root is not None and not dry_run:  # SPEC §3.3: dry_run neither reads nor writes
+    # docs/reference/tuning.md#reusing-results: dry_run neither reads nor writes
+    if results_root is not None and not dry_run:
         from aitune.torch.results import ResultsStore
 
         store = ResultsStore(module, name, forward_params, device, fallback_policy, root=results_root,

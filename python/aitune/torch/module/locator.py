@@ -1,4 +1,5 @@
-"""Container rules for flattening inputs and outputs (SPEC §2.2), and the path forms.
+"""Container rules for flattening inputs and outputs (docs/reference/recording.md#binding-flattening-and-names), and the
+path forms.
 
 The walk itself is native (aitune._C flattens built-in containers without calling Python);
 this module owns the rules for every other type, which the native walker asks once per type:

@@ -1,4 +1,4 @@
-"""Recording of a module's calls into graph specs and samples (SPEC §2.2-§2.6)."""
+"""Recording of a module's calls into graph specs and samples (docs/reference/recording.md)."""
 
 from __future__ import annotations
 

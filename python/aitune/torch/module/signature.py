@@ -1,4 +1,5 @@
-"""The forward signature as aitune stores it: (name, kind, has_default) triples (SPEC §2.2)."""
+"""The forward signature as aitune stores it: (name, kind, has_default) triples
+(docs/reference/recording.md#binding-flattening-and-names)."""
 
 from __future__ import annotations
 

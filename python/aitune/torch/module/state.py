@@ -2,7 +2,7 @@ import enum
 
 
 class ModuleState(enum.Enum):
-    """SPEC §2.1."""
+    """docs/reference/recording.md#module-states."""
 
     INIT = "init"
     RECORDING = "recording"

@@ -47,7 +47,7 @@ def map_tensors(obj: Any, fn: Callable[[KeyPath, torch.Tensor], torch.Tensor], p
 
 def canonical_call(params: list, bound: dict) -> tuple[tuple, dict]:
     """(args, kwargs) from bound arguments: positional parameters positionally while no gap,
-    *args appended, the rest by keyword (SPEC §2.2 canonical layout)."""
+    *args appended, the rest by keyword (docs/reference/recording.md#binding-flattening-and-names canonical layout)."""
     args: list = []
     kwargs: dict = {}
     positional_open = True

@@ -1,5 +1,5 @@
 """Serving a tuned module: the native dispatcher and what happens on an unknown graph
-(SPEC §9.1, §9.2)."""
+(docs/reference/dispatch.md)."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ _NO_UPPER_BOUND = 2**63 - 1
 def _input_rules(spec: TensorsSpec, profile: list | None) -> list[tuple]:
     """Per tensor input: accepted dtypes and the shape range. With a backend profile (AOT
     backends) the range is hard (ProfileShapeError); otherwise it is the recorded envelope,
-    reported once when left (SPEC §9.2)."""
+    reported once when left (docs/reference/dispatch.md#input-check)."""
     rules = []
     for k, (i, leaf) in enumerate((i, leaf) for i, leaf in enumerate(spec.leaves) if isinstance(leaf, TensorLeaf)):
         dtypes = [str(d).removeprefix("torch.") for d in leaf.dtypes]

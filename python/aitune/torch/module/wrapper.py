@@ -1,5 +1,5 @@
 """ait.Module: a transparent proxy around an nn.Module that records, then serves through the
-tuned backends (SPEC §1.1, §2.1)."""
+tuned backends (docs/reference/api.md#top-level-names, docs/reference/recording.md#module-states)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ class Module(wrapt.CallableObjectProxy):
         """A tuned module without hooks goes straight to the native dispatcher; anything else
         takes nn.Module.__call__ (hooks, tracing, torch.compile'd modules) and then the router.
         The checks are nn.Module._call_impl's own no-hook test: saves its frames (about 1 us
-        of a CUDA-graph replay's budget, SPEC §9.1)."""
+        of a CUDA-graph replay's budget, docs/reference/dispatch.md#per-call-pipeline)."""
         dispatch = self._self_dispatch
         if dispatch is not None:
             module = self.__wrapped__
@@ -231,7 +231,8 @@ class Module(wrapt.CallableObjectProxy):
         self._self_state = ModuleState.TUNED
         self._self_dispatch = self._self_tuned.dispatcher
         if not any(backend.is_jit for _, backend in selected) and policy == "raise":
-            module.to(config.device_after_tuning)  # no backend needs the weights (SPEC §3.1)
+            # no backend needs the weights (docs/reference/tuning.md#the-tune-call)
+            module.to(config.device_after_tuning)
 
     def _restore_tuned(self, graphs: list[GraphSpec], backends: list, strict: bool) -> None:
         """Puts a loaded checkpoint's graphs and active backends in place (ait.load)."""

@@ -1,4 +1,4 @@
-"""Results store: finished tuning results reused across processes (SPEC §3.3)."""
+"""Results store: finished tuning results reused across processes (docs/reference/tuning.md#reusing-results)."""
 
 from aitune.torch.results.store import ResultsStore, model_fingerprint, tensor_digest
 

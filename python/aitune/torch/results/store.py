@@ -1,9 +1,9 @@
-"""The results store (SPEC §3.3): before a graph is tuned, a key is computed as SHA-256 over the
-model, graph spec, config and environment fingerprints and the aitune version; a hit loads the
+"""The results store (docs/reference/tuning.md#reusing-results): before a graph is tuned, a key is computed as SHA-256
+over the model, graph spec, config and environment fingerprints and the aitune version; a hit loads the
 single-graph checkpoint `config.cache_dir/results/<module>/<key>.ait` instead of tuning, a miss
 tunes and writes it (atomically: the archive writer renames a temporary file at the end).
 
-Store files reuse the checkpoint format (SPEC §10) with one module and one graph. They hold the
+Store files reuse the checkpoint format (docs/reference/checkpoint.md) with one module and one graph. They hold the
 manifest and the backend's artifacts only: no weights (the key pins them to the live module's)
 and no samples (the live graph's samples serve JIT and eager rebuilds). Nothing is evicted.
 
@@ -65,7 +65,8 @@ def tensor_digest(tensor: torch.Tensor) -> str:
 
 
 def model_fingerprint(module: torch.nn.Module, forward_params: Any) -> dict[str, Any]:
-    """Class qualified name, forward signature, and every parameter and buffer (SPEC §3.3 (1))."""
+    """Class qualified name, forward signature, and every parameter and buffer (docs/reference/tuning.md#reusing-results
+    (1))."""
     tensors = []
     for kind, items in (("parameter", module.named_parameters()), ("buffer", module.named_buffers())):
         for name, t in items:
@@ -110,7 +111,8 @@ def _strategy_backends(strategy: Any) -> list[Any]:
 
 def config_fingerprint(strategy: Any, device: torch.device, fallback_policy: str, graph: Any) -> dict[str, Any]:
     """Strategy class and to_json_dict(), its switches, each backend's key() and tolerance,
-    strict_mode, max_num_samples_stored, fallback policy, batch sizes and device (SPEC §3.3 (3))."""
+    strict_mode, max_num_samples_stored, fallback policy, batch sizes and device
+    (docs/reference/tuning.md#reusing-results (3))."""
     from aitune.torch.backend.backend import Backend
 
     switches = {k: _jsonable(v) for k, v in sorted(vars(strategy).items())

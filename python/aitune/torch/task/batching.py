@@ -1,4 +1,4 @@
-"""make_batch (SPEC §2.4): a stored sample resized to another batch size along its batch
+"""make_batch (docs/reference/recording.md#dynamic-axes): a stored sample resized to another batch size along its batch
 axes, by slicing when longer and repeating row 0 otherwise."""
 
 from __future__ import annotations

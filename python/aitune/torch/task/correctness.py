@@ -1,5 +1,5 @@
-"""Structural correctness checks of a built backend (SPEC §7.1). The numeric comparison with
-eager (§7.2) builds on these in the tuning-engine issue."""
+"""Structural correctness checks of a built backend (docs/reference/validation.md#structural-checks).
+The numeric comparison with eager (#numeric-comparison there) builds on these."""
 
 from __future__ import annotations
 

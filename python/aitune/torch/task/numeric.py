@@ -1,4 +1,4 @@
-"""Numeric comparison of a candidate's outputs with eager's (SPEC §7.2, §7.3). Metrics are
+"""Numeric comparison of a candidate's outputs with eager's (docs/reference/validation.md). Metrics are
 computed by the native comparator on the candidate's device; the pass rule and the message
 come from the C++ core."""
 
@@ -146,8 +146,8 @@ def tf32_switches() -> dict[str, Any]:
 
 
 def effective_precision_class(backend: Any, module: torch.nn.Module, device: torch.device) -> str:
-    """The candidate's numeric regime (SPEC §7.2 table): the backend's own class, half weights,
-    or TF32 for an fp32 model on CUDA when torch (or the backend) allows TF32."""
+    """The candidate's numeric regime (docs/reference/validation.md#numeric-comparison table): the backend's own class,
+    half weights, or TF32 for an fp32 model on CUDA when torch (or the backend) allows TF32."""
     cls = backend.precision_class
     if cls != "fp32":
         return cls

@@ -1,4 +1,4 @@
-"""Profiling a candidate over batch sizes (SPEC §8): the loop, statistics and stop rules run
+"""Profiling a candidate over batch sizes (docs/reference/measurement.md): the loop, statistics and stop rules run
 natively (aitune._C.measure_batch, time_call, SweepState); this module prepares inputs."""
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ def _sweep(fn: Callable, graph: GraphSpec, data: list[Sample], config: Profiling
             logger.warning("Out of memory at batch size %d; the sweep stops here (%s)", bs, str(e).splitlines()[0])
             limits.stopped_by = f"out of memory at batch size {bs}"
             break
-        except Exception as e:  # noqa: BLE001 - the sweep keeps what it measured (SPEC §8.2)
+        # the sweep keeps what it measured (docs/reference/measurement.md#batch-sweep)
+        except Exception as e:  # noqa: BLE001
             if not results:
                 raise
             logger.warning("Profiling stopped at batch size %d: %s: %s", bs, type(e).__name__, e)

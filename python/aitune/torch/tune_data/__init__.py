@@ -1,4 +1,4 @@
-"""Tuning telemetry JSON and HTML report (SPEC §3.4)."""
+"""Tuning telemetry JSON and HTML report (docs/reference/tuning.md#telemetry-and-report)."""
 
 from aitune.torch.tune_data.html_report import render_html
 from aitune.torch.tune_data.report import (

@@ -1,5 +1,5 @@
-"""Self-contained HTML tuning report (SPEC §3.4): inline CSS and hand-drawn inline SVG, no
-scripts from the network, rendered from the telemetry JSON (schema_version 4)."""
+"""Self-contained HTML tuning report (docs/reference/tuning.md#telemetry-and-report): inline CSS and hand-drawn inline
+SVG, no scripts from the network, rendered from the telemetry JSON (schema_version 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The JIT inspection report (SPEC §12): one self-contained HTML page (inline CSS, no scripts,
+"""The JIT inspection report (docs/reference/jit.md): one self-contained HTML page (inline CSS, no scripts,
 nothing from the network) listing every patched module with its calls, timings and types."""
 
 from __future__ import annotations

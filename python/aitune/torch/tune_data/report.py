@@ -1,4 +1,4 @@
-"""Tuning telemetry (SPEC §3.4): run → module → graph → backend build, kept in plain
+"""Tuning telemetry (docs/reference/tuning.md#telemetry-and-report): run → module → graph → backend build, kept in plain
 dataclasses and flushed as JSON (schema_version 4) at every span boundary. Always on and
 best effort: a failed write is logged once and ignored, except a full disk (ENOSPC), which
 raises DiskSpaceError."""
@@ -505,8 +505,8 @@ def _find_build(backend_description: str | None) -> BuildReport | None:
 
 def record_measurements(results: list[dict[str, Any]], kind: str = "build",
                         backend_description: str | None = None) -> None:
-    """Stores §8.2 per-batch-size dicts: kind "build" (the current build, or the named
-    one), "baseline" (eager) or "max_batch_search"."""
+    """Stores per-batch-size dicts (docs/reference/measurement.md#batch-sweep): kind "build" (the current build, or the
+    named one), "baseline" (eager) or "max_batch_search"."""
     graph = _state.graph
     if graph is None:
         return

@@ -1,4 +1,4 @@
-"""Tune strategies (SPEC §1.3)."""
+"""Tune strategies (docs/reference/api.md#strategy-classes)."""
 
 from aitune.torch.tune_strategy.first_wins_strategy import FirstWinsStrategy
 from aitune.torch.tune_strategy.one_backend_strategy import OneBackendStrategy

@@ -51,7 +51,8 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
             if self._measure_candidate(backend, ctx):
                 return self._selected(backend, ctx)
             self._siblings.before_release(backend)
-            backend.deactivate()  # gate-rejected candidates free their memory at once (SPEC §6.1)
+            # gate-rejected candidates free their memory at once (docs/reference/strategies.md#per-graph-pipeline)
+            backend.deactivate()
             ctx.module.to(ctx.device)
         return self._none_qualified(ctx)
 

@@ -24,7 +24,8 @@ def search_max_batch_size(backend: Any, ctx: Any, profiling_config: ProfilingCon
                           limits: SweepLimits | None = None) -> int:
     """Runs the search for the graph of `ctx` (a GraphContext) with the eager `backend`; returns
     the batch size found. `limits` defaults to the configured time budget. A failure writes
-    `error.log` in the search folder and propagates (the graph fails, SPEC §6.1)."""
+    `error.log` in the search folder and propagates (the graph fails,
+    docs/reference/strategies.md#per-graph-pipeline)."""
     folder = ctx.cache_dir / "find_max_batch_size"
     limits = limits or SweepLimits(time_budget_s=config.max_batch_search_s)
     log("🚀 Finding max batch size for module `%s` graph `%s` (time budget %s)", ctx.module_name,

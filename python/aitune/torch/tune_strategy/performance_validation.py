@@ -91,7 +91,8 @@ class PerformanceValidatedStrategy(TuneStrategy):
             for r in results:
                 self._log("📊 Eager baseline: batch size=%d, throughput=%.2f samples/s", r["batch_size"],
                           r["throughput_per_s"])
-        except Exception as e:  # noqa: BLE001 - a failed baseline disables the gate (SPEC §6.1)
+        # a failed baseline disables the gate (docs/reference/strategies.md#per-graph-pipeline)
+        except Exception as e:  # noqa: BLE001
             self._log("⚠️ Eager baseline failed, performance validation is disabled: %s: %s", type(e).__name__, e)
 
     def _passes_gate(self, backend: Backend, ctx: GraphContext) -> bool:
@@ -104,7 +105,8 @@ class PerformanceValidatedStrategy(TuneStrategy):
             results = profile(backend.runner(), ctx.graph, ctx.data, self._gate_profiling_config(), ctx.device,
                               self._gate_sizes, label=f"{backend.describe()} (performance gate)")
             tune_data.record_measurements(results, backend_description=backend.describe())
-        except Exception as e:  # noqa: BLE001 - SPEC §6.2: a candidate whose profiling fails is accepted
+        # docs/reference/strategies.md#selection-and-the-gate: a candidate whose profiling fails is accepted
+        except Exception as e:  # noqa: BLE001
             self._log("ℹ️ Profiling %s failed (%s: %s); accepted without the performance gate", backend.describe(),
                       type(e).__name__, e)
             return True

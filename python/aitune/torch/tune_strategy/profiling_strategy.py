@@ -1,6 +1,6 @@
-"""Strategies that measure every candidate and pick the best by a metric (SPEC §6.2):
-MaxThroughputStrategy, MinLatencyStrategy and LatencyBudgetStrategy. The selection rules
-(strictly better wins, the gate, budget filtering) are the C++ core's."""
+"""Strategies that measure every candidate and pick the best by a metric
+(docs/reference/strategies.md#selection-and-the-gate): MaxThroughputStrategy, MinLatencyStrategy and
+LatencyBudgetStrategy. The selection rules (strictly better wins, the gate, budget filtering) are the C++ core's."""
 
 from __future__ import annotations
 
@@ -129,7 +129,8 @@ class ProfilingTuneStrategy(TuneStrategy):
             if self._baseline is not None:
                 self._log("📊 Eager baseline: batch size=%d, %s=%.4g", self._baseline.batch_size, self.metric_name,
                           self._baseline.metric)
-        except Exception as e:  # noqa: BLE001 - a failed baseline disables the gate (SPEC §6.1)
+        # a failed baseline disables the gate (docs/reference/strategies.md#per-graph-pipeline)
+        except Exception as e:  # noqa: BLE001
             self._log("⚠️ Eager baseline failed, performance validation is disabled: %s: %s", type(e).__name__, e)
 
     def _tune(self, ctx: GraphContext) -> Backend:
@@ -202,7 +203,8 @@ class ProfilingTuneStrategy(TuneStrategy):
         winner = measured[index] if index is not None else None
         for i, m in enumerate(measured):
             if i != index:
-                m.backend.deactivate()  # losers free their memory at once (SPEC §6.1)
+                # losers free their memory at once (docs/reference/strategies.md#per-graph-pipeline)
+                m.backend.deactivate()
         if winner is not None:
             self._log("🎯 new best %s for %s: %.4g", self.metric_name, winner.backend.describe(), winner.metric)
         baseline = self._baseline

@@ -1,6 +1,6 @@
-"""Strategy base (SPEC §1.3, §6): the per-graph pipeline — optional max-batch search, eager
-reference outputs, baseline, candidates built from deep copies in their own folders with their
-own build.log, structural and numeric checks — and the switches every strategy has."""
+"""Strategy base (docs/reference/api.md#strategy-classes, docs/reference/strategies.md): the per-graph pipeline —
+optional max-batch search, eager reference outputs, baseline, candidates built from deep copies in their own folders
+with their own build.log, structural and numeric checks — and the switches every strategy has."""
 
 from __future__ import annotations
 
@@ -79,12 +79,13 @@ class TuneStrategy(abc.ABC):
 
     # -- switches (each returns self so they chain) ----------------------------------------
     def enable_correctness_check(self, enable: bool = True) -> TuneStrategy:
-        """All of SPEC §7: structural checks and the numeric comparison."""
+        """All of docs/reference/validation.md: structural checks and the numeric comparison."""
         self._correctness_check = enable
         return self
 
     def enable_numeric_check(self, enable: bool = True) -> TuneStrategy:
-        """Only the numeric comparison with eager (SPEC §7.2), e.g. off for stochastic models."""
+        """Only the numeric comparison with eager (docs/reference/validation.md#numeric-comparison), e.g. off for
+        stochastic models."""
         self._numeric_check = enable
         return self
 
@@ -314,7 +315,7 @@ class TuneStrategy(abc.ABC):
         return backend
 
     def _validate(self, backend: Backend, ctx: GraphContext, result: dict[str, Any]) -> None:
-        """Structural checks, then the numeric comparison with eager (SPEC §7). The precision
+        """Structural checks, then the numeric comparison with eager (docs/reference/validation.md). The precision
         class that judged the outputs, and the TF32 switches in force, stay with the backend: a
         checkpoint records them so every later check (aitune run --check) uses the same class."""
         description = f"{ctx.module_name}.{ctx.graph.name}.{backend.describe()}"

@@ -1,4 +1,4 @@
-"""Typed readers for aitune's environment variables (SPEC §13).
+"""Typed readers for aitune's environment variables (docs/reference/configuration.md).
 
 Variables are read on demand rather than at import, so ``AITuneConfig.reset_to_defaults()``
 and tests that change the environment see the current values.

@@ -1,4 +1,5 @@
-"""ONNXRuntimeBackend: ONNX export (SPEC §5.1) served by an ONNX Runtime session (SPEC §4.2).
+"""ONNXRuntimeBackend: ONNX export (docs/reference/tensorrt.md#build-pipelines) served by an ONNX Runtime session
+(docs/reference/backends.md#per-backend-behaviour).
 
 The build exports `model_raw.onnx` (+ `model_raw.onnx.data` above 2 GB) and `onnx_runtime_io.json`
 (the forward's output structure, so a checkpoint rebuilds outputs without running the module),
@@ -178,8 +179,8 @@ class ONNXRuntimeBackend(Backend):
         return rebuild_outputs(self._output_template, self._output_paths, outputs)
 
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
-        """Per graph tensor input: static axes exact, dynamic axes unbounded (SPEC §4.2); None
-        for inputs the model does not take."""
+        """Per graph tensor input: static axes exact, dynamic axes unbounded
+        (docs/reference/backends.md#per-backend-behaviour); None for inputs the model does not take."""
         if self._session is None or self._graph_spec is None:
             return super().input_profile()
         shapes = {value.name: value.shape for value in self._session.session.get_inputs()}

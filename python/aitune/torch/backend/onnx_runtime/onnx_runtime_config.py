@@ -1,4 +1,4 @@
-"""ONNXRuntimeBackendConfig and ONNXExecutionProvider (SPEC §4.2)."""
+"""ONNXRuntimeBackendConfig and ONNXExecutionProvider (docs/reference/backends.md#per-backend-behaviour)."""
 
 from __future__ import annotations
 
@@ -37,14 +37,14 @@ class ONNXExecutionProvider(enum.Enum):
 
 @dataclasses.dataclass
 class ONNXRuntimeBackendConfig(BackendConfig):
-    """ONNX export (SPEC §5.1) served by an ONNX Runtime session with IO binding.
+    """ONNX export (docs/reference/tensorrt.md#build-pipelines) served by an ONNX Runtime session with IO binding.
 
     Args:
         use_dynamo: export with torch.onnx.export(dynamo=True); False uses the TorchScript-trace exporter.
         execution_provider: ONNXExecutionProvider (or "cuda" / "tensorrt" / "cpu"); None means CUDA on a
             CUDA device and CPU on the CPU.
         opset_version: ONNX opset of the export; None means the exporter's default.
-        use_cuda_graphs: serve through aitune's CUDA-graph runner (SPEC §9.3).
+        use_cuda_graphs: serve through aitune's CUDA-graph runner (docs/reference/dispatch.md#cuda-graph-runner).
     """
 
     use_dynamo: bool = True

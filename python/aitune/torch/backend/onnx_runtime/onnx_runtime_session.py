@@ -1,5 +1,5 @@
-"""One ONNX Runtime session served with IO binding (SPEC §4.2): torch tensors in, torch tensors
-out, no numpy round trip.
+"""One ONNX Runtime session served with IO binding (docs/reference/backends.md#per-backend-behaviour): torch tensors in,
+torch tensors out, no numpy round trip.
 
 Inputs are bound zero-copy by data pointer. An output whose shape follows from the input shapes
 (static dims, or a dim_param that also names an input axis) is bound to a torch tensor allocated
@@ -63,7 +63,8 @@ def providers_for(ep: ONNXExecutionProvider, device: torch.device) -> list[Any]:
     if reason:
         raise BackendUnavailableError(reason)
     index = device.index if device.index is not None else torch.cuda.current_device()
-    # ORT enqueues on the stream current at session creation: the caller's stream (SPEC §4.2).
+    # ORT enqueues on the stream current at session creation: the caller's stream
+    # (docs/reference/backends.md#per-backend-behaviour).
     cuda_options = {"device_id": str(index), "user_compute_stream": str(torch.cuda.current_stream(index).cuda_stream)}
     providers: list[Any] = [("CUDAExecutionProvider", cuda_options), "CPUExecutionProvider"]
     if ep is ONNXExecutionProvider.TENSORRT:

@@ -1,4 +1,4 @@
-"""The TensorRT backend group (SPEC §1.2, §5)."""
+"""The TensorRT backend group (docs/reference/api.md#backend-classes, docs/reference/tensorrt.md)."""
 
 from aitune.torch.backend.tensorrt.backend import TensorRTBackend
 from aitune.torch.backend.tensorrt.config import (

@@ -1,4 +1,4 @@
-"""TensorRTBackend: ONNX export -> (ModelOpt) -> TensorRT engine, served by EngineRunner (SPEC §5).
+"""TensorRTBackend: ONNX export -> (ModelOpt) -> TensorRT engine, served by EngineRunner (docs/reference/tensorrt.md).
 
 The builder and runner glue take the `tensorrt` module as a parameter; the backend resolves it
 through `_import_tensorrt`, which tests replace with a recording fake."""
@@ -82,8 +82,8 @@ class TensorRTBackend(Backend):
     # -- identity ----------------------------------------------------------------------------
     @property
     def precision_class(self) -> str:
-        """SPEC §7.2: int8; fp8 for fp8/int4/nvfp4 (the loose class); the autocast precision;
-        tf32 when the TF32 builder flag is on (CUDA); else fp32."""
+        """docs/reference/validation.md#numeric-comparison: int8; fp8 for fp8/int4/nvfp4 (the loose class); the autocast
+        precision; tf32 when the TF32 builder flag is on (CUDA); else fp32."""
         q = self.config.quantization_config
         if isinstance(q, ONNXAutoCastConfig):
             return q.precision
@@ -102,8 +102,8 @@ class TensorRTBackend(Backend):
         return True, ""
 
     def fingerprint_requires(self, device: torch.device | None) -> list[str]:
-        """What a plan depends on (SPEC §10.3): TensorRT version, CUDA major and the GPU SM, or
-        any SM >= 8 for an AMPERE_PLUS plan; not torch."""
+        """What a plan depends on (docs/reference/checkpoint.md#integrity-and-compatibility): TensorRT version, CUDA
+        major and the GPU SM, or any SM >= 8 for an AMPERE_PLUS plan; not torch."""
         sm = "gpu_sm_ampere_plus" if self.config.compatibility_level == "AMPERE_PLUS" else "gpu_sm"
         return ["tensorrt", "cuda_major", sm]
 
@@ -115,7 +115,7 @@ class TensorRTBackend(Backend):
     # -- build -------------------------------------------------------------------------------
     def _step(self, name: str, output: Path, fn: Callable[[], Any]) -> Any:
         """One pipeline step: timed, its duration and output size sent to telemetry, and its
-        partial output removed when it fails (SPEC §5.1)."""
+        partial output removed when it fails (docs/reference/tensorrt.md#build-pipelines)."""
         from aitune.torch.tune_data import report as tune_data
 
         start = time.perf_counter()
@@ -236,7 +236,8 @@ class TensorRTBackend(Backend):
     # -- serving -----------------------------------------------------------------------------
     def input_profile(self) -> list[tuple[list[int], list[int]]] | None:
         """Per graph tensor input: the envelope of the build's profiles, the hard range the
-        dispatcher checks before the call (SPEC §9.2); the runner then picks the profile."""
+        dispatcher checks before the call (docs/reference/dispatch.md#input-check); the runner then picks the
+        profile."""
         if self._profiles is None:
             return super().input_profile()
         from aitune._native import _C

@@ -1,4 +1,4 @@
-"""Engine building with the TensorRT Python API (SPEC §5.3, §5.5). Every function takes the
+"""Engine building with the TensorRT Python API (docs/reference/tensorrt.md). Every function takes the
 `tensorrt` module as a parameter, so unit tests pass a recording fake and GPU runs the real one."""
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def save_timing_cache(builder_config: Any, path: Path) -> None:
 
 
 def apply_builder_settings(trt: Any, builder_config: Any, config: TensorRTBackendConfig) -> None:
-    """Maps the config fields onto the builder config (SPEC §5.3 table)."""
+    """Maps the config fields onto the builder config (docs/reference/tensorrt.md#builder-settings table)."""
     if config.workspace_size is not None:
         builder_config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, config.workspace_size)
     if config.optimization_level is not None:

@@ -1,4 +1,4 @@
-"""TensorRTBackendConfig and its parts (SPEC §5.2-§5.4): profile modes, custom profiles and the
+"""TensorRTBackendConfig and its parts (docs/reference/tensorrt.md): profile modes, custom profiles and the
 quantization configs. Everything validates at construction without importing tensorrt or
 ModelOpt, so a config can be written on a host that has neither."""
 
@@ -147,7 +147,7 @@ def _compatibility_name(value: Any) -> str | None:
 
 @dataclasses.dataclass
 class TensorRTBackendConfig(BackendConfig):
-    """ONNX export + TensorRT engine (SPEC §5)."""
+    """ONNX export + TensorRT engine (docs/reference/tensorrt.md)."""
 
     use_dynamo: bool = True
     workspace_size: int | None = None

@@ -1,5 +1,5 @@
-"""Running a TensorRT plan (SPEC §5.5): one execution context, profile chosen per call by the C++
-rule, input addresses bound without copies, outputs allocated by aitune (or by an output
+"""Running a TensorRT plan (docs/reference/tensorrt.md#runtime-and-timing-cache): one execution context, profile chosen
+per call by the C++ rule, input addresses bound without copies, outputs allocated by aitune (or by an output
 allocator when their shape depends on the data), enqueued on the caller's current stream.
 
 Takes the `tensorrt` module as a parameter, like the builder glue, so it is unit tested with a
@@ -96,7 +96,8 @@ class EngineRunner:
         # An engine may take other input types than the model (autocast with keep_io_types=False).
         self._input_dtypes = {name: torch_dtype(self.engine.get_tensor_dtype(name)) for name in inputs}
         self._allocator = None
-        self._lock = threading.Lock()  # one context: setup + enqueue are one critical section (SPEC §9.4)
+        # one context: setup + enqueue are one critical section (docs/reference/dispatch.md#threads-and-streams)
+        self._lock = threading.Lock()
         self._profile = -1
 
     def _data_dependent(self, shapes: dict[str, tuple[int, ...]]) -> bool:

@@ -1,4 +1,4 @@
-"""Optimization profiles for a graph (SPEC §5.2). The rules live in C++
+"""Optimization profiles for a graph (docs/reference/tensorrt.md#optimization-profiles). The rules live in C++
 (cpp/core/spec/trt_profiles.h); this module turns a GraphSpec and the config into their inputs
 and resolves profile keys to recorded inputs.
 

@@ -1,4 +1,4 @@
-"""Quantization through NVIDIA ModelOpt (SPEC §5.1, §5.4) and its calibration data."""
+"""Quantization through NVIDIA ModelOpt (docs/reference/tensorrt.md) and its calibration data."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""TorchEagerBackend: the original module on the tuning device (SPEC §4.2). Also the baseline
-that strategies measure other candidates against."""
+"""TorchEagerBackend: the original module on the tuning device (docs/reference/backends.md#per-backend-behaviour). Also
+the baseline that strategies measure other candidates against."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class TorchEagerBackend(AutocastMixin, Backend):
 
     @property
     def is_jit(self) -> bool:
-        return True  # serves the original module, so its weights must stay (SPEC §3.1)
+        return True  # serves the original module, so its weights must stay (docs/reference/tuning.md#the-tune-call)
 
     @property
     def precision_class(self) -> str:

@@ -10,7 +10,7 @@ from aitune.torch.backend.backend import BackendConfig
 
 @dataclasses.dataclass
 class TorchEagerBackendConfig(BackendConfig):
-    """Eager PyTorch, optionally under autocast (SPEC §4.2)."""
+    """Eager PyTorch, optionally under autocast (docs/reference/backends.md#per-backend-behaviour)."""
 
     autocast_enabled: bool = False
     autocast_dtype: torch.dtype | None = None

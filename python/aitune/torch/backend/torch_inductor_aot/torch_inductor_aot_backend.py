@@ -1,14 +1,15 @@
 """TorchInductorAotBackend: torch.export + AOTInductor package `model.pt2`, served by the native
-runner aitune._C.AotiRunner (SPEC §4.2).
+runner aitune._C.AotiRunner (docs/reference/backends.md#per-backend-behaviour).
 
 Export traces the module's ORIGINAL forward through a small adapter module whose `forward` has
 the original signature (the wrapped module's instance `forward` is aitune's router), with the
 dynamic shapes and export sample of :mod:`aitune.torch.backend.export_shapes`.
 
 Input order. AOTInductor takes the exported program's tensor inputs in pytree order of the
-canonical (args, kwargs) (its in_spec). aitune flattens calls its own way (SPEC §2.2: dict keys
-sorted, parameters in signature order). :meth:`native_runner` gives the dispatcher the mapping
-between the two, computed once by matching paths; non-tensor inputs are baked into the export.
+canonical (args, kwargs) (its in_spec). aitune flattens calls its own way
+(docs/reference/recording.md#binding-flattening-and-names: dict keys sorted, parameters in signature order).
+:meth:`native_runner` gives the dispatcher the mapping between the two, computed once by matching paths; non-tensor
+inputs are baked into the export.
 """
 
 from __future__ import annotations
@@ -173,7 +174,8 @@ def _spec_paths(in_spec: Any) -> list[tuple]:
 
 def _semantic_path(call_path: tuple, params: list) -> tuple:
     """(0, i, ...) / (1, name, ...) of the canonical call -> the semantic path as a tuple
-    (SPEC §2.2: parameter name first; *args and **kwargs contents under their own name)."""
+    (docs/reference/recording.md#binding-flattening-and-names: parameter name first; *args and **kwargs contents under
+    their own name)."""
     if len(call_path) < 2:
         return call_path
     top, key, rest = call_path[0], call_path[1], call_path[2:]
@@ -331,7 +333,8 @@ class TorchInductorAotBackend(Backend):
         aitune._C.AotiRunner; input_order[k] is the index, among the graph's tensor input
         leaves in aitune's flattening order, of the tensor that feeds AOTInductor input k;
         rebuild(outputs) turns the runner's flat outputs into the forward's output object."""
-        if self._cuda_graph is not None:  # use_cuda_graphs: the shared CUDA-graph runner serves (SPEC §9.3)
+        # use_cuda_graphs: the shared CUDA-graph runner serves (docs/reference/dispatch.md#cuda-graph-runner)
+        if self._cuda_graph is not None:
             return super().native_runner()
         if self._runner is None:
             raise RuntimeError(f"Backend {self.name} has no runner: build or load it first")
@@ -345,7 +348,8 @@ class TorchInductorAotBackend(Backend):
 
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
         """Per graph tensor input (graph.input_spec.tensors order): (min shape, max shape)
-        the package accepts; None in a max shape means no upper bound (SPEC §4.2 profile)."""
+        the package accepts; None in a max shape means no upper bound (docs/reference/backends.md#per-backend-behaviour
+        profile)."""
         slots = self._profile_slots
         if slots is None or self._input_order is None:
             return super().input_profile()

@@ -8,11 +8,12 @@ from aitune.torch.backend.backend import BackendConfig
 
 @dataclasses.dataclass
 class TorchInductorAotBackendConfig(BackendConfig):
-    """torch.export + AOTInductor package, served by the native runner (SPEC §4.2).
+    """torch.export + AOTInductor package, served by the native runner
+    (docs/reference/backends.md#per-backend-behaviour).
 
     Args:
         inductor_configs: passed to torch._inductor.aoti_compile_and_package(inductor_configs=...).
-        use_cuda_graphs: serve through aitune's CUDA-graph runner (SPEC §9.3).
+        use_cuda_graphs: serve through aitune's CUDA-graph runner (docs/reference/dispatch.md#cuda-graph-runner).
     """
 
     inductor_configs: dict[str, Any] | None = None

@@ -1,4 +1,5 @@
-"""TorchInductorJitBackend: torch.compile of the module's original forward (SPEC §4.2).
+"""TorchInductorJitBackend: torch.compile of the module's original forward
+(docs/reference/backends.md#per-backend-behaviour).
 
 The build resets Dynamo, compiles the ORIGINAL forward (the wrapped module's instance `forward`
 is aitune's router; compiling it would recurse into aitune), and warms up on every stored
@@ -11,8 +12,8 @@ batch 1 than a static one), so with ``dynamic=None`` on a graph with batch or di
 also compiles a *specialised* variant: ``dynamic=False`` on a private copy of a thin wrapper's
 code object (its own Dynamo cache and recompile limit), warmed up on the distinct shapes of the
 stored samples, one static graph per shape (each costs a compile, so no more). Both variants are
-timed on those shapes (SPEC §8.1 calls, median host time) and the faster total wins. When the
-specialised variant wins, calls whose input shapes are among the specialised ones are dispatched
+timed on those shapes (docs/reference/measurement.md#one-measured-call calls, median host time) and the faster total
+wins. When the specialised variant wins, calls whose input shapes are among the specialised ones are dispatched
 to it by shape and every other call goes to the dynamic build, so an unseen shape never
 recompiles; when the dynamic variant wins, the specialised one is dropped.
 """
@@ -50,7 +51,8 @@ _SCALARS = (bool, int, float, str, type(None))
 
 
 def graph_is_dynamic(graph: GraphSpec) -> bool:
-    """True when some tensor input has a batch or dim axis (SPEC §4.2 dynamic=None)."""
+    """True when some tensor input has a batch or dim axis (docs/reference/backends.md#per-backend-behaviour
+    dynamic=None)."""
     return graph.input_spec.has_dynamic_axis() or bool(graph.dynamic_shapes)
 
 
@@ -111,7 +113,7 @@ def _clear_code_cache(fn: Callable | None) -> None:
 
 
 def reset_compiler_caches() -> None:
-    """What deactivation frees (reference §2.9): Dynamo and compiler caches, then memory."""
+    """What deactivation frees (as AITune does): Dynamo and compiler caches, then memory."""
     torch._dynamo.reset()
     torch.compiler.reset()
     if torch.cuda.is_available():
@@ -294,7 +296,8 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
 
     def _median_ms(self, fn: Callable, call: tuple[tuple, dict], cuda_index: int | None,
                    use_device_time: bool) -> float:
-        """SPEC §8.1 calls of `fn` on a fresh copy of `call` each: the median of the measured ones."""
+        """docs/reference/measurement.md#one-measured-call calls of `fn` on a fresh copy of `call` each: the median of
+        the measured ones."""
         times = []
         for i in range(COMPARE_WARMUP_CALLS + COMPARE_MEASURED_CALLS):
             args, kwargs = copy.deepcopy(call)  # outside the timed window

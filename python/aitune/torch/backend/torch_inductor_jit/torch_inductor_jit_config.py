@@ -15,7 +15,7 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 @dataclasses.dataclass
 class TorchInductorJitBackendConfig(BackendConfig):
-    """torch.compile with the Inductor backend (SPEC §4.2).
+    """torch.compile with the Inductor backend (docs/reference/backends.md#per-backend-behaviour).
 
     Args:
         fullgraph: torch.compile(fullgraph=...): graph breaks become errors.
@@ -25,7 +25,7 @@ class TorchInductorJitBackendConfig(BackendConfig):
         options: Inductor options dict; exclusive with `mode`.
         autocast_enabled: compile and run under torch.autocast.
         autocast_dtype: autocast dtype (None: torch's default for the device).
-        use_cuda_graphs: serve through aitune's CUDA-graph runner (SPEC §9.3).
+        use_cuda_graphs: serve through aitune's CUDA-graph runner (docs/reference/dispatch.md#cuda-graph-runner).
     """
 
     fullgraph: bool = False

@@ -1,5 +1,5 @@
 """TorchTensorRTAotBackend: torch.export + torch_tensorrt.dynamo.compile, saved with
-torch_tensorrt.save as ``exported_model.pt`` (SPEC §4.2).
+torch_tensorrt.save as ``exported_model.pt`` (docs/reference/backends.md#per-backend-behaviour).
 
 Export traces an adapter that takes the graph's tensor inputs alone and calls the module's
 original forward with the recorded non-tensor values (tensor_inputs.py: Torch-TensorRT cannot

@@ -10,14 +10,15 @@ from aitune.torch.backend.torch_tensorrt_config import CompileConfigMixin, defau
 
 @dataclasses.dataclass
 class TorchTensorRTAotBackendConfig(CompileConfigMixin, BackendConfig):
-    """torch.export + torch_tensorrt.dynamo.compile, saved as ``exported_model.pt`` (SPEC §4.2).
+    """torch.export + torch_tensorrt.dynamo.compile, saved as ``exported_model.pt``
+    (docs/reference/backends.md#per-backend-behaviour).
 
     Args:
         compile_config: Torch-TensorRT settings (``TorchTensorRTConfig`` /
             ``torch_tensorrt.dynamo.CompilationSettings``); the tuning device is added at build
             time and is never stored.
         pickle_protocol: torch_tensorrt.save(pickle_protocol=...) for the saved program.
-        use_cuda_graphs: serve through aitune's CUDA-graph runner (SPEC §9.3).
+        use_cuda_graphs: serve through aitune's CUDA-graph runner (docs/reference/dispatch.md#cuda-graph-runner).
     """
 
     compile_config: Any = dataclasses.field(default_factory=default_compile_config)

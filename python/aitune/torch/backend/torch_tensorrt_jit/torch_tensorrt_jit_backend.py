@@ -1,5 +1,5 @@
 """TorchTensorRTJitBackend: torch.compile(backend="torch_tensorrt") of the module's original
-forward (SPEC §4.2).
+forward (docs/reference/backends.md#per-backend-behaviour).
 
 The build resets Dynamo, compiles with the config's Torch-TensorRT settings plus the tuning
 device as ``options``, and warms up on every stored sample (Torch-TensorRT builds its engines

@@ -12,7 +12,7 @@ from aitune.torch.backend.torch_tensorrt_config import CompileConfigMixin, defau
 
 @dataclasses.dataclass
 class TorchTensorRTJitBackendConfig(CompileConfigMixin, BackendConfig):
-    """torch.compile(backend="torch_tensorrt") (SPEC §4.2).
+    """torch.compile(backend="torch_tensorrt") (docs/reference/backends.md#per-backend-behaviour).
 
     Args:
         compile_config: Torch-TensorRT settings (``TorchTensorRTConfig`` /
@@ -23,7 +23,7 @@ class TorchTensorRTJitBackendConfig(CompileConfigMixin, BackendConfig):
             always specialises, None lets Dynamo detect dynamic axes and recompile.
         autocast_enabled: compile and run under torch.autocast.
         autocast_dtype: autocast dtype (None: torch's default for the device).
-        use_cuda_graphs: serve through aitune's CUDA-graph runner (SPEC §9.3).
+        use_cuda_graphs: serve through aitune's CUDA-graph runner (docs/reference/dispatch.md#cuda-graph-runner).
     """
 
     compile_config: Any = dataclasses.field(default_factory=default_compile_config)

@@ -1,5 +1,5 @@
-"""Measurement configuration (SPEC §1.4, §8). The loop, statistics and stop rules run in the
-C++ core; these classes are the Python-facing settings, at AITune's module paths (events,
+"""Measurement configuration (docs/reference/api.md#other-modules, docs/reference/measurement.md). The loop, statistics
+and stop rules run in the C++ core; these classes are the Python-facing settings, at AITune's module paths (events,
 metrics, measuring_strategy, measuring_stop_strategy, profiling_stop_strategy, config)."""
 
 from aitune.torch.task.profiling.config import ProfilingConfig, default_profiling_config

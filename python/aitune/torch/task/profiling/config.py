@@ -1,4 +1,4 @@
-"""ProfilingConfig (SPEC §8): the batch sizes and the rules a strategy measures with. The rules
+"""ProfilingConfig (docs/reference/measurement.md): the batch sizes and the rules a strategy measures with. The rules
 live in their AITune-named modules (measuring_stop_strategy.py, profiling_stop_strategy.py,
 measuring_strategy.py) and are re-exported here."""
 

@@ -1,5 +1,5 @@
-"""When to stop measuring one batch size (SPEC §8.1). aitune's measurement loop applies these
-rules in the C++ core (`to_native()`); `should_stop` / `get_events` apply the same rule to
+"""When to stop measuring one batch size (docs/reference/measurement.md#one-measured-call). aitune's measurement loop
+applies these rules in the C++ core (`to_native()`); `should_stop` / `get_events` apply the same rule to
 AITune-style event lists, for custom strategies written against AITune (docs/guide.md, "Coming
 from AITune"). Invalid settings raise InvalidValueError (a ValueError) when constructed."""
 

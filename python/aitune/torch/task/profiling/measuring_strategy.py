@@ -1,5 +1,5 @@
-"""How one call is timed (SPEC §8.1). aitune times calls in the C++ core (`_C.time_call`: host
-clock, plus CUDA events on a GPU); `do_measurement` gives AITune's event form of one such call
+"""How one call is timed (docs/reference/measurement.md#one-measured-call). aitune times calls in the C++ core
+(`_C.time_call`: host clock, plus CUDA events on a GPU); `do_measurement` gives AITune's event form of one such call
 (docs/guide.md, "Coming from AITune")."""
 
 from __future__ import annotations

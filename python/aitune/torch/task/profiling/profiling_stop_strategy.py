@@ -1,5 +1,5 @@
-"""When to stop sweeping batch sizes (SPEC §8.2). The rule is the C++ core's `SweepState`, used
-by aitune's sweep and, through `should_stop`, on AITune-style event lists (docs/guide.md,
+"""When to stop sweeping batch sizes (docs/reference/measurement.md#batch-sweep). The rule is the C++ core's
+`SweepState`, used by aitune's sweep and, through `should_stop`, on AITune-style event lists (docs/guide.md,
 "Coming from AITune"): one implementation of the saturation rule."""
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ class FakeBackendConfig(BackendConfig):
     batch_delays_s: tuple = ()  # ((batch size, delay), ...): per-call delay by batch size, over delay_s
     graph_delay_s: float = 0.0  # per-call delay when served "through CUDA graphs"
     capture_fails: bool = False  # the "CUDA-graph capture" of every call fails
+    oom_after_calls: int = 0  # every call after this many raises torch.OutOfMemoryError (0: never)
     use_cuda_graphs: bool = False
 
 
@@ -108,6 +109,8 @@ class FakeBackend(Backend):
 
     def _compute(self, x: torch.Tensor, delay_s: float) -> torch.Tensor:
         self.calls += 1
+        if self.config.oom_after_calls and self.calls > self.config.oom_after_calls:
+            raise torch.OutOfMemoryError(f"fake: out of memory at call {self.calls}")
         if delay_s:
             time.sleep(delay_s)
         with torch.no_grad():

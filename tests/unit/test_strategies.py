@@ -141,6 +141,22 @@ def test_one_backend_without_baseline_raises_the_spec_message(monkeypatch):
         tune(m, strategy)
 
 
+def test_first_wins_accepts_a_candidate_whose_gate_run_is_out_of_memory_at_once(aitune_log):
+    # Out of memory at the first gate batch size leaves the gate with no measurement at all: like any
+    # other failed gate measurement, the candidate is accepted (and the log says why), not a crash.
+    calibration = recorded(name="calibrate")
+    tune(calibration, ait.FirstWinsStrategy([fake(name="count")], profiling_config=quick_profiling())
+         .enable_performance_validation(False))
+    calls_before_the_gate = calibration.tuned_module.backends[0][1].calls
+    m = recorded(name="m")
+    tune(m, ait.FirstWinsStrategy([fake(name="oom", oom_after_calls=calls_before_the_gate)],
+                                  profiling_config=quick_profiling()))
+    selected = m.tuned_module.backends[0][1]
+    assert isinstance(selected, FakeBackend) and selected.config.name == "oom"
+    assert "accepted without the performance gate" in aitune_log.text
+    assert "measured no batch size (stopped by out of memory at batch size 1)" in aitune_log.text
+
+
 def test_numeric_error_names_path_sample_and_tolerance():
     m = recorded()
     with pytest.raises(CorrectnessNumericError) as info:

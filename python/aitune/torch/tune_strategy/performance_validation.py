@@ -17,7 +17,7 @@ from typing import Any
 from aitune._native import _C
 from aitune.torch.backend.backend import Backend
 from aitune.torch.logging_utils import captured_output
-from aitune.torch.task.profile import profile
+from aitune.torch.task.profile import SweepLimits, profile
 from aitune.torch.task.profiling.config import AllSamplesProfilingStopStrategy
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
@@ -101,14 +101,19 @@ class PerformanceValidatedStrategy(TuneStrategy):
                 self._log("ℹ️ No eager baseline throughput; %s accepted without the performance gate",
                           backend.describe())
             return True
+        limits = SweepLimits()
         try:
             results = profile(backend.runner(), ctx.graph, ctx.data, self._gate_profiling_config(), ctx.device,
-                              self._gate_sizes, label=f"{backend.describe()} (performance gate)")
+                              self._gate_sizes, label=f"{backend.describe()} (performance gate)", limits=limits)
             tune_data.record_measurements(results, backend_description=backend.describe())
         # docs/reference/strategies.md#selection-and-the-gate: a candidate whose profiling fails is accepted
         except Exception as e:  # noqa: BLE001
             self._log("ℹ️ Profiling %s failed (%s: %s); accepted without the performance gate", backend.describe(),
                       type(e).__name__, e)
+            return True
+        if not results:  # e.g. out of memory at the first gate batch size: as if profiling had failed
+            self._log("ℹ️ Profiling %s measured no batch size (stopped by %s); accepted without the performance gate",
+                      backend.describe(), limits.stopped_by)
             return True
         self.check_cuda_graph_capture(backend)  # measuring may capture new shapes
         points = [(r["batch_size"], r["throughput_per_s"], self._baseline_by_size.get(r["batch_size"]))

@@ -221,3 +221,29 @@ def test_incompatible_fingerprint_raises_or_retunes(tmp_path, aoti_loads):
     x = torch.randn(2, 6)
     with torch.no_grad():
         torch.testing.assert_close(loaded(x), reference(x), atol=1e-5, rtol=1e-5)
+
+
+class _TwoOutputs(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return x * 2, {"sum": x.sum(dim=1)}
+
+
+def test_output_paths_of_a_backend_served_through_cuda_graphs():
+    # TensorRT, ONNX Runtime and Torch-TensorRT AOT have no native runner of their own: with
+    # use_cuda_graphs the shared CUDA-graph serving is their native runner, and saving must name
+    # the access path of each of its outputs without a backend-specific hook.
+    from aitune.torch.backend.cuda_graphs import CudaGraphServing
+    from aitune.torch.checkpoint.save import _output_paths
+
+    m = ait.Module(_TwoOutputs(), "two_outputs")
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        m(x)
+    backend = TorchEagerBackend()
+    backend._cuda_graph = CudaGraphServing(m.module.forward, m.graph_specs[0], settings=(1, True))
+    with pytest.raises(RuntimeError, match="has not run yet"):
+        backend.saved_native_io()
+    backend._cuda_graph._flat_call(x)  # the runner's first (warm-up) call, which records the outputs
+    saved = backend.saved_native_io()
+    assert saved[0] == [0] and saved[2] == 2
+    assert _output_paths(saved) == ["output[0]", 'output[1]["sum"]']

@@ -36,6 +36,7 @@ from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import (
     _spec_paths,
     make_export_adapter,
 )
+from aitune.torch.backend.cuda_graphs import CudaGraphServing
 from aitune.torch.config import config
 from aitune.torch.module.state import ModuleState
 from support import record_calls
@@ -357,6 +358,11 @@ def test_aot_input_order_for_dict_input(tmp_path, aoti_loads):
     leaves = [inputs["gate"], inputs["value"], bias["b"]]
     torch.testing.assert_close(_serve(runner, rebuild, [leaves[i] for i in order]), expected)
     torch.testing.assert_close(backend.infer(inputs, bias=bias), expected)
+    # With use_cuda_graphs the shared CUDA-graph runner serves calls here, on aitune's own input
+    # order; a checkpoint must still describe the package's order, which the C++ runtime feeds.
+    backend._cuda_graph = CudaGraphServing(backend._infer, graph, settings=(1, True))
+    assert backend.native_runner()[1] == [0, 1, 2]
+    assert backend.saved_native_io() == (order, None, 1)
 
 
 # -- CUDA -------------------------------------------------------------------------------------------

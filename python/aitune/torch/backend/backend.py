@@ -373,6 +373,15 @@ class Backend(abc.ABC):
         a native runner over the graph's tensor leaves. None for Python-only serving."""
         return self._cuda_graph.native() if self._cuda_graph is not None else None
 
+    def saved_native_io(self) -> tuple[list[int], Any, int] | None:
+        """What a runtime without Python (the C++ Runtime, the CLI) runs for this backend:
+        (input_order, rebuild, number of outputs) as in native_runner(); None when it cannot."""
+        native = self.native_runner()
+        if native is None:
+            return None
+        _, input_order, rebuild = native
+        return input_order, rebuild, 1 if rebuild is None else self._cuda_graph.num_outputs()
+
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
         """The hard shape range per tensor input (graph.input_spec.tensors order) for backends
         whose artifact only accepts a range (AOT exports, TensorRT profiles); None in a max

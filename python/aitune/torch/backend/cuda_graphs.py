@@ -61,6 +61,12 @@ class CudaGraphServing:
         by_path = dict(zip(self._output_paths, outputs))
         return map_tensors(self._output_template, lambda path, t: by_path.get(path, t))
 
+    def num_outputs(self) -> int:
+        """How many tensors the runner returns per call (known after the first call)."""
+        if self._output_template is None:
+            raise RuntimeError("CUDA-graph runner has not run yet: its outputs are unknown")
+        return len(self._output_paths)
+
     def native(self) -> tuple[Any, list[int], Callable | None]:
         # A single-tensor output needs no rebuild: the dispatcher returns it directly.
         single = self._output_template is not None and self._output_paths == [()]

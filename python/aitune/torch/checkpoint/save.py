@@ -64,13 +64,13 @@ def _backend_entry(backend: Backend, writer: Any, prefix: str, device: torch.dev
             writer.add_file(name, str(value.path))
             artifacts[key] = name
             del data[key]
-    native = backend.native_runner() if artifacts and not backend.is_jit else None
+    native = backend.saved_native_io() if artifacts and not backend.is_jit else None
     return {
         "class": data.pop("class"), "config": data.pop("config"), "extra": data,
         # For runtimes without Python (C++ Runtime, CLI): which tensor input feeds each native
         # input, and the access path of each native output.
-        "input_order": list(native[1]) if native else None,
-        "output_paths": _output_paths(native, backend) if native else None,
+        "input_order": list(native[0]) if native else None,
+        "output_paths": _output_paths(native) if native else None,
         # The class the outputs were judged by when tuning (e.g. tf32 for an fp32 model on CUDA),
         # and torch's TF32 switches then: every later check (aitune run --check) uses the same.
         "precision_class": _precision(backend)["precision_class"], "tf32": _precision(backend)["tf32"],
@@ -107,11 +107,10 @@ def _precision(backend: Backend) -> dict[str, Any]:
             "tf32": validated.get("tf32")}
 
 
-def _output_paths(native: tuple, backend: Backend) -> list[str]:
-    _, _, rebuild = native
+def _output_paths(native: tuple) -> list[str]:
+    _, rebuild, count = native
     if rebuild is None:
         return ["output"]
-    count = backend.num_native_outputs()
     # Rebuilding integer placeholders shows where each native output lands in the structure.
     probe = rebuild(list(range(count)))
     _, leaves = _C.flatten_value(probe)

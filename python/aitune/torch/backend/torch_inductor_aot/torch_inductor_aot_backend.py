@@ -336,15 +336,19 @@ class TorchInductorAotBackend(Backend):
         # use_cuda_graphs: the shared CUDA-graph runner serves (docs/reference/dispatch.md#cuda-graph-runner)
         if self._cuda_graph is not None:
             return super().native_runner()
+        input_order, rebuild, _ = self.saved_native_io()
+        return self._runner, input_order, rebuild
+
+    def saved_native_io(self) -> tuple[list[int], Callable[[list[torch.Tensor]], Any] | None, int]:
+        """The package's own inputs and outputs, also when the shared CUDA-graph runner serves
+        calls in this process: a runtime without Python runs the package (wrapped in its own
+        CUDA-graph runner when use_cuda_graphs is set)."""
         if self._runner is None:
             raise RuntimeError(f"Backend {self.name} has no runner: build or load it first")
         if self._input_order is None:
             raise RuntimeError(f"Backend {self.name} was loaded without its graph; its input order is unknown")
         single = self._out_spec is not None and self._out_spec.is_leaf()  # the dispatcher returns it as is
-        return self._runner, list(self._input_order), None if single else self._rebuild
-
-    def num_native_outputs(self) -> int:
-        return self._out_spec.num_leaves
+        return list(self._input_order), None if single else self._rebuild, self._out_spec.num_leaves
 
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
         """Per graph tensor input (graph.input_spec.tensors order): (min shape, max shape)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import re
 
@@ -134,6 +135,29 @@ def test_tuning_log(aitune_log, cpu_eager_strategy):
     # The strategy as AITune describes it (docs/guide.md, "Coming from AITune").
     assert "    name: One Backend Strategy\n    description: Use only one backend\n" in graph_block
     assert text.index("🚀 Tuning graph") < text.index("✅ backend built") < text.index("📦 module: mlp")
+
+
+class _ChattyMlp(torch.nn.Module):
+    """Logs through a third-party logger on every forward, as libraries under tuning do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 3)
+
+    def forward(self, x):
+        logging.getLogger("thirdparty.lib").warning("external chatter")
+        return self.linear(x)
+
+
+def test_disable_external_logging_silences_others_but_not_aitune(aitune_log, cpu_eager_strategy):
+    root_level = logging.root.level
+    m = ait.Module(_ChattyMlp().eval(), "chatty", strategy=cpu_eager_strategy)
+    ait.tune(m, _dataset((6,)), device="cpu", disable_external_logging=True)
+    assert "✅ Completed tuning all modules." in aitune_log.messages
+    assert "external chatter" not in aitune_log.messages
+    assert logging.root.level == root_level
+    logging.getLogger("thirdparty.lib").warning("after tuning")  # levels are restored afterwards
+    assert "after tuning" in aitune_log.messages
 
 
 def test_module_with_two_graphs_gets_two_backends(cpu_eager_strategy):

@@ -51,18 +51,23 @@ def indent(text: str, spaces: int = 2) -> str:
 
 @contextlib.contextmanager
 def external_logging_disabled(disable: bool) -> Iterator[None]:
-    """Silences loggers outside aitune while tuning, if asked."""
+    """Silences loggers outside aitune (below ERROR) while tuning, if asked. Not logging.disable():
+    that is global and would silence aitune's own lines too. Every other logger's level is raised
+    instead; loggers created meanwhile inherit the root's."""
     if not disable:
         yield
         return
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    aitune_level = logger.level
+    saved: dict[logging.Logger, int] = {logging.root: logging.root.level}
+    for name, other in list(logging.root.manager.loggerDict.items()):
+        if isinstance(other, logging.Logger) and name != logger.name and not name.startswith(logger.name + "."):
+            saved[other] = other.level
+    for other in saved:
+        other.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        logging.disable(previous)
-        logger.setLevel(aitune_level)
+        for other, level in saved.items():
+            other.setLevel(level)
 
 
 _capture_lock = threading.Lock()

@@ -6,6 +6,7 @@
 #include "bridge/tensor_bridge.h"
 #include "spec/shape.h"
 #include "errors.h"
+#include "py_callable_runner.h"
 
 namespace aitune::python {
 namespace {
@@ -149,7 +150,12 @@ py::object Dispatcher::run_native(const GraphEntry& entry, std::vector<at::Tenso
     py::gil_scoped_release release;
     outputs = entry.native->run(inputs);
   }
-  if (!outputs.ok()) throw_status(outputs.status());
+  if (!outputs.ok()) {
+    // A Python backend served through the CUDA-graph runner raised: re-raise its own exception
+    // (type and traceback), as CudaGraphRunner.run does, not a generic AITuneError.
+    if (auto raised = PyCallableRunner::take_pending_error()) throw std::move(*raised);
+    throw_status(outputs.status());
+  }
   if (entry.rebuild.is_none()) {
     if (outputs->size() != 1) {
       raise_python_error("AITuneError", "graph '" + entry.name + "' of module '" + module_name_ + "' expected one output "

@@ -372,3 +372,29 @@ def test_unknown_graph_message_lists_tensors_then_known_graphs(cpu_eager_strateg
     message = str(info.value)
     assert message.startswith("No backend found for a graph with metadata: Tensors: input: [3, 2, 4] torch.float32")
     assert "graph 0: Tensors: input: ['batch0', 4] torch.float32" in message
+
+
+class _Doubler(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def test_a_python_error_served_through_the_cuda_graph_runner_keeps_its_type():
+    # The CUDA-graph runner serves Python backends through the dispatcher's native path; on CPU
+    # tensors it calls them directly. What the backend raised must reach the caller as is.
+    m = ait.Module(_Doubler(), "doubler")
+    with torch.no_grad():
+        m(torch.randn(2, 3))
+    graph = m.graph_specs[0]
+
+    def broken_backend(x):
+        raise KeyError("the backend's own error")
+
+    from aitune.torch.module.tuned import _eq_checks, _input_rules
+
+    dispatcher = _C.Dispatcher(_C.Signature(graph.forward_params), True, -1, "doubler", None, None, None)
+    dispatcher.add_graph(graph.key, graph.name, broken_backend, _eq_checks(graph.input_spec),
+                         _input_rules(graph.input_spec, None),
+                         native=_C.CudaGraphRunner(broken_backend, cache_size=1, clone_outputs=True), input_order=[0])
+    with pytest.raises(KeyError, match="the backend's own error"):
+        dispatcher(torch.randn(2, 3))

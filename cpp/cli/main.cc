@@ -307,6 +307,10 @@ int inspect(int argc, char** argv) {
       for (const auto& l : g.inputs) gj["inputs"].push_back(leaf_json(l));
       for (const auto& l : g.outputs) gj["outputs"].push_back(leaf_json(l));
       for (const auto& p : g.profiles) {
+        if (!p.bounded) {
+          gj["profiles"].push_back(json());
+          continue;
+        }
         json mx = json::array();
         for (const auto& d : p.max) mx.push_back(d ? json(*d) : json());
         gj["profiles"].push_back({{"min", p.min}, {"max", mx}});

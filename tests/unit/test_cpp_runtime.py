@@ -122,6 +122,22 @@ def test_input_outside_profile_exits_7(aot_ckpt, tmp_path):
     assert r.returncode == 7, r.stderr
 
 
+def test_an_input_saved_without_a_range_is_not_range_checked(aot_ckpt, tmp_path):
+    # A backend with no hard range for an input saves null for it (the manifest schema allows it);
+    # the C++ runtime must load such a graph and simply not range-check that input.
+    from checkpoint_tools import rewrite
+
+    def unbounded(manifest):
+        manifest["modules"][0]["graphs"][0]["backend"]["profiles"] = [None]
+
+    ckpt = rewrite(aot_ckpt, tmp_path / "unbounded.ait", unbounded)
+    r = _run("inspect", ckpt, "--json", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["modules"][0]["graphs"][0]["profiles"] == [None]
+    r = _run("run", ckpt, "--device", "cpu", "--check", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+
+
 def test_flipped_byte_exits_3(aot_ckpt, tmp_path):
     data = bytearray(aot_ckpt.read_bytes())
     data[-200] ^= 0xFF  # inside the central directory / end records or the last entry

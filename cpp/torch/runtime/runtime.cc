@@ -268,6 +268,11 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
         if (b.value("profiles", json()).is_array()) {
           for (const json& p : b["profiles"]) {
             ProfileRange r;
+            if (p.is_null()) {  // the schema allows it: no hard range for this input
+              r.bounded = false;
+              g.profiles.push_back(std::move(r));
+              continue;
+            }
             r.min = p.at(0).get<std::vector<int64_t>>();
             for (const json& d : p.at(1)) r.max.push_back(d.is_null() ? std::nullopt : std::optional<int64_t>(d.get<int64_t>()));
             g.profiles.push_back(std::move(r));
@@ -480,7 +485,7 @@ StatusOr<Outputs> ModuleHandle::run_index(size_t gi, const std::vector<at::Tenso
       if (dtype_name(t.scalar_type()) != leaf.dtype)
         return profile_shape_error("Input dtype torch." + dtype_name(t.scalar_type()) + " does not match tuned dtype torch." +
                                    leaf.dtype + " for " + who + ")" + where);
-      if (i < g.profiles.size()) {
+      if (i < g.profiles.size() && g.profiles[i].bounded) {
         const ProfileRange& p = g.profiles[i];
         const std::string prof = "; profile min " + shape_str(p.min) + ", max " + shape_str(p.max) + ")";
         if (static_cast<size_t>(t.dim()) != p.min.size())

@@ -75,6 +75,7 @@ struct LeafInfo {
 };
 
 struct ProfileRange {
+  bool bounded = true;  // false: the checkpoint saved no range for this input (any shape goes)
   std::vector<int64_t> min;
   std::vector<std::optional<int64_t>> max;  // nullopt: unbounded
 };

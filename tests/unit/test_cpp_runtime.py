@@ -381,3 +381,25 @@ def test_cuda_graphs_in_the_cpp_runtime(tmp_path, aoti_loads):
     assert json.loads(r.stdout)["cuda_graphs"] is None
     r = _run("run", ckpt, "--device", "0", "--check", cache=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_fp32_resnet50_checkpoint_is_checked_in_the_tf32_class(tmp_path, aoti_loads):
+    """Issue 12, point 7: an fp32 ResNet-50 tuned on CUDA runs its convolutions in TF32 (cuDNN's
+    default), so its checkpoint records the tf32 class and `aitune run --check` judges it by that
+    class's bounds; before, the CLI used the fp32 bounds and failed it (56.7 % of logits)."""
+    torchvision = pytest.importorskip("torchvision", reason="the model is torchvision's ResNet-50")
+    assert torch.backends.cudnn.allow_tf32, "the test needs torch's default TF32 switches"
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50().cuda().eval()
+    m = ait.Module(model, "resnet50", strategy=ait.OneBackendStrategy(TorchInductorAotBackend())
+                   .enable_performance_validation(False).enable_find_max_batch_size(False))
+    ait.tune(m, [torch.randn(3, 224, 224) for _ in range(2)], batch_sizes=[1], device="cuda:0")
+    ckpt = ait.save(m, tmp_path / "resnet50.ait")
+    r = _run("inspect", ckpt, "--json", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert '"precision_class": "tf32"' in r.stdout.replace('":"', '": "'), r.stdout
+    r = _run("run", ckpt, "--device", "0", "--check", cache=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(tf32) passed" in r.stdout, r.stdout

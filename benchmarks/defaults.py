@@ -153,6 +153,15 @@ def child(args: argparse.Namespace) -> None:
         if log_path.exists():
             lines = log_path.read_text(errors="replace").splitlines()
             result["tuning_log_tail"] = lines[-15:]
+            # Where the tuning time went: every aitune line with its time stamp, and Dynamo's own
+            # per-phase compile times (torch._dynamo.utils.compile_times).
+            result["tuning_log"] = [line[:400] for line in lines if " - " in line][:400]
+            try:
+                import torch._dynamo.utils as dynamo_utils
+
+                result["compile_times"] = str(dynamo_utils.compile_times(repr="str", aggregate=True))[:6000]
+            except Exception as e:  # noqa: BLE001 - a diagnostic only
+                result["compile_times"] = f"unavailable: {e}"
             result["log_warnings"] = [line[:300] for line in lines if " - WARNING - " in line][:20]
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
 

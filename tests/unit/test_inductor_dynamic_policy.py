@@ -72,7 +72,7 @@ def test_shape_key():
 
 
 def test_dynamic_none_compares_and_keeps_the_faster(aitune_log):
-    m, backend, reference = _tune()
+    m, backend, reference = _tune(batch_sizes=(2, 3))  # no size-1 axis: both shapes are timed
     assert backend.dynamic_choice in {"specialised", "dynamic"}
     totals = backend.dynamic_totals_ms
     assert set(totals) == {"specialised", "dynamic"} and all(v > 0 for v in totals.values())
@@ -80,10 +80,10 @@ def test_dynamic_none_compares_and_keeps_the_faster(aitune_log):
     assert backend.dynamic_choice == expected
     [line] = _policy_lines(aitune_log)
     assert line.levelname == "INFO" and line.name == "aitune"
-    assert f"over 2 shapes; keeping {expected}" in line.getMessage()  # [1, 6] and [3, 6] (the stored samples)
+    assert f"over 2 shapes; keeping {expected}" in line.getMessage()  # [2, 6] and [3, 6] (the stored samples)
     assert backend.describe() == "TorchInductorJitBackend()"  # the choice is not config
     assert backend.compiled_dynamic is True  # shapes outside the specialised set: the dynamic build
-    _assert_serves(m, reference)
+    _assert_serves(m, reference, sizes=(2, 3, 5))
     assert RECOMPILE not in aitune_log.text
 
 
@@ -114,24 +114,24 @@ def _force(monkeypatch, winner):
 
 def test_specialised_dispatches_by_shape_and_survives_reactivation(aitune_log, monkeypatch):
     _force(monkeypatch, "specialised")
-    m, backend, reference = _tune()
+    m, backend, reference = _tune(batch_sizes=(2, 3))
     assert backend.dynamic_choice == "specialised"
     assert backend.dynamic_totals_ms == {"specialised": 2.0, "dynamic": 4.0}
     assert "specialised per shape 2.000 ms vs dynamic 4.000 ms over 2 shapes; keeping specialised" in aitune_log.text
-    assert sorted(backend.specialised_shapes) == [((1, 6),), ((3, 6),)]
+    assert sorted(backend.specialised_shapes) == [((2, 6),), ((3, 6),)]
 
     calls = []
     specialised = backend._specialised
     backend._specialised = lambda *a, **k: calls.append(a[0].shape[0]) or specialised(*a, **k)
-    _assert_serves(m, reference, sizes=(1, 2, 3, 5))
-    assert calls == [1, 3]  # batch 2 and 5 were served by the dynamic build
+    _assert_serves(m, reference, sizes=(2, 3, 4, 5))
+    assert calls == [2, 3]  # batch 4 and 5 were served by the dynamic build
     assert RECOMPILE not in aitune_log.text
 
     backend.deactivate()
     assert backend._specialised is None and backend._compiled is None
     backend.activate()
     assert backend.dynamic_choice == "specialised" and backend._specialised is not None
-    for bs in (1, 2, 3):
+    for bs in (2, 3, 4):
         x = torch.randn(bs, 6)
         with torch.no_grad():
             torch.testing.assert_close(backend.infer(x), reference(x), atol=1e-5, rtol=1e-5)
@@ -140,21 +140,58 @@ def test_specialised_dispatches_by_shape_and_survives_reactivation(aitune_log, m
 
 def test_dynamic_kept_drops_the_specialised_variant(aitune_log, monkeypatch):
     _force(monkeypatch, "dynamic")
-    m, backend, reference = _tune()
+    m, backend, reference = _tune(batch_sizes=(1, 2, 3))  # [1, 6] untimed; [2, 6] and [3, 6] timed
     assert backend.dynamic_choice == "dynamic"
-    assert "keeping dynamic" in aitune_log.text
+    assert "over 2 shapes; keeping dynamic" in aitune_log.text
     assert backend._specialised is None and backend.specialised_shapes == []
-    _assert_serves(m, reference)
+    _assert_serves(m, reference)  # batch 1 too: the dynamic build was warmed up on it after the choice
+    assert RECOMPILE not in aitune_log.text
 
 
-def test_only_the_stored_samples_shapes_are_specialised(aitune_log, monkeypatch):
-    _force(monkeypatch, "specialised")
-    model = _mlp()
+def _tune_default_sample(model):
     m = ait.Module(model, "one", strategy=_strategy(TorchInductorJitBackend()))
-    ait.tune(m, _dataset(), batch_sizes=[1, 3], device="cpu")  # one stored sample (the default)
+    ait.tune(m, _dataset(), batch_sizes=[1, 3], device="cpu")  # one stored sample (the default), at batch 1
     [(_, backend)] = m.tuned_module.backends
+    return m, backend
+
+
+def test_a_size_one_stored_shape_is_specialised_untimed_with_one_dynamic_compile(aitune_log, monkeypatch):
+    """The default (one stored sample, at batch 1): Dynamo would specialise batch 1 in the dynamic
+    build too, so the shape goes to the static graph untimed and the dynamic build compiles once,
+    on the widened sample (docs/reference/backends.md#per-backend-behaviour)."""
+    timed = []
+    monkeypatch.setattr(TorchInductorJitBackend, "_median_ms", lambda self, *a: timed.append(a) or 1.0)
+    model = _mlp()
+    reference = copy.deepcopy(model)
+    torch._dynamo.utils.counters.clear()
+    m, backend = _tune_default_sample(model)
+    assert backend.dynamic_choice == "specialised" and backend.dynamic_totals_ms is None and timed == []
     assert backend.specialised_shapes == [((1, 6),)], "batch 3 is served by the dynamic build"
-    assert "over 1 shapes; keeping specialised" in aitune_log.text
+    assert "the 1 stored shape(s) have size-1 dynamic axes" in aitune_log.text
+    # Two graphs: the dynamic one (on the widened sample) and the static batch-1 one; before, the
+    # dynamic build also compiled a batch-1 graph of its own.
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2
+    _assert_serves(m, reference, sizes=(1, 2, 3, 5))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2
+    assert RECOMPILE not in aitune_log.text
+
+
+def test_a_size_one_shape_falls_back_to_a_warmed_dynamic_build(aitune_log, monkeypatch):
+    """When the specialised compile fails, the dynamic build serves batch 1 too, and is warmed up on
+    it first: no recompile on the first real call."""
+    def fail(self):
+        raise RuntimeError("no static graph")
+
+    monkeypatch.setattr(TorchInductorJitBackend, "_compile_specialised", fail)
+    model = _mlp()
+    reference = copy.deepcopy(model)
+    m, backend = _tune_default_sample(model)
+    assert backend.dynamic_choice == "dynamic" and backend._specialised is None
+    assert "no specialised per-shape variant (RuntimeError: no static graph); keeping dynamic" in aitune_log.text
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    _assert_serves(m, reference, sizes=(1, 2, 3))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # batch 1 was compiled in the build
+    assert RECOMPILE not in aitune_log.text
 
 
 def test_too_many_shapes_for_the_recompile_limit_keeps_dynamic(aitune_log, monkeypatch):

@@ -276,6 +276,24 @@ def build_dynamic_shapes(graph: GraphSpec, sample: Sample | None = None,
     return shapes
 
 
+def has_size_one_dynamic_axis(graph: GraphSpec, sample: Sample, plan: ExportShapePlan | None = None) -> bool:
+    """True when a batch or dim axis of `sample` has size 0 or 1. Dynamo specialises such sizes
+    even in a dynamic=True build (its 0/1 specialisation), so a dynamic build called on this
+    sample compiles a graph for this shape alone."""
+    plan = plan or ExportShapePlan(graph)
+    found = False
+
+    def visit(path: tuple, tensor: torch.Tensor) -> torch.Tensor:
+        nonlocal found
+        axes = plan.axes.get(path) or ()
+        if len(axes) == tensor.dim():
+            found = found or any(a.kind in (_BATCH, _DIM, _NAMED) and tensor.shape[i] <= 1 for i, a in enumerate(axes))
+        return tensor
+
+    map_tensors(_bind(graph, sample), visit)
+    return found
+
+
 def prepare_export_sample(graph: GraphSpec, sample: Sample | None = None,
                           plan: ExportShapePlan | None = None) -> tuple[tuple, dict]:
     """The canonical (args, kwargs) torch.export traces: `sample` (default: sample 0) with

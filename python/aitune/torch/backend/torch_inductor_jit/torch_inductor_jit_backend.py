@@ -16,6 +16,14 @@ timed on those shapes (docs/reference/measurement.md#one-measured-call calls, me
 wins. When the specialised variant wins, calls whose input shapes are among the specialised ones are dispatched
 to it by shape and every other call goes to the dynamic build, so an unseen shape never
 recompiles; when the dynamic variant wins, the specialised one is dropped.
+
+A stored shape with a size-1 batch or dim axis (the default: ait.tune stores the first call, at
+batch 1) is not compared: Dynamo's 0/1 specialisation would give the dynamic build a graph for that
+shape alone, so timing it would only compile a third graph to compare two static ones (on the
+H200 each ResNet-50 compile is about a quarter of the default tuning time). Such shapes go to the
+specialised variant untimed, and the dynamic build is warmed up on the widened sample only; if
+the dynamic variant ends up serving them (the specialised compile failed, or it lost on the
+compared shapes), the dynamic build is warmed up on them too.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.export_shapes import has_size_one_dynamic_axis
 from aitune.torch.backend.jit_warmup import run_warmup, warmup_calls
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_config import TorchInductorJitBackendConfig
 from aitune.torch.module.graph_spec import GraphSpec, Sample
@@ -142,6 +151,10 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         self._specialised_keys: frozenset = frozenset()
         self._dynamic_choice: str | None = None
         self._dynamic_totals_ms: dict[str, float] | None = None
+        # Stored shapes with a size-1 dynamic axis: specialised untimed (module docstring); their
+        # warm-up calls of the dynamic build wait until the dynamic variant serves them.
+        self._untimed_keys: frozenset = frozenset()
+        self._deferred_warmups: list[tuple[tuple, dict]] = []
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -212,6 +225,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         compare = config.dynamic is None and self._dynamic and graph_spec is not None and bool(data)
         if compare:
             self._compare_calls = self._comparison_calls(graph_spec, data)
+            self._defer_size_one_warmups(graph_spec, data)
         self._compile_and_warm_up()
         if compare:
             self._choose_variant(device)
@@ -237,6 +251,43 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             unique.setdefault(key, (args, kwargs))
         return list(unique.items())
 
+    def _defer_size_one_warmups(self, graph: GraphSpec, data: list[Sample]) -> None:
+        """Marks the compared shapes with a size-1 dynamic axis as untimed and takes their calls
+        out of the dynamic build's warm-up (module docstring), keeping at least one warm-up call
+        (the widened sample) so the dynamic build still compiles now."""
+        untimed = set()
+        for sample in data:
+            try:
+                if has_size_one_dynamic_axis(graph, sample):
+                    untimed.add(shape_key(tuple(sample.args), dict(sample.kwargs)))
+            except Exception as e:  # noqa: BLE001 - such a shape is then simply timed
+                logger.debug("TorchInductorJitBackend: no size-1 check for a sample: %s", e)
+        keep, deferred = [], []
+        for call in self._warmup_calls:
+            try:
+                key = shape_key(*call)
+            except Exception:  # noqa: BLE001 - unkeyable calls stay in the warm-up
+                key = None
+            (deferred if key in untimed else keep).append(call)
+        if not keep:  # no widened sample to compile the dynamic build on: nothing is deferred
+            return
+        self._untimed_keys = frozenset(untimed)
+        self._warmup_calls, self._deferred_warmups = keep, deferred
+
+    def _serve_deferred_by_dynamic(self) -> None:
+        """The dynamic build serves every shape after all: warm it up on the deferred calls now,
+        so the first real call at such a shape does not recompile (and is not logged as one)."""
+        self._untimed_keys = frozenset()
+        if not self._deferred_warmups:
+            return
+        self._warmup_calls = self._warmup_calls + self._deferred_warmups
+        self._deferred_warmups = []
+        armed, self._recompile_armed = self._recompile_armed, False
+        try:
+            run_warmup(self._compiled, self._warmup_calls, self._autocast)
+        finally:
+            self._recompile_armed = armed
+
     def _choose_variant(self, device: torch.device) -> None:
         """dynamic=None: times the dynamic build against static per-shape graphs and keeps the
         faster for the compared shapes (module docstring)."""
@@ -250,6 +301,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
                 self._graph_name, num_shapes, limit,
             )
             self._compare_calls = []
+            self._serve_deferred_by_dynamic()
             return
         if num_shapes > MAX_COMPARED_SHAPES:
             self._compare_calls = self._compare_calls[:MAX_COMPARED_SHAPES]
@@ -270,7 +322,8 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             use_device_time = bool(getattr(self.config, "use_cuda_graphs", False)) and cuda_index is not None
             totals = {SPECIALISED: 0.0, DYNAMIC: 0.0}
             variants = {SPECIALISED: self._route, DYNAMIC: self._compiled}
-            for i, (_, call) in enumerate(self._compare_calls):
+            timed = [(key, call) for key, call in self._compare_calls if key not in self._untimed_keys]
+            for i, (_, call) in enumerate(timed):
                 order = (SPECIALISED, DYNAMIC) if i % 2 == 0 else (DYNAMIC, SPECIALISED)  # alternate: no order bias
                 for name in order:
                     totals[name] += self._median_ms(variants[name], call, cuda_index, use_device_time)
@@ -280,18 +333,28 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
                 "keeping dynamic", self._graph_name, type(e).__name__, e,
             )
             self._drop_specialised()
+            self._serve_deferred_by_dynamic()
             return
         finally:
             self._recompile_armed = True
+        if not timed:
+            self._dynamic_choice = SPECIALISED
+            logger.info(
+                "TorchInductorJitBackend (graph '%s'): dynamic=None: the %d stored shape(s) have size-1 dynamic axes, "
+                "which Dynamo would specialise in the dynamic build as well; serving them by static per-shape graphs "
+                "and every other shape by the dynamic build", self._graph_name, num_shapes,
+            )
+            return
         self._dynamic_totals_ms = totals
         keep = SPECIALISED if totals[SPECIALISED] < totals[DYNAMIC] else DYNAMIC
         self._dynamic_choice = keep
         if keep == DYNAMIC:
             self._drop_specialised()
+            self._serve_deferred_by_dynamic()
         logger.info(
             "TorchInductorJitBackend (graph '%s'): dynamic=None: specialised per shape %.3f ms vs dynamic %.3f ms "
             "over %d shapes; keeping %s",
-            self._graph_name, totals[SPECIALISED], totals[DYNAMIC], num_shapes, keep,
+            self._graph_name, totals[SPECIALISED], totals[DYNAMIC], len(timed), keep,
         )
 
     def _median_ms(self, fn: Callable, call: tuple[tuple, dict], cuda_index: int | None,

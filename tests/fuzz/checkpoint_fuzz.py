@@ -75,7 +75,11 @@ def make_seeds(folder: Path, aot: bool) -> list[dict[str, Any]]:
     seeds.append({"name": "eager-kwargs", "path": str(ait.save(m2, folder / "eager-kwargs.ait")), "model": "kwargs"})
 
     if aot:
-        m3 = ait.Module(mlp, "aot", strategy=strategy(TorchInductorAotBackend()))
+        # A model of its own: after an AOT tune the wrapped model's weights go to
+        # config.device_after_tuning ('meta'), which would leave the eager seed's model empty.
+        torch.manual_seed(0)
+        aot_mlp = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
+        m3 = ait.Module(aot_mlp, "aot", strategy=strategy(TorchInductorAotBackend()))
         ait.tune(m3, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2], device="cpu")
         seeds.append({"name": "aot-mlp", "path": str(ait.save(m3, folder / "aot-mlp.ait")), "model": "mlp"})
     return seeds

@@ -33,7 +33,7 @@ def _loaded(built: TensorRTBackend, edit_profiles=None) -> TensorRTBackend:
     if edit_profiles is not None:
         path = artifacts["optimization_profiles"]
         path.write_text(json.dumps(edit_profiles(json.loads(path.read_text()))))
-    return TensorRTBackend.from_checkpoint(TensorRTBackendConfig(), artifacts, built._graph_spec, "cpu")
+    return TensorRTBackend.restore(TensorRTBackendConfig(), artifacts, built._graph_spec, "cpu")
 
 
 def _calls(name):

@@ -17,6 +17,7 @@ import torch
 
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
+from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.tensorrt import builder as trt_builder
 from aitune.torch.backend.tensorrt import output_template
 from aitune.torch.backend.tensorrt import quantization as quant
@@ -57,8 +58,10 @@ def _tensorrt_or_raise() -> Any:
         raise BackendUnavailableError("tensorrt is not installed. Please install `tensorrt`.") from e
 
 
+@register_backend("tensorrt")
 class TensorRTBackend(Backend):
     config_class = TensorRTBackendConfig
+    restores_from_artifacts = True
     _devices = ("cuda",)
 
     def __init__(self, config: TensorRTBackendConfig | None = None, *, tolerance: Any = None) -> None:
@@ -101,7 +104,7 @@ class TensorRTBackend(Backend):
             return False, "tensorrt is not installed. Please install `tensorrt`."
         return True, ""
 
-    def fingerprint_requires(self, device: torch.device | None) -> list[str]:
+    def requirements(self) -> list[str]:
         """What a plan depends on (docs/reference/checkpoint.md#integrity-and-compatibility): TensorRT version, CUDA
         major and the GPU SM, or any SM >= 8 for an AMPERE_PLUS plan; not torch."""
         sm = "gpu_sm_ampere_plus" if self.config.compatibility_level == "AMPERE_PLUS" else "gpu_sm"
@@ -291,24 +294,20 @@ class TensorRTBackend(Backend):
         return (list(spec.min_shape), list(spec.max_shape), list(spec.max_shape))
 
     @classmethod
-    def from_checkpoint(cls, config: TensorRTBackendConfig, artifacts: dict[str, Path], graph: GraphSpec,
-                        device: Any) -> TensorRTBackend:
-        """A backend loaded from a checkpoint's extracted plan and profiles (ait.load)."""
+    def _restoring(cls, config: TensorRTBackendConfig) -> TensorRTBackend:
         backend = cls()  # default config: the SAMPLES_USED construction check concerns building only
         backend.config = config
-        backend._device = torch.device(device)
-        backend._graph_spec = graph
-        root = Path(artifacts["plan"]).parent.parent
-        backend._plan = ArtifactPath.from_existing(Path(artifacts["plan"]), root)
-        backend._profiles_file = ArtifactPath.from_existing(Path(artifacts["optimization_profiles"]), root)
-        backend._io_file = ArtifactPath.from_existing(Path(artifacts["io"]), root)
-        if graph.reference_outputs:  # the structure only: tensors become placeholders
-            backend._template = map_tensors(graph.reference_outputs[0], lambda _path, _t: torch.empty(0))
-        backend._load_runner(backend._device)
-        if backend._device.type == "cuda":
-            backend._start_cuda_graphs()
-        backend._state = BackendState.ACTIVE
         return backend
+
+    def _restore(self, artifacts: dict[str, Path], graph: GraphSpec, device: torch.device) -> None:
+        """A checkpoint's extracted plan and profiles (ait.load)."""
+        root = Path(artifacts["plan"]).parent.parent
+        self._plan = ArtifactPath.from_existing(Path(artifacts["plan"]), root)
+        self._profiles_file = ArtifactPath.from_existing(Path(artifacts["optimization_profiles"]), root)
+        self._io_file = ArtifactPath.from_existing(Path(artifacts["io"]), root)
+        if graph.reference_outputs:  # the structure only: tensors become placeholders
+            self._template = map_tensors(graph.reference_outputs[0], lambda _path, _t: torch.empty(0))
+        self._load_runner(device)
 
 
 def _batch_axes(graph: GraphSpec) -> list[int | None]:

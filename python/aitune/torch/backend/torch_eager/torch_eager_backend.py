@@ -10,9 +10,11 @@ import torch
 
 from aitune.torch.backend.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.torch_eager.torch_eager_config import TorchEagerBackendConfig
 
 
+@register_backend("torch_eager")
 class TorchEagerBackend(AutocastMixin, Backend):
     config_class = TorchEagerBackendConfig
 

@@ -5,11 +5,11 @@ import dataclasses
 import torch
 
 from aitune.torch.backend.autocast import check_autocast_dtype
-from aitune.torch.backend.backend import BackendConfig
+from aitune.torch.backend.backend import BackendConfig, ServingOptions
 
 
 @dataclasses.dataclass
-class TorchEagerBackendConfig(BackendConfig):
+class TorchEagerBackendConfig(BackendConfig, ServingOptions):
     """Eager PyTorch, optionally under autocast (docs/reference/backends.md#per-backend-behaviour)."""
 
     autocast_enabled: bool = False

@@ -35,6 +35,7 @@ from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.jit_warmup import run_warmup, warmup_calls
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_config import TorchInductorJitBackendConfig
 from aitune.torch.module.graph_spec import GraphSpec, Sample
@@ -121,6 +122,7 @@ def reset_compiler_caches() -> None:
     gc.collect()
 
 
+@register_backend("torch_inductor_jit")
 class TorchInductorJitBackend(AutocastMixin, Backend):
     config_class = TorchInductorJitBackendConfig
 
@@ -267,7 +269,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             cuda_index = None
             if device.type == "cuda":
                 cuda_index = device.index if device.index is not None else torch.cuda.current_device()
-            use_device_time = bool(getattr(self.config, "use_cuda_graphs", False)) and cuda_index is not None
+            use_device_time = self.serves_cuda_graphs and cuda_index is not None
             totals = {SPECIALISED: 0.0, DYNAMIC: 0.0}
             variants = {SPECIALISED: self._route, DYNAMIC: self._compiled}
             for i, (_, call) in enumerate(self._compare_calls):

@@ -6,7 +6,7 @@ from typing import Any
 import torch
 
 from aitune.torch.backend.autocast import check_autocast_dtype
-from aitune.torch.backend.backend import BackendConfig
+from aitune.torch.backend.backend import BackendConfig, ServingOptions
 
 VALID_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # Modes in which Inductor captures CUDA graphs itself (torch._inductor.list_mode_options).
@@ -14,7 +14,7 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 @dataclasses.dataclass
-class TorchInductorJitBackendConfig(BackendConfig):
+class TorchInductorJitBackendConfig(BackendConfig, ServingOptions):
     """torch.compile with the Inductor backend (docs/reference/backends.md#per-backend-behaviour).
 
     Args:

@@ -18,6 +18,7 @@ import torch
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.jit_warmup import original_forward, run_warmup, warmup_calls
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_backend import reset_compiler_caches
 from aitune.torch.backend.torch_tensorrt_config import (
@@ -32,6 +33,7 @@ logger = logging.getLogger("aitune")
 COMPILE_BACKEND = "torch_tensorrt"
 
 
+@register_backend("torch_tensorrt_jit")
 class TorchTensorRTJitBackend(AutocastMixin, Backend):
     config_class = TorchTensorRTJitBackendConfig
     _devices = ("cuda",)

@@ -6,12 +6,12 @@ from typing import Any
 import torch
 
 from aitune.torch.backend.autocast import check_autocast_dtype
-from aitune.torch.backend.backend import BackendConfig
+from aitune.torch.backend.backend import BackendConfig, ServingOptions
 from aitune.torch.backend.torch_tensorrt_config import CompileConfigMixin, default_compile_config, settings_values
 
 
 @dataclasses.dataclass
-class TorchTensorRTJitBackendConfig(CompileConfigMixin, BackendConfig):
+class TorchTensorRTJitBackendConfig(CompileConfigMixin, BackendConfig, ServingOptions):
     """torch.compile(backend="torch_tensorrt") (docs/reference/backends.md#per-backend-behaviour).
 
     Args:

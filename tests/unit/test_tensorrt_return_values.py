@@ -13,7 +13,7 @@ import pytest
 import torch
 from test_tensorrt_build import _build
 
-import aitune.torch.backend.tensorrt.backend as trt_backend
+import aitune.torch.backend.tensorrt.tensorrt_backend as trt_backend
 from aitune.torch.backend.tensorrt import ProfileMode, TensorRTBackend, TensorRTBackendConfig
 from aitune.torch.config import config
 

@@ -18,7 +18,7 @@ import torch
 
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend import registry
-from aitune.torch.backend.reference_contract import BuildMode, Contract, ExecutionMode
+from aitune.torch.backend.common.reference_contract import BuildMode, Contract, ExecutionMode
 from aitune.torch.checkpoint.artifact import ArtifactPath
 
 __all__ = ["ArtifactPath", "Backend", "BackendConfig", "BackendState", "BuildMode", "ExecutionMode",
@@ -387,7 +387,7 @@ class Backend(abc.ABC):
 
     def _start_cuda_graphs(self) -> None:
         if self.serves_cuda_graphs and not _cuda_graphs_disabled():
-            from aitune.torch.backend.cuda_graphs import CudaGraphServing
+            from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
 
             # The cache size and cloning are fixed when the backend is built: a later activation
             # (ait.tune activates every tuned module) must not pick up a config changed since.

@@ -22,7 +22,7 @@ from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError, BackendUnavailableError
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
 from aitune.torch.backend.registry import register_backend
-from aitune.torch.backend.onnx_export import (
+from aitune.torch.backend.common.onnx_export import (
     export_onnx_with_template,
     onnx_input_name,
     output_leaf_paths,

@@ -3,7 +3,7 @@ runner aitune._C.AotiRunner (docs/reference/backends.md#per-backend-behaviour).
 
 Export traces the module's ORIGINAL forward through a small adapter module whose `forward` has
 the original signature (the wrapped module's instance `forward` is aitune's router), with the
-dynamic shapes and export sample of :mod:`aitune.torch.backend.export_shapes`.
+dynamic shapes and export sample of :mod:`aitune.torch.backend.common.export_shapes`.
 
 Input order. AOTInductor takes the exported program's tensor inputs in pytree order of the
 canonical (args, kwargs) (its in_spec). aitune flattens calls its own way
@@ -26,11 +26,12 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.utils._pytree as pytree
 
+from aitune.torch.backend.common.jit_warmup import original_forward
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
 from aitune.torch.backend.registry import register_backend
-from aitune.torch.backend.export_shapes import (
+from aitune.torch.backend.common.export_shapes import (
     ExportShapePlan,
     build_dynamic_shapes,
     prepare_export_sample,
@@ -122,7 +123,7 @@ def make_export_adapter(module: torch.nn.Module, forward: Callable | None = None
     keyword-only parameters of those names (torch.export cannot put dynamic shapes under
     ``**kwargs``); calls still reach `forward` with the same keywords."""
     if forward is None:
-        forward = getattr(module, "_aitune_original_forward", None) or module.forward
+        forward = original_forward(module)
 
     def adapter_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         return self._aitune_forward(*args, **kwargs)

@@ -21,7 +21,6 @@ recompiles; when the dynamic variant wins, the specialised one is dropped.
 from __future__ import annotations
 
 import copy
-import gc
 import itertools
 import logging
 import statistics
@@ -33,10 +32,11 @@ import torch
 
 from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
-from aitune.torch.backend.autocast import AutocastMixin
+from aitune.torch.backend.common.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.common.compile_caches import reset_compiler_caches
 from aitune.torch.backend.registry import register_backend
-from aitune.torch.backend.jit_warmup import run_warmup, warmup_calls
+from aitune.torch.backend.common.jit_warmup import original_forward, run_warmup, warmup_calls
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_config import TorchInductorJitBackendConfig
 from aitune.torch.module.graph_spec import GraphSpec, Sample
 
@@ -113,15 +113,6 @@ def _clear_code_cache(fn: Callable | None) -> None:
         pass
 
 
-def reset_compiler_caches() -> None:
-    """What deactivation frees (as AITune does): Dynamo and compiler caches, then memory."""
-    torch._dynamo.reset()
-    torch.compiler.reset()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    gc.collect()
-
-
 @register_backend("torch_inductor_jit")
 class TorchInductorJitBackend(AutocastMixin, Backend):
     config_class = TorchInductorJitBackendConfig
@@ -149,13 +140,6 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
     @property
     def is_jit(self) -> bool:
         return True  # runs the original module's weights
-
-    @property
-    def precision_class(self) -> str:
-        if self.config.autocast_enabled:
-            dtype = self.config.autocast_dtype or torch.float16
-            return "bf16" if dtype == torch.bfloat16 else "fp16"
-        return "fp32"
 
     def is_available(self) -> tuple[bool, str]:
         try:
@@ -204,7 +188,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         torch._dynamo.reset()
         module.to(device)
         self._module = module
-        self._forward = getattr(module, "_aitune_original_forward", None) or module.forward
+        self._forward = original_forward(module)
         self._graph_name = getattr(graph_spec, "name", "")
         self._dynamic = config.dynamic if config.dynamic is not None else (
             graph_is_dynamic(graph_spec) if graph_spec is not None else False

@@ -4,7 +4,7 @@ torch_tensorrt.save as ``exported_model.pt`` (docs/reference/backends.md#per-bac
 Export traces an adapter that takes the graph's tensor inputs alone and calls the module's
 original forward with the recorded non-tensor values (tensor_inputs.py: Torch-TensorRT cannot
 save a program with non-tensor inputs), with ``strict=False`` and the dims of
-:mod:`aitune.torch.backend.export_shapes`, except that recorded ``dim`` axes get a named Dim
+:mod:`aitune.torch.backend.common.export_shapes`, except that recorded ``dim`` axes get a named Dim
 with their recorded range instead of ``Dim.AUTO``: a TensorRT engine needs an explicit range
 for every dynamic axis, and the exported program should promise exactly the range the engine
 gets. Each tensor input becomes ``torch_tensorrt.Input(min, opt=max, max, dtype,
@@ -27,14 +27,14 @@ from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
 from aitune.torch.backend.registry import register_backend
-from aitune.torch.backend.export_shapes import _BATCH, _NAMED, ExportShapePlan, _identifier, prepare_export_sample
+from aitune.torch.backend.common.export_shapes import _BATCH, _NAMED, ExportShapePlan, _identifier, prepare_export_sample
 from aitune.torch.backend.torch_tensorrt_aot.tensor_inputs import (
     graph_tensors,
     make_tensor_inputs_adapter,
     parameter_names,
 )
 from aitune.torch.backend.torch_tensorrt_aot.torch_tensorrt_aot_config import TorchTensorRTAotBackendConfig
-from aitune.torch.backend.torch_tensorrt_config import (
+from aitune.torch.backend.common.torch_tensorrt_config import (
     import_torch_tensorrt,
     settings_overrides,
     settings_precision_class,

@@ -5,7 +5,7 @@ import pickle
 from typing import Any
 
 from aitune.torch.backend.backend import BackendConfig, ServingOptions
-from aitune.torch.backend.torch_tensorrt_config import CompileConfigMixin, default_compile_config, settings_values
+from aitune.torch.backend.common.torch_tensorrt_config import CompileConfigMixin, default_compile_config, settings_values
 
 
 @dataclasses.dataclass

@@ -218,3 +218,22 @@ def test_a_format1_custom_backend_checkpoint_needs_its_module_imported():
     assert isinstance(loaded.tuned_module.backends[0][1], V1TorchScriptBackend)
     with torch.no_grad():
         torch.testing.assert_close(loaded(x), y, atol=1e-5, rtol=1e-5)
+
+
+def test_a_format2_manifest_parses_to_the_same_entries_as_its_format1_twin(tmp_path):
+    # The native validator of this build may read format 1 only; the Python parser reads both.
+    path = ait.save(_tuned(TorchEagerBackend()), tmp_path / "eager.ait")
+    raw = json.loads(_C.ArchiveReader(str(path)).manifest())
+    v1, v2 = json.loads(json.dumps(raw)), json.loads(json.dumps(raw))
+    v1["format_version"], v2["format_version"] = 1, 2
+    for manifest, version in ((v1, 1), (v2, 2)):
+        entry = manifest["modules"][0]["graphs"][0]["backend"]
+        entry.pop("name", None), entry.pop("class", None)
+        entry.update({"class": registry.format1_class_for_name("torch_eager")} if version == 1 else
+                     {"name": "torch_eager"})
+    one, two = ckpt_format.Manifest.from_json(v1), ckpt_format.Manifest.from_json(v2)
+    b1, b2 = one.modules[0].graphs[0].backend, two.modules[0].graphs[0].backend
+    assert b1.name == b2.name == "torch_eager" and b1.resolve() is b2.resolve() is TorchEagerBackend
+    assert b1.to_json(2) == b2.to_json(2) and b1.to_json(1) == b2.to_json(1)
+    graph_fields = [{k: v for k, v in m.modules[0].graphs[0].spec.items() if k != "backend"} for m in (one, two)]
+    assert graph_fields[0] == graph_fields[1]

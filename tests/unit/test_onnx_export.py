@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from aitune.torch import BatchDim, DynamicDim
-from aitune.torch.backend import onnx_export
+from aitune.torch.backend.common import onnx_export
 from aitune.torch.backend.common.onnx_export import (
     DYNAMO_EXPORT_ADVICE,
     export_onnx,

@@ -20,7 +20,7 @@ from aitune.torch.backend import (
     ONNXRuntimeBackendConfig,
     TorchEagerBackend,
 )
-from aitune.torch.backend import onnx_export
+from aitune.torch.backend.common import onnx_export
 from aitune.torch.backend.onnx_runtime import onnx_runtime_backend, onnx_runtime_session
 from aitune.torch.backend.onnx_runtime.onnx_runtime_backend import IO_NAME, MODEL_NAME
 from aitune.torch.backend.onnx_runtime.onnx_runtime_session import OrtSession

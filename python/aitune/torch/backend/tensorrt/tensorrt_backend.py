@@ -1,7 +1,8 @@
 """TensorRTBackend: ONNX export -> (ModelOpt) -> TensorRT engine, served by EngineRunner (docs/reference/tensorrt.md).
 
 The builder and runner glue take the `tensorrt` module as a parameter; the backend resolves it
-through `_import_tensorrt`, which tests replace with a recording fake."""
+through `_import_tensorrt`, which tests replace with a recording fake. This module is also AITune's
+import path for TensorRTBackend, TensorRTBackendConfig and ProfileMode (docs/guide.md, "Coming from AITune")."""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def test_custom_backend_builds_validates_saves_and_loads(tmp_path) -> None:
 
     path = ait.save(module, tmp_path / "custom.ait")
     manifest_text = json.loads(_manifest(path))["modules"][0]["graphs"][0]["backend"]
-    assert manifest_text["own_state"] is True and manifest_text["class"].endswith("TorchScriptBackend")
+    assert manifest_text["own_state"] is True and (manifest_text.get("name") or manifest_text["class"]).endswith("TorchScriptBackend")
 
     fresh = SmallNet().eval()
     fresh.load_state_dict(weights)

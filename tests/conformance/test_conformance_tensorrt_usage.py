@@ -161,7 +161,7 @@ def test_the_glue_implements_tensorrt_interfaces_with_the_names_tensorrt_calls(t
 
 
 def test_the_names_the_glue_keeps_as_strings_exist(tensorrt_surfaces):
-    from aitune.torch.backend.tensorrt.config import COMPATIBILITY_LEVELS
+    from aitune.torch.backend.tensorrt.tensorrt_config import COMPATIBILITY_LEVELS
     from aitune.torch.backend.tensorrt.engine_runner import _TRT_TO_TORCH
 
     for version, surface in tensorrt_surfaces.items():

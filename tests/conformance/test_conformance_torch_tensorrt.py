@@ -25,7 +25,7 @@ from settings_normal_form import normal_form
 from torch_tensorrt_probes import CUDA, PROBES, run_probes
 from torch_tensorrt_sandbox import run_child
 
-from aitune.torch.backend.torch_tensorrt_config import CompilationSettingsStandIn
+from aitune.torch.backend.common.torch_tensorrt_config import CompilationSettingsStandIn
 
 UNIT = Path(__file__).resolve().parent.parent / "unit"
 CALLS = {"CompilationSettings", "Input", "dynamo.compile", "save", "torch.compile"}

@@ -29,7 +29,7 @@ import torch
 from fake_torch_tensorrt_journal import record
 from torch._dynamo.backends import registry
 
-from aitune.torch.backend.torch_tensorrt_config import CompilationSettingsStandIn
+from aitune.torch.backend.common.torch_tensorrt_config import CompilationSettingsStandIn
 
 
 def _settings_class() -> type:

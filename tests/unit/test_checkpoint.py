@@ -232,8 +232,8 @@ def test_output_paths_of_a_backend_served_through_cuda_graphs():
     # TensorRT, ONNX Runtime and Torch-TensorRT AOT have no native runner of their own: with
     # use_cuda_graphs the shared CUDA-graph serving is their native runner, and saving must name
     # the access path of each of its outputs without a backend-specific hook.
-    from aitune.torch.backend.cuda_graphs import CudaGraphServing
-    from aitune.torch.checkpoint.save import _output_paths
+    from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
+    from aitune.torch.checkpoint.format import output_paths as _output_paths
 
     m = ait.Module(_TwoOutputs(), "two_outputs")
     x = torch.randn(2, 3)

@@ -69,6 +69,11 @@ def _graph(manifest: dict, i: int = 0) -> dict:
     return manifest["modules"][0]["graphs"][i]
 
 
+def _identity(m: dict) -> str:
+    """The backend entry's identity field: "name" in format 2, "class" (a class path) in format 1."""
+    return "name" if "name" in _graph(m)["backend"] else "class"
+
+
 # -- 1. artifact paths -------------------------------------------------------------------------
 @pytest.mark.parametrize("package", ["/abs/x.pt2", "../outside.pt2", "modules/0/graphs/0/samples/0.json"])
 def test_artifact_paths_must_be_listed_members_of_their_graph(eager_ckpt, tmp_path, package):
@@ -145,7 +150,7 @@ def evil_module_dir(tmp_path, monkeypatch):
 
 def test_a_backend_class_named_by_the_file_is_not_imported(eager_ckpt, tmp_path, evil_module_dir):
     bad = rewrite(eager_ckpt, tmp_path / "bad.ait",
-                  edit_manifest=lambda m: _graph(m)["backend"].update({"class": "aitune_evil_backend.EvilBackend"}))
+                  edit_manifest=lambda m: _graph(m)["backend"].update({_identity(m): "aitune_evil_backend.EvilBackend"}))
     _refused(bad, errors.UnsupportedCheckpointError, "Unknown backend type: aitune_evil_backend.EvilBackend")
     assert not evil_module_dir.exists() and "aitune_evil_backend" not in sys.modules
 
@@ -268,7 +273,7 @@ MUTATIONS = {
     "config field the backend lacks": lambda m: _graph(m)["backend"]["config"].update(bogus=1),
     "forward parameter kind": lambda m: m["modules"][0]["forward_signature"][0].update(kind="ALL"),
     "fingerprint holding a list": lambda m: m["fingerprint"].update(torch=[1]),
-    "non-string class": lambda m: _graph(m)["backend"].update({"class": 5}),
+    "non-string class": lambda m: _graph(m)["backend"].update({_identity(m): 5}),
 }
 
 

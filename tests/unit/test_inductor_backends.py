@@ -25,7 +25,7 @@ from aitune.torch.backend import (
     TorchInductorJitBackend,
     TorchInductorJitBackendConfig,
 )
-from aitune.torch.backend.export_shapes import (
+from aitune.torch.backend.common.export_shapes import (
     USER_TYPE_ERROR,
     build_dynamic_shapes,
     prepare_export_sample,
@@ -36,7 +36,7 @@ from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import (
     _spec_paths,
     make_export_adapter,
 )
-from aitune.torch.backend.cuda_graphs import CudaGraphServing
+from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
 from aitune.torch.config import config
 from aitune.torch.module.state import ModuleState
 from support import record_calls

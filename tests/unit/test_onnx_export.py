@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from aitune.torch import BatchDim, DynamicDim
-from aitune.torch.backend import onnx_export
-from aitune.torch.backend.onnx_export import (
+from aitune.torch.backend.common import onnx_export
+from aitune.torch.backend.common.onnx_export import (
     DYNAMO_EXPORT_ADVICE,
     export_onnx,
     export_onnx_with_template,

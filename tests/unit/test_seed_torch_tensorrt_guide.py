@@ -22,7 +22,7 @@ import torch
 
 import aitune
 import fake_torch_tensorrt
-from aitune.torch.backend import torch_tensorrt_config as trt_config
+from aitune.torch.backend.common import torch_tensorrt_config as trt_config
 from aitune.torch.module.state import ModuleState
 
 HAS_TRT = trt_config.import_torch_tensorrt() is not None

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import aitune.torch as ait
-import aitune.torch.backend.tensorrt.backend as trt_backend
+import aitune.torch.backend.tensorrt.tensorrt_backend as trt_backend
 from aitune.exceptions import BackendUnavailableError, ProfileShapeError
 from aitune.torch.backend.tensorrt import (
     ONNXAutoCastConfig,
@@ -219,7 +219,7 @@ def test_checkpoint_artifacts_load_back_into_a_runner(trt, tmp_path):
     built = _build(TensorRTBackendConfig(), tmp_path)
     data = built.to_dict()
     artifacts = {k: data[k].path for k in ("plan", "optimization_profiles", "io")}
-    loaded = TensorRTBackend.from_checkpoint(TensorRTBackendConfig(), artifacts, built._graph_spec, "cpu")
+    loaded = TensorRTBackend.restore(TensorRTBackendConfig(), artifacts, built._graph_spec, "cpu")
     assert loaded.is_active and loaded.input_profile() == built.input_profile()
     assert loaded._infer(torch.randn(3, 3, 8, 8)).shape == (2, 4)
 
@@ -227,14 +227,14 @@ def test_checkpoint_artifacts_load_back_into_a_runner(trt, tmp_path):
 def test_checkpoint_fingerprint_fields_follow_the_plan():
     from aitune.torch.checkpoint.fingerprint import mismatches
 
-    assert TensorRTBackend().fingerprint_requires(None) == ["tensorrt", "cuda_major", "gpu_sm"]
+    assert TensorRTBackend().requirements() == ["tensorrt", "cuda_major", "gpu_sm"]
     portable = TensorRTBackend(TensorRTBackendConfig(compatibility_level="AMPERE_PLUS"))
-    requires = portable.fingerprint_requires(None)
+    requires = portable.requirements()
     saved = {"tensorrt": "10.9.0", "cuda_runtime": "12.8", "gpu_sm": "9.0", "torch": "2.11.0"}
     ampere = dict(saved, gpu_sm="8.6", torch="2.12.0")
     assert mismatches(saved, ampere, requires, "ctx") == []  # torch is not part of a plan's fingerprint
     assert mismatches(saved, dict(saved, gpu_sm="7.5"), requires, "ctx") == [("gpu_sm", "9.0", "7.5", "ctx")]
-    assert mismatches(saved, ampere, TensorRTBackend().fingerprint_requires(None), "ctx") == [
+    assert mismatches(saved, ampere, TensorRTBackend().requirements(), "ctx") == [
         ("gpu_sm", "9.0", "8.6", "ctx")]
     assert mismatches(saved, dict(saved, tensorrt="10.3.0"), requires, "ctx") == [
         ("tensorrt", "10.9.0", "10.3.0", "ctx")]

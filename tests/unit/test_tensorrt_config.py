@@ -121,7 +121,7 @@ def test_samples_used_needs_more_than_one_stored_sample():
 
 
 def test_construction_never_fails_and_availability_names_the_package(monkeypatch):
-    import aitune.torch.backend.tensorrt.backend as trt_backend
+    import aitune.torch.backend.tensorrt.tensorrt_backend as trt_backend
 
     def missing():
         raise ImportError("No module named 'tensorrt'")
@@ -136,7 +136,7 @@ def test_construction_never_fails_and_availability_names_the_package(monkeypatch
 def test_cpu_device_is_rejected_with_the_spec_reason(monkeypatch, tmp_path):
     import fake_tensorrt
 
-    import aitune.torch.backend.tensorrt.backend as trt_backend
+    import aitune.torch.backend.tensorrt.tensorrt_backend as trt_backend
 
     monkeypatch.setattr(trt_backend, "_import_tensorrt", fake_tensorrt.as_module)
     backend = TensorRTBackend()

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import aitune.torch as ait
-import aitune.torch.backend.tensorrt.backend as trt_backend
+import aitune.torch.backend.tensorrt.tensorrt_backend as trt_backend
 from aitune.exceptions import ProfileShapeError
 from aitune.torch.backend.tensorrt import ProfileMode, TensorRTBackend, TensorRTBackendConfig, TensorRTProfile
 from aitune.torch.config import config

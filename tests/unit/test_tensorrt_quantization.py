@@ -14,7 +14,7 @@ import pytest
 import torch
 from test_tensorrt_build import _build
 
-import aitune.torch.backend.tensorrt.backend as trt_backend
+import aitune.torch.backend.tensorrt.tensorrt_backend as trt_backend
 from aitune.torch.backend.tensorrt import (
     ONNXAutoCastConfig,
     ONNXQuantizationConfig,

@@ -13,7 +13,7 @@ import pytest
 import torch
 from test_tensorrt_build import _build
 
-import aitune.torch.backend.tensorrt.backend as trt_backend
+import aitune.torch.backend.tensorrt.tensorrt_backend as trt_backend
 from aitune.torch.backend.tensorrt import ProfileMode, TensorRTBackend, TensorRTBackendConfig
 from aitune.torch.config import config
 
@@ -33,7 +33,7 @@ def _loaded(built: TensorRTBackend, edit_profiles=None) -> TensorRTBackend:
     if edit_profiles is not None:
         path = artifacts["optimization_profiles"]
         path.write_text(json.dumps(edit_profiles(json.loads(path.read_text()))))
-    return TensorRTBackend.from_checkpoint(TensorRTBackendConfig(), artifacts, built._graph_spec, "cpu")
+    return TensorRTBackend.restore(TensorRTBackendConfig(), artifacts, built._graph_spec, "cpu")
 
 
 def _calls(name):

@@ -21,7 +21,7 @@ from aitune.torch.backend import (
     TorchTensorRTJitBackend,
     TorchTensorRTJitBackendConfig,
 )
-from aitune.torch.backend import torch_tensorrt_config as trt_config
+from aitune.torch.backend.common import torch_tensorrt_config as trt_config
 from aitune.torch.global_context import published_batch_size
 from aitune.torch.module.state import ModuleState
 

@@ -7,7 +7,7 @@ from aitune.torch.backend.torch_eager import TorchEagerBackend, TorchEagerBacken
 from aitune.torch.backend.torch_inductor_aot import TorchInductorAotBackend, TorchInductorAotBackendConfig
 from aitune.torch.backend.torch_inductor_jit import TorchInductorJitBackend, TorchInductorJitBackendConfig
 from aitune.torch.backend.torch_tensorrt_aot import TorchTensorRTAotBackend, TorchTensorRTAotBackendConfig
-from aitune.torch.backend.torch_tensorrt_config import TorchTensorRTConfig
+from aitune.torch.backend.common.torch_tensorrt_config import TorchTensorRTConfig
 from aitune.torch.backend.torch_tensorrt_jit import TorchTensorRTJitBackend, TorchTensorRTJitBackendConfig
 from aitune.torch.backend.tensorrt import (
     ONNXAutoCastConfig,

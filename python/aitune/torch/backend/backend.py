@@ -17,10 +17,12 @@ from typing import Any, ClassVar, Iterator
 import torch
 
 from aitune.exceptions import BackendUnavailableError
-from aitune.torch.backend.reference_contract import BuildMode, Contract, ExecutionMode
+from aitune.torch.backend import registry
+from aitune.torch.backend.common.reference_contract import BuildMode, Contract, ExecutionMode
 from aitune.torch.checkpoint.artifact import ArtifactPath
 
-__all__ = ["ArtifactPath", "Backend", "BackendConfig", "BackendState", "BuildMode", "ExecutionMode"]
+__all__ = ["ArtifactPath", "Backend", "BackendConfig", "BackendState", "BuildMode", "ExecutionMode",
+           "ServingOptions"]
 
 logger = logging.getLogger("aitune")
 
@@ -96,6 +98,28 @@ class BackendConfig:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True))
 
 
+class ServingOptions:
+    """Marks a config whose backend can serve through aitune's CUDA-graph runner
+    (docs/reference/dispatch.md#cuda-graph-runner). The config dataclass declares the field itself,
+    `use_cuda_graphs: bool = False`, in its own field order; this base only names the switch."""
+
+    use_cuda_graphs: bool = False
+
+    @staticmethod
+    def declared_by(config: Any) -> bool:
+        """The config has the switch: it derives from ServingOptions or, as a config written before
+        this base existed does, declares a `use_cuda_graphs` dataclass field."""
+        if isinstance(config, ServingOptions):
+            return True
+        return dataclasses.is_dataclass(config) and any(f.name == "use_cuda_graphs"
+                                                        for f in dataclasses.fields(config))
+
+    @staticmethod
+    def requested_by(config: Any) -> bool:
+        """CUDA-graph serving is switched on in `config`."""
+        return ServingOptions.declared_by(config) and bool(config.use_cuda_graphs)
+
+
 class _SharedBuild:
     """One build, served by one backend or by several serving variants of it (a CUDA-graph
     variant and its plain sibling, see serving_variant()). `users` counts the active ones: the
@@ -110,15 +134,29 @@ class _SharedBuild:
 class Backend(abc.ABC):
     """Lifecycle INIT -build-> ACTIVE <-> INACTIVE (docs/reference/backends.md#common-behaviour)."""
 
+    # The contract, each hook with its default (docs/design.md#adding-a-backend):
+    #   _build(module, graph, data, device, cache_dir)  required: make the artefacts / compiled program
+    #   _infer(*args, **kwargs)                         required: serve one call of the graph
+    #   _restore(config, artifacts, graph, device)      AOT backends: load the saved artefacts (restores_from_artifacts)
+    #   _activate() / _deactivate()                     take / release what serving holds; default: nothing
+    #   _artifacts()                                    the files saved with a checkpoint; default: none
+    #   availability(device)                            (ok, reason) on a device; default: _devices
+    #   requirements()                                  fingerprint fields the artefacts depend on
+    #   is_jit, precision_class, input_profile()        what the strategies and the manifest record
+    #   native_runner(), saved_native_io()              serving without Python per call; default: none
+    # A class is registered (registry.py) under `custom:<module>.<qualname>` when it is defined;
+    # `@register_backend("name")` gives it a stable name instead.
     _devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     config_class: ClassVar[type[BackendConfig]] = BackendConfig
     _contract: ClassVar[Contract] = Contract()
+    restores_from_artifacts: ClassVar[bool] = False  # True: restore() loads a checkpoint's artefacts, no rebuild
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # A backend written to AITune's contract (4-argument _build, _deploy() without a device,
         # its own to_dict/from_dict) is recognised once, here (reference_contract.py).
         cls._contract = Contract.of(cls)
+        registry.register_automatically(cls)
 
     def __init__(self, config: BackendConfig | None = None, *, tolerance: Any = None) -> None:
         if config is None:
@@ -133,6 +171,8 @@ class Backend(abc.ABC):
         self._device: torch.device | None = None
         self._cuda_graph: Any = None  # CudaGraphServing when config.use_cuda_graphs is on
         self._graph_spec: Any = None
+        self._cuda_graph_settings: Any = None  # fixed at the first CUDA-graph start (see _start_cuda_graphs)
+        self._restored_profile: list | None = None  # the shape range saved with a checkpoint
         self._shared = _SharedBuild()
         self.derived_from: str | None = None  # describe() of the backend whose build this one serves
         # Set by the strategy's numeric check: {"precision_class": ..., "tf32": {...}}; saved with
@@ -223,29 +263,58 @@ class Backend(abc.ABC):
         return "fp32"
 
     def is_available(self) -> tuple[bool, str]:
-        """(available, reason): packages present and, once a device is known, supported."""
+        """(available, reason) for the backend's packages alone (AITune's name; no device).
+        Overridden by backends whose packages may be missing."""
         return True, ""
 
-    def unavailable_on(self, device: torch.device) -> str | None:
-        """Why this backend cannot run on `device` although its packages are present (e.g. a
-        CPU-only runtime asked for a CUDA device), or None. The strategies skip it with this
-        reason instead of failing its build."""
+    def availability(self, device: torch.device) -> tuple[bool, str]:
+        """(available, reason) on `device`: packages present, the device type among `_devices`,
+        and whatever `_unavailable_on` says. The strategies skip an unavailable backend with the
+        reason instead of failing its build; build() refuses it."""
+        ok, reason = self.is_available()
+        if not ok:
+            return False, reason
+        if device.type not in self._devices:
+            return False, f"Device {device.type} is not supported by the backend {self.name}"
+        reason = self._unavailable_on(device)
+        return (False, reason) if reason else (True, "")
+
+    def _unavailable_on(self, device: torch.device) -> str | None:
+        """Why the backend cannot run on `device` although its packages are present (e.g. a
+        CPU-only runtime asked for a CUDA device), or None."""
         return None
 
-    def _check_device(self, device: torch.device) -> None:
-        if device.type not in self._devices:
-            raise BackendUnavailableError(f"Device {device.type} is not supported by the backend {self.name}")
+    def unavailable_on(self, device: torch.device) -> str | None:
+        """The public name docs/reference/api.md#backend-classes documents for _unavailable_on."""
+        return self._unavailable_on(device)
+
+    def requirements(self) -> list[str]:
+        """The environment fingerprint fields the saved artefacts depend on
+        (docs/reference/checkpoint.md#integrity-and-compatibility): none for JIT and eager backends
+        (they rebuild from weights and samples); torch, plus the GPU SM and CUDA major on CUDA, by default."""
+        if self.is_jit:
+            return []
+        fields = ["torch"]
+        if self._device is not None and self._device.type == "cuda":
+            fields += ["gpu_sm", "cuda_major"]
+        return fields
+
+    @property
+    def serves_cuda_graphs(self) -> bool:
+        """True when the config asks for serving through the CUDA-graph runner."""
+        return ServingOptions.requested_by(self.config)
 
     # -- lifecycle -------------------------------------------------------------------------
     def build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: Any, cache_dir: Path,
               log_file: Path | None = None) -> Backend:
         if self._state is not BackendState.INIT:
             raise RuntimeError(f"Backend {self.name} build should be called only once")
+        device = torch.device(device)
         available, reason = self.is_available()
         if not available:
             raise BackendUnavailableError(reason)
-        device = torch.device(device)
-        self._check_device(device)
+        if device.type not in self._devices:
+            raise BackendUnavailableError(f"Device {device.type} is not supported by the backend {self.name}")
         cache_dir = Path(cache_dir)
         cache_dir.mkdir(parents=True, exist_ok=True)
         self._check_cuda_graphs_device(device)
@@ -273,12 +342,12 @@ class Backend(abc.ABC):
         deactivated. Needs a built backend whose build is still held by an active variant."""
         if self._graph_spec is None or self._shared.users <= 0:
             raise RuntimeError(f"{self.describe()} has no live build to serve another way")
-        if not hasattr(self.config, "use_cuda_graphs"):
+        if not ServingOptions.declared_by(self.config):
             raise TypeError(f"{type(self.config).__name__} has no use_cuda_graphs switch")
         sibling = copy.copy(self)
         sibling.config = dataclasses.replace(self.config, use_cuda_graphs=use_cuda_graphs)
         sibling._cuda_graph = None
-        sibling.__dict__.pop("_cuda_graph_settings", None)
+        sibling._cuda_graph_settings = None
         sibling.derived_from = self.describe()
         self._shared.users += 1
         sibling._state = BackendState.ACTIVE
@@ -309,7 +378,7 @@ class Backend(abc.ABC):
         return self._cuda_graph.capture_failure()
 
     def _check_cuda_graphs_device(self, device: torch.device) -> None:
-        if getattr(self.config, "use_cuda_graphs", False) and device.type != "cuda":
+        if self.serves_cuda_graphs and device.type != "cuda":
             from aitune.exceptions import AITuneUserInputError
 
             raise AITuneUserInputError(
@@ -317,13 +386,12 @@ class Backend(abc.ABC):
             )
 
     def _start_cuda_graphs(self) -> None:
-        if getattr(self.config, "use_cuda_graphs", False) and not _cuda_graphs_disabled():
-            from aitune.torch.backend.cuda_graphs import CudaGraphServing
+        if self.serves_cuda_graphs and not _cuda_graphs_disabled():
+            from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
 
             # The cache size and cloning are fixed when the backend is built: a later activation
             # (ait.tune activates every tuned module) must not pick up a config changed since.
-            settings = getattr(self, "_cuda_graph_settings", None)
-            self._cuda_graph = CudaGraphServing(self._infer, self._graph_spec, settings)
+            self._cuda_graph = CudaGraphServing(self._infer, self._graph_spec, self._cuda_graph_settings)
             self._cuda_graph_settings = self._cuda_graph.settings
 
     def activate(self) -> None:
@@ -386,7 +454,7 @@ class Backend(abc.ABC):
         """The hard shape range per tensor input (graph.input_spec.tensors order) for backends
         whose artifact only accepts a range (AOT exports, TensorRT profiles); None in a max
         means unbounded. None for backends with no hard range (eager, JIT)."""
-        return getattr(self, "_restored_profile", None)
+        return self._restored_profile
 
     def restore_input_profile(self, profile: list) -> None:
         """The range saved with a checkpoint, for a backend loaded from its artifact alone."""
@@ -411,3 +479,30 @@ class Backend(abc.ABC):
 
     def _deploy(self, device: torch.device) -> None:
         raise RuntimeError(f"Backend {self.name} cannot be deployed from a checkpoint yet")
+
+    # -- restore: the twin of build, for a checkpoint's artefacts -----------------------------
+    @classmethod
+    def restore(cls, config: BackendConfig, artifacts: dict[str, Path], graph: Any, device: Any) -> Backend:
+        """An active backend serving a checkpoint's extracted, hash-verified artefacts (by key, as
+        _artifacts() named them) for `graph` on `device`, without a rebuild. Only for classes with
+        restores_from_artifacts; the others are rebuilt from the module and the stored samples."""
+        if not cls.restores_from_artifacts:
+            raise RuntimeError(f"Backend {cls.__name__} restores by building again, not from artefacts")
+        device = torch.device(device)
+        backend = cls._restoring(config)
+        backend._device = device
+        backend._graph_spec = graph
+        backend._restore(artifacts, graph, device)
+        backend._state = BackendState.ACTIVE
+        if device.type == "cuda":
+            backend._start_cuda_graphs()
+        return backend
+
+    @classmethod
+    def _restoring(cls, config: BackendConfig) -> Backend:
+        """The blank backend that restore() fills; a config check meant for building only may be skipped here."""
+        return cls(config)
+
+    def _restore(self, artifacts: dict[str, Path], graph: Any, device: torch.device) -> None:
+        """Loads the artefacts so that _infer serves them (device and graph are already set)."""
+        raise NotImplementedError(f"Backend {self.name} declares restores_from_artifacts but no _restore")

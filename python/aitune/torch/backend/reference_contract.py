@@ -1,62 +1,6 @@
-"""Backends written to AITune's contract (docs/guide.md, "Coming from AITune").
+"""AITune's import path for BuildMode and ExecutionMode (docs/guide.md, "Coming from AITune"): they live
+in common/reference_contract.py."""
 
-AITune's `Backend._build(module, graph_spec, data, cache_dir)` has no device parameter (the
-backend reads `self.device`, set before the call) and `_deploy()` none either; aitune's own
-backends take the device explicitly. A class's signatures are read once, when it is defined, so
-a backend copied from AITune's documentation builds and deploys unchanged. AITune backends also
-keep their own checkpoint state (`to_dict()` / classmethod `from_dict(module, state_dict)`),
-which ait.save stores without pickle (checkpoint/backend_state.py)."""
+from aitune.torch.backend.common.reference_contract import BuildMode, Contract, ExecutionMode
 
-from __future__ import annotations
-
-import dataclasses
-import enum
-import inspect
-from typing import Any, Callable
-
-
-class ExecutionMode(str, enum.Enum):
-    """AITune 0.6 asks each backend to declare its execution topologies; aitune accepts the
-    declaration and runs every backend on one device."""
-
-    SINGLE_GPU = "single_gpu"
-    MULTI_GPU = "multi_gpu"
-
-
-class BuildMode(str, enum.Enum):
-    """AITune 0.6's declaration of when a backend builds; informational in aitune (`is_jit` is what
-    decides whether the original weights are kept)."""
-
-    AHEAD_OF_TIME = "ahead_of_time"
-    JUST_IN_TIME = "just_in_time"
-
-
-def _positional_count(method: Callable) -> int | None:
-    """Positional parameters after `self`, or None when the method takes *args (either form)."""
-    try:
-        parameters = list(inspect.signature(method).parameters.values())[1:]
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        return None
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
-
-
-@dataclasses.dataclass(frozen=True)
-class Contract:
-    """How the lifecycle calls one backend class."""
-
-    build_takes_device: bool = True  # _build(module, graph_spec, data, device, cache_dir)
-    deploy_takes_device: bool = True  # _deploy(device)
-    own_state: bool = False  # to_dict() / from_dict(module, state_dict) carry the checkpoint state
-
-    @classmethod
-    def of(cls, backend_class: type) -> Contract:
-        build = getattr(backend_class, "_build", None)
-        deploy = getattr(backend_class, "_deploy", None)
-        return cls(
-            build_takes_device=_positional_count(build) != 4 if build is not None else True,
-            deploy_takes_device=_positional_count(deploy) != 0 if deploy is not None else True,
-            own_state=callable(getattr(backend_class, "from_dict", None)),
-        )
-
+__all__ = ["BuildMode", "Contract", "ExecutionMode"]

@@ -234,8 +234,13 @@ class Module(wrapt.CallableObjectProxy):
             # no backend needs the weights (docs/reference/tuning.md#the-tune-call)
             module.to(config.device_after_tuning)
 
-    def _restore_tuned(self, graphs: list[GraphSpec], backends: list, strict: bool) -> None:
-        """Puts a loaded checkpoint's graphs and active backends in place (ait.load)."""
+    @property
+    def recorder(self) -> Recorder:
+        """What this module recorded: its graphs, forward parameters and dynamic-shape settings (ait.save)."""
+        return self._self_recorder
+
+    def restore(self, graphs: list[GraphSpec], backends: list, strict: bool) -> None:
+        """Puts a loaded checkpoint's graphs and active (graph, backend) pairs in place (ait.load)."""
         recorder = self._self_recorder
         recorder.graphs = list(graphs)
         recorder._by_key = {}

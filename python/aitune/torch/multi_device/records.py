@@ -91,9 +91,8 @@ def materialize(strategy: Any, record: CandidateRecord, ctx: Any) -> Any:
         if built is None:
             raise RuntimeError("the worker kept no build of it")
         cls = type(blueprint)
-        if built.artifacts and hasattr(cls, "from_checkpoint"):
-            backend = cls.from_checkpoint(copy.deepcopy(blueprint.config), dict(built.artifacts), ctx.graph,
-                                          ctx.device)
+        if built.artifacts and cls.restores_from_artifacts:
+            backend = cls.restore(copy.deepcopy(blueprint.config), dict(built.artifacts), ctx.graph, ctx.device)
             if built.input_profile is not None and backend.input_profile() is None:
                 backend.restore_input_profile(built.input_profile)
         else:

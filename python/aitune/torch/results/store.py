@@ -28,7 +28,21 @@ import torch
 
 import aitune
 from aitune._native import _C
+from aitune.exceptions import IncompatibleCheckpointError
+from aitune.torch.backend.backend import Backend
+from aitune.torch.checkpoint.fingerprint import current_fingerprint, mismatches
+from aitune.torch.checkpoint.format import (
+    FORMAT,
+    OpenedCheckpoint,
+    backend_entry,
+    manifest_format_version,
+    restore_backend,
+)
+from aitune.torch.checkpoint.graphs import graph_from_json, graph_to_json
 from aitune.torch.config import config
+from aitune.torch.module.signature import KIND_NAMES
+from aitune.torch.task.numeric import reference_outputs
+from aitune.torch.tune_data.report import atomic_write_text
 
 logger = logging.getLogger("aitune")
 
@@ -98,8 +112,6 @@ def _jsonable(value: Any) -> Any:
 
 
 def _strategy_backends(strategy: Any) -> list[Any]:
-    from aitune.torch.backend.backend import Backend
-
     found = []
     for value in vars(strategy).values():
         if isinstance(value, Backend):
@@ -113,8 +125,6 @@ def config_fingerprint(strategy: Any, device: torch.device, fallback_policy: str
     """Strategy class and to_json_dict(), its switches, each backend's key() and tolerance,
     strict_mode, max_num_samples_stored, fallback policy, batch sizes and device
     (docs/reference/tuning.md#reusing-results (3))."""
-    from aitune.torch.backend.backend import Backend
-
     switches = {k: _jsonable(v) for k, v in sorted(vars(strategy).items())
                 if k not in ("sink", "backend_results", "perf_validation_results") and not isinstance(v, Backend)
                 and (v is None or isinstance(v, (bool, int, float, str, type)))}
@@ -152,9 +162,6 @@ class ResultsStore:
     def key(self, graph: Any, strategy: Any) -> str | None:
         """The graph's key, computed before any strategy modifies the graph; None when the
         model or the strategy cannot be fingerprinted (the graph is then tuned, not stored)."""
-        from aitune.torch.checkpoint.fingerprint import current_fingerprint
-        from aitune.torch.checkpoint.graphs import graph_to_json
-
         try:
             if self._model_fp is None:
                 self._model_fp = model_fingerprint(self.module, self.forward_params)
@@ -196,8 +203,6 @@ class ResultsStore:
     def write_no_backend(self, key: str, graph: Any, reason: str) -> Path | None:
         """Remembers that no backend qualified (so the next process does not build them all again
         to learn the same); a failure only logs a warning."""
-        from aitune.torch.tune_data.report import atomic_write_text
-
         path = self.outcome_path(key)
         record = {"results_key": key, "module": self.module_name, "graph": graph.name, "reason": reason,
                   "aitune_version": aitune.__version__,
@@ -232,39 +237,31 @@ class ResultsStore:
         return backend
 
     def _restore(self, path: Path, key: str, graph: Any, strategy: Any) -> tuple[Any, Any, str]:
-        from aitune.exceptions import IncompatibleCheckpointError
-        from aitune.torch.checkpoint.fingerprint import current_fingerprint, mismatches
-        from aitune.torch.checkpoint.graphs import graph_from_json
-        from aitune.torch.checkpoint.load import OpenedCheckpoint, backend_class, restore_backend
-
         ckpt = OpenedCheckpoint(path, "fast")
-        manifest = ckpt.manifest
-        if manifest.get("results_key") != key:
-            raise ValueError(f"the file holds the result of key {manifest.get('results_key')!r}")
-        entry = manifest["modules"][0]
-        g = entry["graphs"][0]
-        b = g["backend"]
-        problems = mismatches(manifest.get("fingerprint", {}), current_fingerprint(self.device), b["requires"],
-                              f"{b['class'].rsplit('.', 1)[-1]} of module '{self.module_name}' graph '{g['name']}'")
+        manifest = ckpt.parsed()
+        if manifest.raw.get("results_key") != key:
+            raise ValueError(f"the file holds the result of key {manifest.raw.get('results_key')!r}")
+        g = manifest.modules[0].graphs[0]
+        b = g.backend
+        problems = mismatches(manifest.fingerprint, current_fingerprint(self.device), b.requires,
+                              f"{b.shown.rsplit('.', 1)[-1]} of module '{self.module_name}' graph '{g.name}'")
         if problems:
             raise IncompatibleCheckpointError(problems)
-        cls = backend_class(b["class"])
-        stored = graph_from_json(g, graph.forward_params, graph.dynamic_shapes)
+        cls = b.resolve()
+        stored = graph_from_json(g.spec, graph.forward_params, graph.dynamic_shapes)
         stored.samples = graph.samples
-        artifacts_root = ckpt.extract_all() if b["artifacts"] else None
+        artifacts_root = ckpt.extract_all() if b.artifacts else None
         self.module.to(self.device)  # as a strategy does: JIT and eager backends serve the module
         if graph.samples and (strategy is None or (getattr(strategy, "_correctness_check", True)
                                                    and getattr(strategy, "_numeric_check", True))):
             # The eager outputs a strategy records for checkpoints (`aitune run --check`).
-            from aitune.torch.task.numeric import reference_outputs
-
             raw: list[Any] = []
             reference_outputs(getattr(self.module, "_aitune_original_forward", self.module.forward), graph.samples,
                               raw)
             stored.reference_outputs = raw
         backend = restore_backend(cls, b, self.module, stored, self.device, artifacts_root, retune=False,
                                   module_name=self.module_name)
-        return backend, stored, manifest.get("created_at", "?")
+        return backend, stored, manifest.created_at
 
     # -- write ------------------------------------------------------------------------------
     def write(self, key: str, graph: Any, backend: Any) -> Path | None:
@@ -277,15 +274,12 @@ class ResultsStore:
             return None
 
     def _write(self, key: str, graph: Any, backend: Any) -> Path:
-        from aitune.torch.checkpoint.fingerprint import current_fingerprint
-        from aitune.torch.checkpoint.graphs import graph_to_json
-        from aitune.torch.checkpoint.save import FORMAT, FORMAT_VERSION, _backend_entry
-
+        version = manifest_format_version()
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         writer = _C.ArchiveWriter(str(target))  # temporary file, renamed over `target` by finish()
         entry = graph_to_json(graph)
-        entry["backend"] = _backend_entry(backend, writer, f"modules/0/graphs/{graph.name}", backend.device)
+        entry["backend"] = backend_entry(backend, writer, f"modules/0/graphs/{graph.name}").to_json(version)
         entry["samples"] = []
         cls = type(self.module)
         module_entry = {
@@ -294,7 +288,7 @@ class ResultsStore:
             "forward_signature": _signature(self.forward_params), "dynamic_shapes": None, "graphs": [entry],
         }
         manifest = {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "kind": STORE_KIND, "results_key": key,
+            "format": FORMAT, "format_version": version, "kind": STORE_KIND, "results_key": key,
             "aitune_version": aitune.__version__,
             "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "fingerprint": current_fingerprint(backend.device or self.device),
@@ -308,8 +302,6 @@ class ResultsStore:
 
 
 def _signature(params: Any) -> list[dict[str, Any]]:
-    from aitune.torch.module.signature import KIND_NAMES
-
     try:
         return [{"name": n, "kind": KIND_NAMES[k], "has_default": d} for n, k, d in params]
     except Exception:  # noqa: BLE001

@@ -23,7 +23,7 @@ logger = logging.getLogger("aitune")
 
 
 def _uses_graphs(backend: Backend) -> bool:
-    return bool(getattr(backend.config, "use_cuda_graphs", False))
+    return backend.serves_cuda_graphs
 
 
 class SiblingBuilds:

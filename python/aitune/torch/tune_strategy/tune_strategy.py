@@ -53,15 +53,7 @@ class GraphContext:
 
 
 def availability(backend: Backend, device: torch.device) -> tuple[bool, str]:
-    ok, reason = backend.is_available()
-    if not ok:
-        return False, reason
-    if device.type not in backend._devices:
-        return False, f"Device {device.type} is not supported by the backend {backend.name}"
-    reason = backend.unavailable_on(device)
-    if reason:
-        return False, reason
-    return True, ""
+    return backend.availability(device)
 
 
 class TuneStrategy(abc.ABC):

@@ -21,7 +21,8 @@ import torch
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError, BackendUnavailableError
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
-from aitune.torch.backend.onnx_export import (
+from aitune.torch.backend.registry import register_backend
+from aitune.torch.backend.common.onnx_export import (
     export_onnx_with_template,
     onnx_input_name,
     output_leaf_paths,
@@ -43,8 +44,10 @@ def _missing(module: str) -> bool:
     return importlib.util.find_spec(module) is None
 
 
+@register_backend("onnx_runtime")
 class ONNXRuntimeBackend(Backend):
     config_class = ONNXRuntimeBackendConfig
+    restores_from_artifacts = True
 
     def __init__(self, config: ONNXRuntimeBackendConfig | None = None, *, tolerance: Any = None) -> None:
         super().__init__(config, tolerance=tolerance)
@@ -111,7 +114,7 @@ class ONNXRuntimeBackend(Backend):
                 raise RuntimeError(f"ONNX Runtime ({', '.join(self.providers)}) failed to run stored sample {n} of "
                                    f"graph '{graph.name}': {type(e).__name__}: {e}") from e
 
-    def unavailable_on(self, device: torch.device) -> str | None:
+    def _unavailable_on(self, device: torch.device) -> str | None:
         """The default provider on a CUDA device is CUDA: with a CPU-only onnxruntime the
         strategies skip this backend there (naming onnxruntime-gpu) instead of failing it."""
         if self.config.execution_provider is None and device.type == "cuda" and not _missing("onnxruntime"):
@@ -207,15 +210,20 @@ class ONNXRuntimeBackend(Backend):
         """A backend in CHECKPOINT_LOADED state over a checkpoint's extracted files; deploy(device)
         opens its session."""
         backend = cls(config)
+        backend._adopt_artifacts(artifacts, graph)
+        backend._state = BackendState.CHECKPOINT_LOADED
+        return backend
+
+    def _adopt_artifacts(self, artifacts: dict[str, Path], graph: GraphSpec) -> None:
         model = Path(artifacts["model"])
-        backend._model = ArtifactPath.from_existing(model, model.parent)
+        self._model = ArtifactPath.from_existing(model, model.parent)
         if "model_data" in artifacts:
             data = Path(artifacts["model_data"])
-            backend._model_data = ArtifactPath.from_existing(data, data.parent)
+            self._model_data = ArtifactPath.from_existing(data, data.parent)
         template = None
         if "io" in artifacts:
             io_path = Path(artifacts["io"])
-            backend._io = ArtifactPath.from_existing(io_path, io_path.parent)
+            self._io = ArtifactPath.from_existing(io_path, io_path.parent)
             structure = json.loads(io_path.read_text()).get("output_structure")
             if structure is not None:
                 from aitune.torch.checkpoint.structure import decode
@@ -226,23 +234,13 @@ class ONNXRuntimeBackend(Backend):
         if template is None:
             raise RuntimeError(f"Cannot restore ONNXRuntimeBackend for graph '{graph.name}': the checkpoint holds "
                                "neither its output structure nor a reference output")
-        backend._set_layout(graph, template)
-        backend._graph_spec = graph
-        backend._state = BackendState.CHECKPOINT_LOADED
-        return backend
+        self._set_layout(graph, template)
+        self._graph_spec = graph
 
-    @classmethod
-    def from_checkpoint(cls, config: ONNXRuntimeBackendConfig, artifacts: dict[str, Path], graph: GraphSpec,
-                        device: Any) -> ONNXRuntimeBackend:
-        """An active backend over a checkpoint's extracted files (ait.load)."""
-        backend = cls.from_artifacts(config, artifacts, graph)
-        device = torch.device(device)
-        backend._device = device
-        backend._deploy(device)
-        backend._state = BackendState.ACTIVE
-        if config.use_cuda_graphs and device.type == "cuda":
-            backend._start_cuda_graphs()
-        return backend
+    def _restore(self, artifacts: dict[str, Path], graph: GraphSpec, device: torch.device) -> None:
+        """A checkpoint's extracted files (ait.load): the session opens on `device` at once."""
+        self._adopt_artifacts(artifacts, graph)
+        self._deploy(device)
 
     def _deploy(self, device: torch.device) -> None:
         self._open(device)

@@ -6,7 +6,7 @@ import dataclasses
 import enum
 from typing import Any
 
-from aitune.torch.backend.backend import BackendConfig
+from aitune.torch.backend.backend import BackendConfig, ServingOptions
 
 
 class ONNXExecutionProvider(enum.Enum):
@@ -36,7 +36,7 @@ class ONNXExecutionProvider(enum.Enum):
 
 
 @dataclasses.dataclass
-class ONNXRuntimeBackendConfig(BackendConfig):
+class ONNXRuntimeBackendConfig(BackendConfig, ServingOptions):
     """ONNX export (docs/reference/tensorrt.md#build-pipelines) served by an ONNX Runtime session with IO binding.
 
     Args:

@@ -1,7 +1,7 @@
 """The TensorRT backend group (docs/reference/api.md#backend-classes, docs/reference/tensorrt.md)."""
 
-from aitune.torch.backend.tensorrt.backend import TensorRTBackend
-from aitune.torch.backend.tensorrt.config import (
+from aitune.torch.backend.tensorrt.tensorrt_backend import TensorRTBackend
+from aitune.torch.backend.tensorrt.tensorrt_config import (
     ONNXAutoCastConfig,
     ONNXQuantizationConfig,
     ProfileMode,

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from aitune.torch.backend.tensorrt.config import TensorRTBackendConfig
+from aitune.torch.backend.tensorrt.tensorrt_config import TensorRTBackendConfig
 
 logger = logging.getLogger("aitune")
 trt_logger = logging.getLogger("tensorrt")

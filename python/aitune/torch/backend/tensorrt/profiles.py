@@ -13,7 +13,7 @@ from typing import Any
 
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError
-from aitune.torch.backend.tensorrt.config import ProfileMode, TensorRTProfile
+from aitune.torch.backend.tensorrt.tensorrt_config import ProfileMode, TensorRTProfile
 from aitune.torch.dynamic_shapes import to_native
 from aitune.torch.module.graph_spec import GraphSpec, TensorLeaf
 

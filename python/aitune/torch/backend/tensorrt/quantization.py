@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 
 from aitune.exceptions import BackendUnavailableError
-from aitune.torch.backend.tensorrt.config import ONNXAutoCastConfig, ONNXQuantizationConfig, TorchQuantizationConfig
+from aitune.torch.backend.tensorrt.tensorrt_config import ONNXAutoCastConfig, ONNXQuantizationConfig, TorchQuantizationConfig
 
 logger = logging.getLogger("aitune")
 

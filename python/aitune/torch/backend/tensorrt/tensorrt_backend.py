@@ -1,6 +1,320 @@
-"""AITune's import path for the TensorRT backend (docs/guide.md, "Coming from AITune")."""
+"""TensorRTBackend: ONNX export -> (ModelOpt) -> TensorRT engine, served by EngineRunner (docs/reference/tensorrt.md).
 
-from aitune.torch.backend.tensorrt.backend import TensorRTBackend
-from aitune.torch.backend.tensorrt.config import ProfileMode, TensorRTBackendConfig
+The builder and runner glue take the `tensorrt` module as a parameter; the backend resolves it
+through `_import_tensorrt`, which tests replace with a recording fake. This module is also AITune's
+import path for TensorRTBackend, TensorRTBackendConfig and ProfileMode (docs/guide.md, "Coming from AITune")."""
 
-__all__ = ["ProfileMode", "TensorRTBackend", "TensorRTBackendConfig"]
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from aitune.torch.backend.common.jit_warmup import original_forward
+from aitune.exceptions import BackendUnavailableError
+from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
+from aitune.torch.backend.registry import register_backend
+from aitune.torch.backend.tensorrt import builder as trt_builder
+from aitune.torch.backend.tensorrt import output_template
+from aitune.torch.backend.tensorrt import quantization as quant
+from aitune.torch.backend.tensorrt.tensorrt_config import (
+    ONNXAutoCastConfig,
+    ONNXQuantizationConfig,
+    ProfileMode,
+    TensorRTBackendConfig,
+    TorchQuantizationConfig,
+)
+from aitune.torch.backend.tensorrt.engine_runner import EngineRunner
+from aitune.torch.backend.tensorrt.profiles import (
+    SAMPLES_USED_NEEDS_SAMPLES,
+    build_profiles,
+    read_profiles,
+    write_profiles,
+)
+from aitune.torch.config import config as global_config
+from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.module.tree import map_tensors
+from aitune.torch.utils.tensors import to_device
+
+logger = logging.getLogger("aitune")
+
+PLAN_PATH = Path("tensorrt") / "model.plan"
+PROFILES_PATH = Path("tensorrt") / "model_optimization_profiles.json"
+IO_PATH = Path("tensorrt") / "io.json"  # engine input per graph input, output paths (for loading without Python state)
+
+
+def _import_tensorrt() -> Any:
+    return importlib.import_module("tensorrt")
+
+
+def _tensorrt_or_raise() -> Any:
+    try:
+        return _import_tensorrt()
+    except ImportError as e:
+        raise BackendUnavailableError("tensorrt is not installed. Please install `tensorrt`.") from e
+
+
+@register_backend("tensorrt")
+class TensorRTBackend(Backend):
+    config_class = TensorRTBackendConfig
+    restores_from_artifacts = True
+    _devices = ("cuda",)
+
+    def __init__(self, config: TensorRTBackendConfig | None = None, *, tolerance: Any = None) -> None:
+        super().__init__(config, tolerance=tolerance)
+        if self.config.profiles is ProfileMode.SAMPLES_USED and global_config.max_num_samples_stored == 1:
+            raise ValueError(SAMPLES_USED_NEEDS_SAMPLES)
+        self._runner: EngineRunner | None = None
+        self._plan: ArtifactPath | None = None
+        self._profiles_file: ArtifactPath | None = None
+        self._io_file: ArtifactPath | None = None
+        self._profiles: list | None = None
+        self._input_names: list[str | None] = []
+        self._display_names: list[str] = []
+        self._output_names: list[str] = []
+        self._output_paths: list[tuple] = []
+        self._template: Any = None
+        self._signature: Any = None
+        self._cast_back: list[torch.dtype] | None = None  # eager's output dtypes, in output order
+        self.step_times_s: dict[str, float] = {}
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def precision_class(self) -> str:
+        """docs/reference/validation.md#numeric-comparison: int8; fp8 for fp8/int4/nvfp4 (the loose class); the autocast
+        precision; tf32 when the TF32 builder flag is on (CUDA); else fp32."""
+        q = self.config.quantization_config
+        if isinstance(q, ONNXAutoCastConfig):
+            return q.precision
+        if isinstance(q, ONNXQuantizationConfig):
+            return "int8" if q.precision == "int8" else "fp8"
+        if isinstance(q, TorchQuantizationConfig):
+            return "int8" if q.quantization_config.startswith("INT8") else "fp8"
+        on_cuda = self._device is None or self._device.type == "cuda"
+        return "tf32" if self.config.enable_tf32 and on_cuda else "fp32"
+
+    def is_available(self) -> tuple[bool, str]:
+        try:
+            _import_tensorrt()
+        except ImportError:
+            return False, "tensorrt is not installed. Please install `tensorrt`."
+        return True, ""
+
+    def requirements(self) -> list[str]:
+        """What a plan depends on (docs/reference/checkpoint.md#integrity-and-compatibility): TensorRT version, CUDA
+        major and the GPU SM, or any SM >= 8 for an AMPERE_PLUS plan; not torch."""
+        sm = "gpu_sm_ampere_plus" if self.config.compatibility_level == "AMPERE_PLUS" else "gpu_sm"
+        return ["tensorrt", "cuda_major", sm]
+
+    def _artifacts(self) -> dict[str, Any]:
+        if self._plan is None:
+            return {}
+        return {"plan": self._plan, "optimization_profiles": self._profiles_file, "io": self._io_file}
+
+    # -- build -------------------------------------------------------------------------------
+    def _step(self, name: str, output: Path, fn: Callable[[], Any]) -> Any:
+        """One pipeline step: timed, its duration and output size sent to telemetry, and its
+        partial output removed when it fails (docs/reference/tensorrt.md#build-pipelines)."""
+        from aitune.torch.tune_data import report as tune_data
+
+        start = time.perf_counter()
+        try:
+            result = fn()
+        except BaseException:
+            shutil.rmtree(output.parent, ignore_errors=True)
+            tune_data.record_step(f"tensorrt_{name}", time.perf_counter() - start, failed=True)
+            raise
+        self.step_times_s[name] = time.perf_counter() - start
+        size = sum(p.stat().st_size for p in output.parent.rglob("*") if p.is_file()) if output.parent.exists() else 0
+        tune_data.record_step(f"tensorrt_{name}", self.step_times_s[name], output_bytes=size)
+        logger.info("TensorRT %s: %.2f s, %d bytes in %s", name, self.step_times_s[name], size, output.parent)
+        return result
+
+    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
+               cache_dir: Path) -> None:
+        from aitune.torch.backend.common.onnx_export import export_onnx_with_template, output_leaf_paths
+
+        trt = _tensorrt_or_raise()
+        graph: GraphSpec = graph_spec
+        if not data:
+            raise ValueError(f"TensorRTBackend needs a recorded sample of graph {graph.name} to build it")
+        if self.config.device != device.type and torch.device(self.config.device) != device:
+            logger.warning("TensorRTBackendConfig.device=%r is informational: building for the tuning device %s",
+                           self.config.device, device)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        cache_dir = Path(cache_dir)
+        profiles = build_profiles(graph, self.config.profiles)  # validated before any expensive step
+        module.to(device)
+        forward = original_forward(module)
+        q = self.config.quantization_config
+        export_module = module
+        if isinstance(q, TorchQuantizationConfig):
+            def calibrate(model: torch.nn.Module) -> None:
+                with torch.no_grad():
+                    for sample in data:
+                        args, kwargs = to_device((sample.args, sample.kwargs), device)
+                        model(*args, **kwargs)
+
+            export_module = self._step("torch_ptq", cache_dir / "onnx_ptq" / "model.onnx",
+                                       lambda: quant.torch_quantize(q, module, calibrate))
+            forward = None
+        onnx_dir = "onnx_ptq" if isinstance(q, TorchQuantizationConfig) else "onnx"
+        onnx_path = cache_dir / onnx_dir / "model.onnx"
+        info, template = self._step("onnx_export", onnx_path, lambda: export_onnx_with_template(
+            export_module, graph, data, onnx_path, use_dynamo=self.config.use_dynamo,
+            opset_version=self.config.opset_version, forward=forward))
+        if export_module is not module:
+            del export_module
+        module.to("cpu")  # offload while TensorRT builds: the builder needs the GPU memory
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+        leaves = graph.input_spec.tensors
+        names: list[str | None] = [None] * len(leaves)
+        for name, index in zip(info.input_names, info.input_leaf_indices):
+            names[index] = name
+        if isinstance(q, (ONNXAutoCastConfig, ONNXQuantizationConfig)):
+            calib = quant.calibration_data(self._sample_tensors(graph, data), names, _batch_axes(graph))
+            if isinstance(q, ONNXAutoCastConfig):
+                out = cache_dir / "onnx_autocast" / "model.onnx"
+                onnx_path = self._step("onnx_autocast", out, lambda: quant.onnx_autocast(q, onnx_path, out, calib))
+            else:
+                out = cache_dir / "onnx_ptq" / "model.onnx"
+                onnx_path = self._step("onnx_ptq", out, lambda: quant.onnx_quantize(q, onnx_path, out, calib))
+
+        timing_cache = self.config.timing_cache
+        if timing_cache is None and device.type == "cuda":
+            major, minor = torch.cuda.get_device_capability(device)
+            timing_cache = trt_builder.default_timing_cache_path(trt, Path(global_config.cache_dir), f"{major}{minor}")
+        plan_path = cache_dir / PLAN_PATH
+        try:
+            plan = self._step("engine_build", plan_path, lambda: trt_builder.build_engine(
+                trt, onnx_path, plan_path, profiles, names, self.config, timing_cache))
+        finally:
+            # Back where the strategy left it: other candidates and the eager fallback use it.
+            module.to(device)
+        write_profiles(cache_dir / PROFILES_PATH, profiles, names)
+        self._output_paths = output_leaf_paths(template) if template is not None else []
+        self._record_io(cache_dir, graph, names, info.output_names, template)
+        self._template = template
+        self._start_runner(trt, plan, device, graph, names, profiles, info.output_names)
+
+    @staticmethod
+    def _sample_tensors(graph: GraphSpec, data: list) -> list[list[torch.Tensor]]:
+        from aitune.torch.backend.tensorrt.profiles import _sample_tensors
+
+        return [_sample_tensors(graph, sample) for sample in data]
+
+    def _record_io(self, cache_dir: Path, graph: GraphSpec, names: list, output_names: list[str],
+                   template: Any) -> None:
+        self._plan = ArtifactPath(cache_dir, PLAN_PATH)
+        self._profiles_file = ArtifactPath(cache_dir, PROFILES_PATH)
+        self._io_file = ArtifactPath(cache_dir, IO_PATH)
+        io = {"inputs": names, "outputs": output_names, "output_paths": [list(p) for p in self._output_paths],
+              "output_template": output_template.encode(template)}
+        (cache_dir / IO_PATH).write_text(json.dumps(io, indent=2))
+
+    def _start_runner(self, trt: Any, plan: bytes, device: torch.device, graph: GraphSpec, names: list,
+                      profiles: list, output_names: list[str]) -> None:
+        from aitune._native import _C
+
+        self._input_names = list(names)
+        self._display_names = [leaf.access_path for leaf in graph.input_spec.tensors]
+        self._profiles = profiles
+        self._output_names = list(output_names)
+        self._signature = _C.Signature(graph.forward_params)
+        self._runner = EngineRunner(trt, plan, device, names, profiles, self._display_names)
+        recorded = [leaf.dtypes[0] for leaf in graph.output_spec.tensors]
+        self._cast_back = recorded if len(recorded) == len(output_names) else None
+        extra = set(self._runner.output_names) - set(output_names)
+        if extra:
+            logger.warning("TensorRT engine of graph %s has outputs %s that the forward does not return; ignored",
+                           graph.name, sorted(extra))
+
+    # -- serving -----------------------------------------------------------------------------
+    def input_profile(self) -> list[tuple[list[int], list[int]]] | None:
+        """Per graph tensor input: the envelope of the build's profiles, the hard range the
+        dispatcher checks before the call (docs/reference/dispatch.md#input-check); the runner then picks the
+        profile."""
+        if self._profiles is None:
+            return super().input_profile()
+        from aitune._native import _C
+
+        return [(list(low), list(high)) for low, high in _C.trt_profile_envelope([list(p) for p in self._profiles])]
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        from aitune._native import _C
+        from aitune.torch.backend.common.onnx_export import rebuild_outputs
+
+        if self._runner is None:
+            raise RuntimeError("Engine not loaded. Call build() first.")
+        _, leaves = _C.flatten_call(self._signature, tuple(args), dict(kwargs), False, -1)
+        tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
+        outputs = self._runner.run(tensors)
+        flat = [outputs[name] for name in self._output_names]
+        if self._cast_back is not None:  # engine I/O in another precision than the model's outputs
+            flat = [t if t.dtype == d else t.to(d) for t, d in zip(flat, self._cast_back)]
+        return rebuild_outputs(self._template, self._output_paths, flat)
+
+    def _activate(self) -> None:
+        if self._runner is None and self._plan is not None and self._device is not None:
+            self._load_runner(self._device)
+
+    def _deactivate(self) -> None:
+        self._runner = None  # frees the engine and its context
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def _load_runner(self, device: torch.device) -> None:
+        trt = _tensorrt_or_raise()
+        io = json.loads(self._io_file.path.read_text())
+        names = io["inputs"]
+        present = [n for n in names if n is not None]
+        by_name = dict(zip(present, zip(*read_profiles(self._profiles_file.path, present)))) if present else {}
+        count = len(next(iter(by_name.values()))) if by_name else 1
+        profiles = []
+        for p in range(count):
+            profiles.append([by_name[n][p] if n is not None else self._unused_range(i) for i, n in enumerate(names)])
+        self._output_paths = [tuple(p) for p in io["output_paths"]]
+        if self._template is None and io.get("output_template") is not None:
+            self._template = output_template.decode(io["output_template"])
+        if self._template is None and self._output_paths != [()]:
+            raise RuntimeError(
+                f"Cannot rebuild the outputs of graph {self._graph_spec.name}: its output type is not stored with the "
+                "TensorRT plan and the checkpoint holds no reference outputs (save with include_samples=True)")
+        self._start_runner(trt, self._plan.path.read_bytes(), device, self._graph_spec, names, profiles, io["outputs"])
+
+    def _unused_range(self, index: int) -> tuple:
+        spec = self._graph_spec.input_spec.tensors[index].spec
+        return (list(spec.min_shape), list(spec.max_shape), list(spec.max_shape))
+
+    @classmethod
+    def _restoring(cls, config: TensorRTBackendConfig) -> TensorRTBackend:
+        backend = cls()  # default config: the SAMPLES_USED construction check concerns building only
+        backend.config = config
+        return backend
+
+    def _restore(self, artifacts: dict[str, Path], graph: GraphSpec, device: torch.device) -> None:
+        """A checkpoint's extracted plan and profiles (ait.load)."""
+        root = Path(artifacts["plan"]).parent.parent
+        self._plan = ArtifactPath.from_existing(Path(artifacts["plan"]), root)
+        self._profiles_file = ArtifactPath.from_existing(Path(artifacts["optimization_profiles"]), root)
+        self._io_file = ArtifactPath.from_existing(Path(artifacts["io"]), root)
+        if graph.reference_outputs:  # the structure only: tensors become placeholders
+            self._template = map_tensors(graph.reference_outputs[0], lambda _path, _t: torch.empty(0))
+        self._load_runner(device)
+
+
+def _batch_axes(graph: GraphSpec) -> list[int | None]:
+    axes = []
+    for leaf in graph.input_spec.tensors:
+        kinds = leaf.spec.axis_kinds
+        axes.append(kinds.index("batch") if "batch" in kinds else None)
+    return axes

@@ -1,5 +1,5 @@
 """AITune's import path for ModelOpt torch quantization settings (docs/guide.md, "Coming from AITune")."""
 
-from aitune.torch.backend.tensorrt.config import TorchQuantizationConfig
+from aitune.torch.backend.tensorrt.tensorrt_config import TorchQuantizationConfig
 
 __all__ = ["TorchQuantizationConfig"]

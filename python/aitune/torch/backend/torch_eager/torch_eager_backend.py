@@ -8,11 +8,14 @@ from typing import Any, Callable
 
 import torch
 
-from aitune.torch.backend.autocast import AutocastMixin
+from aitune.torch.backend.common.jit_warmup import original_forward
+from aitune.torch.backend.common.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.torch_eager.torch_eager_config import TorchEagerBackendConfig
 
 
+@register_backend("torch_eager")
 class TorchEagerBackend(AutocastMixin, Backend):
     config_class = TorchEagerBackendConfig
 
@@ -26,18 +29,11 @@ class TorchEagerBackend(AutocastMixin, Backend):
     def is_jit(self) -> bool:
         return True  # serves the original module, so its weights must stay (docs/reference/tuning.md#the-tune-call)
 
-    @property
-    def precision_class(self) -> str:
-        if self.config.autocast_enabled:
-            dtype = self.config.autocast_dtype or torch.float16
-            return "bf16" if dtype == torch.bfloat16 else "fp16"
-        return "fp32"
-
     def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
                cache_dir: Path) -> None:
         module.to(device)
         self._module = module
-        self._forward = getattr(module, "_aitune_original_forward", module.forward)
+        self._forward = original_forward(module)
         self._detect_cast_back(self._forward, data)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:

@@ -4,12 +4,12 @@ import dataclasses
 
 import torch
 
-from aitune.torch.backend.autocast import check_autocast_dtype
-from aitune.torch.backend.backend import BackendConfig
+from aitune.torch.backend.common.autocast import AutocastOptions
+from aitune.torch.backend.backend import BackendConfig, ServingOptions
 
 
 @dataclasses.dataclass
-class TorchEagerBackendConfig(BackendConfig):
+class TorchEagerBackendConfig(BackendConfig, ServingOptions, AutocastOptions):
     """Eager PyTorch, optionally under autocast (docs/reference/backends.md#per-backend-behaviour)."""
 
     autocast_enabled: bool = False
@@ -17,4 +17,4 @@ class TorchEagerBackendConfig(BackendConfig):
     use_cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
-        check_autocast_dtype(self.autocast_dtype)
+        self.check_autocast_options()

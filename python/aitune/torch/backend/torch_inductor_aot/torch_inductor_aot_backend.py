@@ -3,7 +3,7 @@ runner aitune._C.AotiRunner (docs/reference/backends.md#per-backend-behaviour).
 
 Export traces the module's ORIGINAL forward through a small adapter module whose `forward` has
 the original signature (the wrapped module's instance `forward` is aitune's router), with the
-dynamic shapes and export sample of :mod:`aitune.torch.backend.export_shapes`.
+dynamic shapes and export sample of :mod:`aitune.torch.backend.common.export_shapes`.
 
 Input order. AOTInductor takes the exported program's tensor inputs in pytree order of the
 canonical (args, kwargs) (its in_spec). aitune flattens calls its own way
@@ -26,10 +26,12 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.utils._pytree as pytree
 
+from aitune.torch.backend.common.jit_warmup import original_forward
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
-from aitune.torch.backend.export_shapes import (
+from aitune.torch.backend.registry import register_backend
+from aitune.torch.backend.common.export_shapes import (
     ExportShapePlan,
     build_dynamic_shapes,
     prepare_export_sample,
@@ -121,7 +123,7 @@ def make_export_adapter(module: torch.nn.Module, forward: Callable | None = None
     keyword-only parameters of those names (torch.export cannot put dynamic shapes under
     ``**kwargs``); calls still reach `forward` with the same keywords."""
     if forward is None:
-        forward = getattr(module, "_aitune_original_forward", None) or module.forward
+        forward = original_forward(module)
 
     def adapter_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         return self._aitune_forward(*args, **kwargs)
@@ -196,8 +198,10 @@ def _semantic_tuple(path: Any) -> tuple:
     return path if isinstance(path, tuple) else (path,)
 
 
+@register_backend("torch_inductor_aot")
 class TorchInductorAotBackend(Backend):
     config_class = TorchInductorAotBackendConfig
+    restores_from_artifacts = True
 
     def __init__(self, config: TorchInductorAotBackendConfig | None = None, *, tolerance: Any = None) -> None:
         super().__init__(config, tolerance=tolerance)
@@ -279,16 +283,10 @@ class TorchInductorAotBackend(Backend):
         self._in_paths = _spec_paths(self._in_spec)
         self._run_device = torch.device(self._runner.device)
 
-    @classmethod
-    def from_checkpoint(cls, config: TorchInductorAotBackendConfig, artifacts: dict[str, Path], graph: GraphSpec,
-                        device: Any) -> TorchInductorAotBackend:
-        """A backend loaded from a checkpoint's extracted `model.pt2` (ait.load): probed in a
-        child process first (once per extracted file), since the package's library is native code."""
-        backend = cls.from_package(artifacts["package"], device, graph=graph, config=config, probe_once=True)
-        if getattr(config, "use_cuda_graphs", False) and torch.device(device).type == "cuda":
-            backend._graph_spec = graph
-            backend._start_cuda_graphs()
-        return backend
+    def _restore(self, artifacts: dict[str, Path], graph: GraphSpec, device: torch.device) -> None:
+        """A checkpoint's extracted `model.pt2` (ait.load): probed in a child process first (once
+        per extracted file), since the package's library is native code."""
+        self._open_package(Path(artifacts["package"]), device, graph, probe_once=True)
 
     @classmethod
     def from_package(cls, path: Path | str, device: Any = "cpu", graph: GraphSpec | None = None,
@@ -300,15 +298,17 @@ class TorchInductorAotBackend(Backend):
         backend = cls(config)
         device = torch.device(device)
         backend._device = device
-        path = Path(path)
-        backend._package = ArtifactPath.from_existing(path, path.parent)
-        backend._load(path, device, probe_once=probe_once)
-        if graph is not None:
-            backend._params = graph.forward_params
-            backend._signature = _C.Signature(graph.forward_params)
-            backend._input_order = backend.compute_input_order(graph)
+        backend._open_package(Path(path), device, graph, probe_once)
         backend._state = BackendState.ACTIVE
         return backend
+
+    def _open_package(self, path: Path, device: torch.device, graph: GraphSpec | None, probe_once: bool) -> None:
+        self._package = ArtifactPath.from_existing(path, path.parent)
+        self._load(path, device, probe_once=probe_once)
+        if graph is not None:
+            self._params = graph.forward_params
+            self._signature = _C.Signature(graph.forward_params)
+            self._input_order = self.compute_input_order(graph)
 
     # -- input order -------------------------------------------------------------------------
     def compute_input_order(self, graph: GraphSpec) -> list[int]:

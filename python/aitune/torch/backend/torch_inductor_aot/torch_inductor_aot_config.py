@@ -3,11 +3,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from aitune.torch.backend.backend import BackendConfig
+from aitune.torch.backend.backend import BackendConfig, ServingOptions
 
 
 @dataclasses.dataclass
-class TorchInductorAotBackendConfig(BackendConfig):
+class TorchInductorAotBackendConfig(BackendConfig, ServingOptions):
     """torch.export + AOTInductor package, served by the native runner
     (docs/reference/backends.md#per-backend-behaviour).
 

@@ -29,7 +29,6 @@ compared shapes), the dynamic build is warmed up on them too.
 from __future__ import annotations
 
 import copy
-import gc
 import itertools
 import logging
 import statistics
@@ -41,10 +40,12 @@ import torch
 
 from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
-from aitune.torch.backend.autocast import AutocastMixin
+from aitune.torch.backend.common.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
-from aitune.torch.backend.export_shapes import has_size_one_dynamic_axis
-from aitune.torch.backend.jit_warmup import run_warmup, warmup_calls
+from aitune.torch.backend.common.compile_caches import reset_compiler_caches
+from aitune.torch.backend.common.export_shapes import has_size_one_dynamic_axis
+from aitune.torch.backend.common.jit_warmup import original_forward, run_warmup, warmup_calls
+from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_config import TorchInductorJitBackendConfig
 from aitune.torch.module.graph_spec import GraphSpec, Sample
 
@@ -121,15 +122,7 @@ def _clear_code_cache(fn: Callable | None) -> None:
         pass
 
 
-def reset_compiler_caches() -> None:
-    """What deactivation frees (as AITune does): Dynamo and compiler caches, then memory."""
-    torch._dynamo.reset()
-    torch.compiler.reset()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    gc.collect()
-
-
+@register_backend("torch_inductor_jit")
 class TorchInductorJitBackend(AutocastMixin, Backend):
     config_class = TorchInductorJitBackendConfig
 
@@ -160,13 +153,6 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
     @property
     def is_jit(self) -> bool:
         return True  # runs the original module's weights
-
-    @property
-    def precision_class(self) -> str:
-        if self.config.autocast_enabled:
-            dtype = self.config.autocast_dtype or torch.float16
-            return "bf16" if dtype == torch.bfloat16 else "fp16"
-        return "fp32"
 
     def is_available(self) -> tuple[bool, str]:
         try:
@@ -215,7 +201,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         torch._dynamo.reset()
         module.to(device)
         self._module = module
-        self._forward = getattr(module, "_aitune_original_forward", None) or module.forward
+        self._forward = original_forward(module)
         self._graph_name = getattr(graph_spec, "name", "")
         self._dynamic = config.dynamic if config.dynamic is not None else (
             graph_is_dynamic(graph_spec) if graph_spec is not None else False
@@ -319,7 +305,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             cuda_index = None
             if device.type == "cuda":
                 cuda_index = device.index if device.index is not None else torch.cuda.current_device()
-            use_device_time = bool(getattr(self.config, "use_cuda_graphs", False)) and cuda_index is not None
+            use_device_time = self.serves_cuda_graphs and cuda_index is not None
             totals = {SPECIALISED: 0.0, DYNAMIC: 0.0}
             variants = {SPECIALISED: self._route, DYNAMIC: self._compiled}
             timed = [(key, call) for key, call in self._compare_calls if key not in self._untimed_keys]

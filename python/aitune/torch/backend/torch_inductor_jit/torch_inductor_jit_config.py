@@ -5,8 +5,8 @@ from typing import Any
 
 import torch
 
-from aitune.torch.backend.autocast import check_autocast_dtype
-from aitune.torch.backend.backend import BackendConfig
+from aitune.torch.backend.common.autocast import AutocastOptions
+from aitune.torch.backend.backend import BackendConfig, ServingOptions
 
 VALID_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # Modes in which Inductor captures CUDA graphs itself (torch._inductor.list_mode_options).
@@ -14,7 +14,7 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 @dataclasses.dataclass
-class TorchInductorJitBackendConfig(BackendConfig):
+class TorchInductorJitBackendConfig(BackendConfig, ServingOptions, AutocastOptions):
     """torch.compile with the Inductor backend (docs/reference/backends.md#per-backend-behaviour).
 
     Args:
@@ -51,4 +51,4 @@ class TorchInductorJitBackendConfig(BackendConfig):
                 f"use_cuda_graphs=True cannot be combined with mode={self.mode!r}: that mode captures CUDA graphs "
                 "itself. Use mode='max-autotune-no-cudagraphs' or 'default', or set use_cuda_graphs=False."
             )
-        check_autocast_dtype(self.autocast_dtype)
+        self.check_autocast_options()

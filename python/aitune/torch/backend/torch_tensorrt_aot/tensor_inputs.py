@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import torch
 
+from aitune.torch.backend.common.jit_warmup import original_forward
 from aitune.torch.module.tree import canonical_call, map_tensors
 
 
@@ -62,7 +63,7 @@ def make_tensor_inputs_adapter(module: torch.nn.Module, params: list, template: 
     """An nn.Module whose forward takes one tensor per path of `paths` (named as parameter_names
     says) and runs `module`'s original forward on `template` (the call bound to the signature)
     with those tensors in place."""
-    forward = getattr(module, "_aitune_original_forward", None) or module.forward
+    forward = original_forward(module)
 
     def adapter_forward(self: Any, *tensors: Any) -> Any:
         return self.call_with(tensors)

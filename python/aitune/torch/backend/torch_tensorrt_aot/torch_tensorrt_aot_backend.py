@@ -4,7 +4,7 @@ torch_tensorrt.save as ``exported_model.pt`` (docs/reference/backends.md#per-bac
 Export traces an adapter that takes the graph's tensor inputs alone and calls the module's
 original forward with the recorded non-tensor values (tensor_inputs.py: Torch-TensorRT cannot
 save a program with non-tensor inputs), with ``strict=False`` and the dims of
-:mod:`aitune.torch.backend.export_shapes`, except that recorded ``dim`` axes get a named Dim
+:mod:`aitune.torch.backend.common.export_shapes`, except that recorded ``dim`` axes get a named Dim
 with their recorded range instead of ``Dim.AUTO``: a TensorRT engine needs an explicit range
 for every dynamic axis, and the exported program should promise exactly the range the engine
 gets. Each tensor input becomes ``torch_tensorrt.Input(min, opt=max, max, dtype,
@@ -26,14 +26,15 @@ import torch
 from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
-from aitune.torch.backend.export_shapes import _BATCH, _NAMED, ExportShapePlan, _identifier, prepare_export_sample
+from aitune.torch.backend.registry import register_backend
+from aitune.torch.backend.common.export_shapes import _BATCH, _NAMED, ExportShapePlan, _identifier, prepare_export_sample
 from aitune.torch.backend.torch_tensorrt_aot.tensor_inputs import (
     graph_tensors,
     make_tensor_inputs_adapter,
     parameter_names,
 )
 from aitune.torch.backend.torch_tensorrt_aot.torch_tensorrt_aot_config import TorchTensorRTAotBackendConfig
-from aitune.torch.backend.torch_tensorrt_config import (
+from aitune.torch.backend.common.torch_tensorrt_config import (
     import_torch_tensorrt,
     settings_overrides,
     settings_precision_class,
@@ -81,8 +82,10 @@ class NamedDimsPlan(ExportShapePlan):
         return spec or None
 
 
+@register_backend("torch_tensorrt_aot")
 class TorchTensorRTAotBackend(Backend):
     config_class = TorchTensorRTAotBackendConfig
+    restores_from_artifacts = True
     _devices = ("cuda",)
 
     def __init__(self, config: TorchTensorRTAotBackendConfig | None = None, *, tolerance: Any = None) -> None:
@@ -195,20 +198,12 @@ class TorchTensorRTAotBackend(Backend):
         with _repaired_torch_export_fallback_warning():
             self._program = trt.load(str(self._artifact.path)).module()
 
-    @classmethod
-    def from_checkpoint(cls, config: TorchTensorRTAotBackendConfig, artifacts: dict[str, Path], graph: GraphSpec,
-                        device: Any) -> TorchTensorRTAotBackend:
-        """An active backend serving a checkpoint's extracted (hash-verified) exported_model.pt."""
-        backend = cls(config)
-        backend._device = torch.device(device)
+    def _restore(self, artifacts: dict[str, Path], graph: GraphSpec, device: torch.device) -> None:
+        """A checkpoint's extracted (hash-verified) exported_model.pt."""
         path = Path(artifacts[ARTIFACT_KEY])
-        backend._artifact = ArtifactPath.from_existing(path, path.parent)
-        backend._bind_graph(graph)
-        backend._graph_spec = graph
-        backend._load()
-        backend._state = BackendState.ACTIVE
-        backend._start_cuda_graphs()
-        return backend
+        self._artifact = ArtifactPath.from_existing(path, path.parent)
+        self._bind_graph(graph)
+        self._load()
 
     # -- serving -----------------------------------------------------------------------------
     def _infer(self, *args: Any, **kwargs: Any) -> Any:

@@ -4,12 +4,12 @@ import dataclasses
 import pickle
 from typing import Any
 
-from aitune.torch.backend.backend import BackendConfig
-from aitune.torch.backend.torch_tensorrt_config import CompileConfigMixin, default_compile_config, settings_values
+from aitune.torch.backend.backend import BackendConfig, ServingOptions
+from aitune.torch.backend.common.torch_tensorrt_config import CompileConfigMixin, default_compile_config, settings_values
 
 
 @dataclasses.dataclass
-class TorchTensorRTAotBackendConfig(CompileConfigMixin, BackendConfig):
+class TorchTensorRTAotBackendConfig(CompileConfigMixin, BackendConfig, ServingOptions):
     """torch.export + torch_tensorrt.dynamo.compile, saved as ``exported_model.pt``
     (docs/reference/backends.md#per-backend-behaviour).
 

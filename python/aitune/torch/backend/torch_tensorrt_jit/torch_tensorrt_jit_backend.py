@@ -16,11 +16,12 @@ from typing import Any, Callable
 import torch
 
 from aitune.exceptions import BackendUnavailableError
-from aitune.torch.backend.autocast import AutocastMixin
+from aitune.torch.backend.common.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
-from aitune.torch.backend.jit_warmup import original_forward, run_warmup, warmup_calls
-from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_backend import reset_compiler_caches
-from aitune.torch.backend.torch_tensorrt_config import (
+from aitune.torch.backend.registry import register_backend
+from aitune.torch.backend.common.jit_warmup import original_forward, run_warmup, warmup_calls
+from aitune.torch.backend.common.compile_caches import reset_compiler_caches
+from aitune.torch.backend.common.torch_tensorrt_config import (
     import_torch_tensorrt,
     settings_precision_class,
     settings_values,
@@ -32,6 +33,7 @@ logger = logging.getLogger("aitune")
 COMPILE_BACKEND = "torch_tensorrt"
 
 
+@register_backend("torch_tensorrt_jit")
 class TorchTensorRTJitBackend(AutocastMixin, Backend):
     config_class = TorchTensorRTJitBackendConfig
     _devices = ("cuda",)
@@ -48,10 +50,7 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
     def is_jit(self) -> bool:
         return True  # runs the original module's weights; loading compiles again
 
-    @property
-    def precision_class(self) -> str:
-        if self.config.autocast_enabled:
-            return "bf16" if self.config.autocast_dtype == torch.bfloat16 else "fp16"
+    def _plain_precision_class(self) -> str:
         return settings_precision_class(self.config.compile_config) or "fp32"
 
     def is_available(self) -> tuple[bool, str]:

@@ -5,13 +5,13 @@ from typing import Any
 
 import torch
 
-from aitune.torch.backend.autocast import check_autocast_dtype
-from aitune.torch.backend.backend import BackendConfig
-from aitune.torch.backend.torch_tensorrt_config import CompileConfigMixin, default_compile_config, settings_values
+from aitune.torch.backend.common.autocast import AutocastOptions
+from aitune.torch.backend.backend import BackendConfig, ServingOptions
+from aitune.torch.backend.common.torch_tensorrt_config import CompileConfigMixin, default_compile_config, settings_values
 
 
 @dataclasses.dataclass
-class TorchTensorRTJitBackendConfig(CompileConfigMixin, BackendConfig):
+class TorchTensorRTJitBackendConfig(CompileConfigMixin, BackendConfig, ServingOptions, AutocastOptions):
     """torch.compile(backend="torch_tensorrt") (docs/reference/backends.md#per-backend-behaviour).
 
     Args:
@@ -37,4 +37,4 @@ class TorchTensorRTJitBackendConfig(CompileConfigMixin, BackendConfig):
         settings_values(self.compile_config)  # raises a TypeError naming the wrong type
         if self.dynamic is not None and not isinstance(self.dynamic, bool):
             raise ValueError(f"dynamic must be True, False or None, got {self.dynamic!r}")
-        check_autocast_dtype(self.autocast_dtype)
+        self.check_autocast_options()

@@ -12,6 +12,18 @@ import torch
 from aitune.torch.utils.tensors import cast_floats
 
 
+class AutocastOptions:
+    """Marks a config with autocast options (eager, Inductor JIT, Torch-TensorRT JIT). The config
+    dataclass declares the fields itself, in its own field order; this base names them and checks
+    the dtype (call check_autocast_options() from __post_init__)."""
+
+    autocast_enabled: bool = False
+    autocast_dtype: torch.dtype | None = None
+
+    def check_autocast_options(self) -> None:
+        check_autocast_dtype(self.autocast_dtype)
+
+
 def check_autocast_dtype(value: Any) -> None:
     """Config validation shared by the backends with autocast options."""
     if value is not None and not isinstance(value, torch.dtype):
@@ -30,9 +42,20 @@ def first_float_dtype(obj: Any) -> torch.dtype | None:
 
 
 class AutocastMixin:
-    """Needs `self.config.autocast_enabled`, `self.config.autocast_dtype` and `self._device`."""
+    """For backends whose config is an AutocastOptions; needs `self._device`."""
 
     _cast_back: torch.dtype | None = None
+
+    @property
+    def precision_class(self) -> str:
+        """fp16/bf16 under autocast (torch's default dtype is fp16), else _plain_precision_class()."""
+        if self.config.autocast_enabled:
+            dtype = self.config.autocast_dtype or torch.float16
+            return "bf16" if dtype == torch.bfloat16 else "fp16"
+        return self._plain_precision_class()
+
+    def _plain_precision_class(self) -> str:
+        return "fp32"
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if not self.config.autocast_enabled:

@@ -9,7 +9,7 @@ import enum
 from pathlib import Path
 from typing import Any, Union
 
-from aitune.torch.backend.backend import BackendConfig
+from aitune.torch.backend.backend import BackendConfig, ServingOptions
 
 AUTOCAST_PRECISIONS = ("fp16", "bf16")
 ONNX_QUANT_PRECISIONS = ("int8", "int4", "fp8")
@@ -146,7 +146,7 @@ def _compatibility_name(value: Any) -> str | None:
 
 
 @dataclasses.dataclass
-class TensorRTBackendConfig(BackendConfig):
+class TensorRTBackendConfig(BackendConfig, ServingOptions):
     """ONNX export + TensorRT engine (docs/reference/tensorrt.md)."""
 
     use_dynamo: bool = True

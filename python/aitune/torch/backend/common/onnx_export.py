@@ -26,8 +26,9 @@ from typing import Any, Callable
 
 import torch
 
+from aitune.torch.backend.common.jit_warmup import original_forward
 from aitune._native import _C
-from aitune.torch.backend.export_shapes import ExportShapePlan, prepare_export_sample
+from aitune.torch.backend.common.export_shapes import ExportShapePlan, prepare_export_sample
 from aitune.torch.module.graph_spec import GraphSpec, Sample
 from aitune.torch.module.locator import semantic_path, tensor_name
 from aitune.torch.module.tree import canonical_call, map_tensors
@@ -242,7 +243,7 @@ def export_onnx_with_template(module: torch.nn.Module, graph_spec: GraphSpec, sa
     if not samples:
         raise ValueError(f"ONNX export of graph '{graph_spec.name}' needs at least one recorded sample, got none")
     path = Path(path)
-    forward = forward or getattr(module, "_aitune_original_forward", None) or module.forward
+    forward = forward or original_forward(module)
     graph = graph_spec
     leaves = graph.input_spec.tensors
     names = [onnx_input_name(leaf.semantic_path) for leaf in leaves]

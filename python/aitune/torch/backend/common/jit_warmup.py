@@ -23,7 +23,7 @@ def warmup_calls(graph: GraphSpec | None, data: list[Sample], widen: bool,
     calls = [(tuple(s.args), dict(s.kwargs)) for s in data]
     if graph is not None and data and widen:
         try:
-            from aitune.torch.backend.export_shapes import prepare_export_sample
+            from aitune.torch.backend.common.export_shapes import prepare_export_sample
 
             calls.append(prepare_export_sample(graph, data[0]))
         except Exception as e:  # noqa: BLE001 - an optional extra warm-up, never a build failure

@@ -1,0 +1,417 @@
+"""The `.ait` on-disk format (docs/reference/checkpoint.md#layout-and-manifest): the typed manifest, the
+opened and verified archive, the backend entry written for a built backend and the backend restored from
+one. Used by ait.save/ait.load (which walk user objects) and by the results store; it knows nothing of
+`ait.Module`, so neither does the store (docs/design.md#the-checkpoint).
+
+Format versions (docs/reference/checkpoint.md#format-versions): format 1 names each backend by its Python
+class path (`"class"`), format 2 by its registered stable name (`"name"`); both are read, and a class path
+is only ever mapped to a name, never imported (backend/registry.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from aitune._native import _C
+from aitune.exceptions import (
+    AITuneError,
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    UnsupportedCheckpointError,
+)
+from aitune.torch.backend import registry
+from aitune.torch.backend.backend import ArtifactPath, Backend
+from aitune.torch.checkpoint.backend_state import load_backend_state, save_backend_state
+from aitune.torch.checkpoint.storage import verify_sha512
+from aitune.torch.config import config
+from aitune.torch.module.graph_spec import GraphSpec, Sample
+from aitune.torch.module.locator import access_path
+from aitune.torch.utils.tensors import to_device
+
+logger = logging.getLogger("aitune")
+
+FORMAT = "aitune.checkpoint"
+LATEST_FORMAT_VERSION = 2
+
+
+def manifest_format_version() -> int:
+    """The format new files are written in: 2 once the native manifest validator (which every reader,
+    Python and C++, runs first) reads it, else 1. The one switch between the two writers."""
+    supported = getattr(_C, "MANIFEST_FORMAT_VERSIONS", (1,))
+    return LATEST_FORMAT_VERSION if LATEST_FORMAT_VERSION in supported else 1
+
+
+# -- typed manifest --------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class FileRecord:
+    """One archive entry as the manifest lists it (the native reader checks size and SHA-256)."""
+
+    path: str
+    size: int
+    sha256: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileRecord:
+        return cls(data["path"], data["size"], data["sha256"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "sha256": self.sha256}
+
+
+@dataclasses.dataclass
+class BackendEntry:
+    """`modules[].graphs[].backend`: the backend that serves one graph. `name` is the stable registry
+    name whatever the file's format; `class_path` is what a format-1 file stored (for messages)."""
+
+    name: str
+    config: dict[str, Any]
+    requires: list[str]
+    artifacts: dict[str, str]
+    device: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    input_order: list[int] | None = None
+    output_paths: list[str] | None = None
+    precision_class: str | None = None
+    tf32: dict[str, Any] | None = None
+    is_jit: bool = False
+    native: bool = False
+    use_cuda_graphs: bool = False
+    profiles: list | None = None
+    own_state: bool = False  # AITune-contract backends: to_dict()/from_dict() state (backend_state.py)
+    state: Any = None
+    state_tensors: str | None = None
+    class_path: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], version: int) -> BackendEntry:
+        if version >= 2:
+            name, class_path = data["name"], None
+        else:
+            class_path = data["class"]
+            name = format1_name(class_path)
+        return cls(
+            name=name, class_path=class_path, config=data["config"], requires=list(data["requires"]),
+            artifacts=dict(data["artifacts"]), device=data.get("device"), extra=data.get("extra") or {},
+            input_order=data.get("input_order"), output_paths=data.get("output_paths"),
+            precision_class=data.get("precision_class"), tf32=data.get("tf32"), is_jit=bool(data.get("is_jit")),
+            native=bool(data.get("native")), use_cuda_graphs=bool((data.get("runtime") or {}).get("use_cuda_graphs")),
+            profiles=data.get("profiles"), own_state=bool(data.get("own_state")), state=data.get("state"),
+            state_tensors=data.get("state_tensors"),
+        )
+
+    def to_json(self, version: int) -> dict[str, Any]:
+        identity = {"name": self.name} if version >= 2 else {"class": registry.format1_class_for_name(self.name)}
+        data: dict[str, Any] = {**identity, "config": self.config, "extra": self.extra}
+        if self.own_state:
+            data.update({"own_state": True, "state": self.state, "state_tensors": self.state_tensors,
+                         "artifacts": self.artifacts})
+        data.update({
+            # For runtimes without Python (C++ Runtime, CLI): which tensor input feeds each native
+            # input, and the access path of each native output.
+            "input_order": self.input_order, "output_paths": self.output_paths,
+            # The class the outputs were judged by when tuning (e.g. tf32 for an fp32 model on CUDA),
+            # and torch's TF32 switches then: every later check (aitune run --check) uses the same.
+            "precision_class": self.precision_class, "tf32": self.tf32, "is_jit": self.is_jit, "native": self.native,
+            "runtime": {"use_cuda_graphs": self.use_cuda_graphs}, "profiles": self.profiles,
+        })
+        if not self.own_state:
+            data["artifacts"] = self.artifacts
+        data.update({"requires": self.requires, "device": self.device})
+        return data
+
+    @property
+    def shown(self) -> str:
+        """How messages name the backend: the registered name (a format-1 file's class path as stored)."""
+        return self.class_path or self.name
+
+    def resolve(self) -> type[Backend]:
+        """The registered class; nothing is imported because the file names it (docs/guide.md "Threat model")."""
+        cls = registry.lookup(self.name)
+        if cls is None:
+            import aitune.torch.backend  # noqa: F401 - aitune's own backends register there (a fixed module)
+
+            cls = registry.lookup(self.name)
+        if cls is None:
+            stored = f"{self.class_path} (backend name '{self.name}')" if self.class_path else self.name
+            builtin = [n for n in registry.registered_names() if not n.startswith(registry.CUSTOM_PREFIX)]
+            raise UnsupportedCheckpointError(
+                f"Unknown backend type: {stored}. Registered backends: {', '.join(builtin)} and "
+                f"{len(registry.registered_names()) - len(builtin)} custom. A custom backend registers itself when "
+                "its module is imported: import the module that defines it before ait.load (aitune never imports "
+                "a module that a checkpoint names)."
+            )
+        return cls
+
+
+def format1_name(class_path: str) -> str:
+    """The stable name of a format-1 entry's class path: the fixed table, a registered class at that
+    path (a custom backend registered under a short name), else `custom:<path>`."""
+    if class_path in registry.FORMAT1_CLASS_PATHS:
+        return registry.FORMAT1_CLASS_PATHS[class_path]
+    for name in registry.registered_names():
+        cls = registry.lookup(name)
+        if cls is not None and registry.class_path(cls) == class_path:
+            return name
+    return registry.CUSTOM_PREFIX + class_path
+
+
+@dataclasses.dataclass
+class GraphEntry:
+    """`modules[].graphs[]`: one graph. `spec` is the graph's own JSON (checkpoint/graphs.py reads it)."""
+
+    name: str
+    spec: dict[str, Any]
+    backend: BackendEntry
+    samples: list[str]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], version: int) -> GraphEntry:
+        return cls(data["name"], data, BackendEntry.from_json(data["backend"], version), list(data["samples"]))
+
+
+@dataclasses.dataclass
+class ModuleEntry:
+    """`modules[]`: one tuned module and where it sits in the saved object."""
+
+    name: str
+    prefix: str
+    class_path: str
+    strict_mode: bool
+    fallback_policy: str | None
+    weights: dict[str, Any] | None
+    forward_signature: list[dict[str, Any]]
+    dynamic_shapes: Any
+    graphs: list[GraphEntry]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], version: int) -> ModuleEntry:
+        return cls(data["name"], data["prefix"], data["class"], data["strict_mode"], data["fallback_policy"],
+                   data["weights"], data["forward_signature"], data.get("dynamic_shapes"),
+                   [GraphEntry.from_json(g, version) for g in data["graphs"]])
+
+
+@dataclasses.dataclass
+class Manifest:
+    """The whole manifest, parsed after the native schema check passed (so only names and types it
+    allows reach here); `raw` keeps the JSON for fields read by one caller only."""
+
+    format_version: int
+    kind: str | None
+    fingerprint: dict[str, Any]
+    root: dict[str, Any]
+    modules: list[ModuleEntry]
+    files: list[FileRecord]
+    sha512: dict[str, str]
+    created_at: str
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Manifest:
+        version = data["format_version"]
+        if not isinstance(version, int) or not 1 <= version <= LATEST_FORMAT_VERSION:
+            raise UnsupportedCheckpointError(
+                f"Unsupported checkpoint format_version {version!r} (this aitune reads 1 to {LATEST_FORMAT_VERSION})")
+        return cls(version, data.get("kind"), data.get("fingerprint") or {}, data["root"],
+                   [ModuleEntry.from_json(m, version) for m in data["modules"]],
+                   [FileRecord.from_json(f) for f in data["files"]], data.get("sha512") or {},
+                   data.get("created_at", "?"), data)
+
+
+# -- reading ---------------------------------------------------------------------------------------
+class OpenedCheckpoint:
+    """A verified archive: manifest, file records, and read helpers."""
+
+    def __init__(self, path: Path, verify: str) -> None:
+        if not path.exists():
+            raise CheckpointNotFoundError(f"Checkpoint file not found: {path}")
+        self.path = path
+        self.reader = _C.ArchiveReader(str(path))  # refuses non-regular files, damaged ZIP structure
+        names = set(self.reader.entry_names())
+        if "state_dict.pt" in names or any(n.endswith("/state_dict.pt") for n in names):
+            raise UnsupportedCheckpointError(
+                f"{path} is a checkpoint of the reference implementation: it stores a pickled state that would "
+                "execute code when loaded, so aitune refuses it. Re-tune the model and save it with aitune."
+            )
+        # The schema check the C++ runtime runs too (format, version, types, nesting, names, every
+        # referenced file listed under its own module's and graph's folder); parsed after it passed.
+        self.manifest = json.loads(self.reader.validated_manifest())
+        self.records = {f["path"]: f for f in self.manifest["files"]}
+        self.reader.check_listed(list(self.records.values()))
+        self.verify_full = verify == "full"
+        self.sha512: dict[str, str] = self.manifest.get("sha512") or {}  # saved with sha_type="512"
+
+    def parsed(self) -> Manifest:
+        return Manifest.from_json(self.manifest)
+
+    def read(self, name: str) -> bytes:
+        data = self.reader.read(name, self.records[name])
+        if name in self.sha512:
+            verify_sha512({name: self.sha512[name]}, lambda _: data)
+        return data
+
+    def extract_all(self) -> Path:
+        root = Path(config.cache_dir) / "checkpoints"
+        folder = Path(self.reader.extract_all(list(self.records.values()), str(root), self.verify_full))
+        verify_sha512(self.sha512, lambda name: (folder / name).read_bytes(), set(self.records))
+        return folder
+
+
+@contextlib.contextmanager
+def as_corrupt(path: Path, passed: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Anything but aitune's documented errors (and `passed`) while a checkpoint is read and checked
+    means the file is damaged: CorruptCheckpointError, naming the file and the original error
+    (docs/guide.md "Threat model")."""
+    try:
+        yield
+    except (AITuneError, *passed):
+        raise
+    except RecursionError as e:
+        raise CorruptCheckpointError(f"Checkpoint {path} is corrupt: a structure nests too deeply ({e})") from e
+    except Exception as e:  # noqa: BLE001 - KeyError, TypeError, SafetensorError, UnicodeDecodeError, ...
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        raise CorruptCheckpointError(f"Checkpoint {path} is corrupt: {type(e).__name__}: {first}") from e
+
+
+def config_of(cls: type[Backend], entry: BackendEntry) -> Any:
+    """The backend's config (None for AITune-contract backends, which configure themselves)."""
+    return None if entry.own_state else cls.config_class.from_dict(entry.config)
+
+
+def restore_backend(cls: type[Backend], entry: BackendEntry, module: torch.nn.Module, graph: GraphSpec,
+                    device: torch.device, artifacts_root: Path | None, retune: bool, module_name: str,
+                    config: Any = None, path: Path | None = None) -> Backend:
+    """An active backend for one graph (with the precision class it was validated with)."""
+    if config is None:
+        config = config_of(cls, entry)
+    backend = _restore_backend(cls, config, entry, module, graph, device, artifacts_root, retune, module_name, path)
+    if isinstance(entry.precision_class, str):
+        backend.validated_precision = {"precision_class": entry.precision_class,
+                                       "tf32": entry.tf32 if isinstance(entry.tf32, dict) else None}
+    return backend
+
+
+def _restore_backend(cls: type[Backend], config: Any, entry: BackendEntry, module: torch.nn.Module,
+                     graph: GraphSpec, device: torch.device, artifacts_root: Path | None, retune: bool,
+                     module_name: str, path: Path | None) -> Backend:
+    """AOT artifacts load from the extracted files; JIT and eager backends (and graphs re-tuned
+    after an incompatibility) build again from the module and the stored samples."""
+    if entry.own_state and not retune:
+        # A backend written to AITune's contract restores itself (checkpoint/backend_state.py).
+        with as_corrupt(path or Path("?")):
+            state = load_backend_state({"state": entry.state, "state_tensors": entry.state_tensors}, artifacts_root)
+        backend = cls.from_dict(module, state)
+        backend.deploy(device)
+        return backend
+    artifacts = {}
+    if artifacts_root is not None:
+        root = artifacts_root.resolve()
+        for key, entry_path in entry.artifacts.items():
+            artifact = (artifacts_root / entry_path).resolve()
+            if root not in artifact.parents:  # the schema allows none; a second guard for a path that is opened
+                raise CorruptCheckpointError(f"Entry '{entry_path}' resolves outside checkpoint")
+            artifacts[key] = artifact
+    if artifacts and not retune and cls.restores_from_artifacts:
+        with as_corrupt(path or Path("?")):
+            backend = cls.restore(config, artifacts, graph, device)
+        if entry.profiles is not None and backend.input_profile() is None:
+            # An artifact loaded on its own does not know its shape range: keep the saved one, so
+            # the input check holds and a checkpoint saved again still carries it.
+            backend.restore_input_profile([tuple(p) if p is not None else None for p in entry.profiles])
+        return backend
+    if not graph.samples:
+        raise RuntimeError(
+            f"Cannot rebuild {cls.__name__} for module '{module_name}' graph '{graph.name}': the checkpoint holds no "
+            "samples (saved with include_samples=False)"
+        )
+    if any(p.device.type == "meta" for p in module.parameters()):
+        raise RuntimeError(
+            f"Cannot rebuild {cls.__name__} for module '{module_name}' graph '{graph.name}': it needs the module's "
+            "weights, and neither the given module nor the checkpoint has them (save with include_weights=True)"
+        )
+    # The stored samples come back on the CPU; a rebuild (torch.compile's warm-up, CUDA-graph
+    # capture) must see them where the weights are.
+    graph.samples = [Sample(*to_device((s.args, s.kwargs), device), s.batch_size) for s in graph.samples]
+    backend = cls() if entry.own_state else cls(config)  # AITune's backends configure themselves
+    backend.build(module, graph, graph.samples, device, _rebuild_dir(module_name, graph.name, cls, config))
+    return backend
+
+
+def _rebuild_dir(module_name: str, graph_name: str, cls: type, config: Any) -> Path:
+    """Where a JIT or eager backend is rebuilt: under the cache, or a temporary folder when the
+    cache is read-only (the folder holds only the build's config and log)."""
+    key = config.key() if config is not None else "own_state"
+    folder = Path(config_cache_dir()) / module_name / graph_name / "loaded" / f"{cls.__name__}_{key}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+        return folder
+    except OSError as e:
+        fallback = Path(tempfile.mkdtemp(prefix="aitune-load-"))
+        logger.info("The aitune cache folder %s is not writable (%s); rebuilding in %s", folder, e.strerror, fallback)
+        return fallback
+
+
+def config_cache_dir() -> Path:
+    return Path(config.cache_dir)
+
+
+# -- writing ---------------------------------------------------------------------------------------
+def backend_entry(backend: Backend, writer: Any, prefix: str) -> BackendEntry:
+    """The manifest entry of a built backend; its artifacts are written under `<prefix>/backend/`."""
+    cls = type(backend)
+    precision = _precision(backend)
+    common = {"name": registry.name_of(cls), "precision_class": precision["precision_class"],
+              "tf32": precision["tf32"], "is_jit": bool(backend.is_jit), "profiles": backend.input_profile(),
+              "requires": backend.requirements(),
+              "device": str(backend.device) if backend.device is not None else None}
+    if cls._contract.own_state:
+        # A backend written to AITune's contract: its to_dict() state, restored by its from_dict().
+        stored = save_backend_state(f"{cls.__name__}.to_dict()", backend.to_dict(), writer, f"{prefix}/backend")
+        return BackendEntry(config={}, own_state=True, state=stored["state"], state_tensors=stored["state_tensors"],
+                            artifacts=stored["artifacts"], **common)
+    data = backend.to_dict()
+    data.pop("class", None)
+    artifacts = {}
+    for key, value in list(data.items()):
+        if isinstance(value, ArtifactPath):
+            name = f"{prefix}/backend/{Path(value.relative_path).as_posix()}"
+            writer.add_file(name, str(value.path))
+            artifacts[key] = name
+            del data[key]
+    native = backend.saved_native_io() if artifacts and not backend.is_jit else None
+    return BackendEntry(
+        config=data.pop("config"), extra=data, artifacts=artifacts,
+        input_order=list(native[0]) if native else None, output_paths=output_paths(native) if native else None,
+        native=bool(artifacts) and not backend.is_jit, use_cuda_graphs=backend.serves_cuda_graphs, **common,
+    )
+
+
+def _precision(backend: Backend) -> dict[str, Any]:
+    validated = backend.validated_precision or {}
+    return {"precision_class": validated.get("precision_class") or backend.precision_class,
+            "tf32": validated.get("tf32")}
+
+
+def output_paths(native: tuple) -> list[str]:
+    """The access path of each native output, e.g. `output[1]["logits"]`."""
+    _, rebuild, count = native
+    if rebuild is None:
+        return ["output"]
+    # Rebuilding integer placeholders shows where each native output lands in the structure.
+    probe = rebuild(list(range(count)))
+    _, leaves = _C.flatten_value(probe)
+    paths: dict[int, str] = {}
+    for steps, value, _, _ in leaves:
+        if isinstance(value, int):
+            paths[value] = access_path(steps, "output")
+    return [paths[i] for i in sorted(paths)]

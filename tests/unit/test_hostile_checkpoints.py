@@ -428,3 +428,33 @@ def test_complete_aot_extraction_in_a_read_only_cache_loads(aot_ckpt, tmp_path, 
     loaded = ait.load(_mlp(), aot_ckpt)
     with torch.no_grad():
         loaded(torch.randn(2, 6))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA (the device must be missing)")
+def test_a_graph_saved_for_a_missing_device_is_incompatible_not_a_raw_error(eager_ckpt, tmp_path):
+    """Fuzzer find (seed 20261201, mutant 11416): a graph whose backend device says cuda:0, loaded
+    where CUDA is missing, raised torch's raw "Found no NVIDIA driver" RuntimeError from deep in
+    the restore. It is now refused up front, naming the graph, the device and the fix."""
+    bad = rewrite(eager_ckpt, tmp_path / "cuda.ait", edit_manifest=lambda m: _graph(m)["backend"].update(device="cuda:0"))
+    e = _refused(bad, errors.IncompatibleCheckpointError, "device: saved cuda:0, current 0 CUDA device(s) here (module 'mlp' graph '0'")
+    assert "device_map={'mlp': 'cpu'}" in str(e)
+    loaded = ait.load(_mlp(), bad, device_map={"mlp": "cpu"})  # the fix the message names
+    x = torch.randn(2, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), _mlp()(x))
+
+
+def test_a_graph_device_that_is_not_a_torch_device_is_corrupt(eager_ckpt, tmp_path):
+    bad = rewrite(eager_ckpt, tmp_path / "dev.ait", edit_manifest=lambda m: _graph(m)["backend"].update(device="gpu7"))
+    _refused(bad, (errors.CorruptCheckpointError, errors.IncompatibleCheckpointError), "gpu7")
+
+
+@pytest.mark.parametrize("value", ["cuda:0", 1, None])
+def test_a_config_field_of_the_wrong_type_is_refused(eager_ckpt, tmp_path, value):
+    """Fuzzer find (seed 20261201): `autocast_enabled: "cuda:0"` (hashes fixed) loaded as True and
+    served autocast outputs. A saved config's scalar fields are type-checked."""
+    def edit(m):
+        _graph(m)["backend"]["config"]["autocast_enabled"] = value
+
+    bad = rewrite(eager_ckpt, tmp_path / "typed.ait", edit_manifest=edit)
+    _refused(bad, errors.CorruptCheckpointError, "autocast_enabled must be bool")

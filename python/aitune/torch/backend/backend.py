@@ -11,6 +11,7 @@ import enum
 import hashlib
 import json
 import logging
+import typing
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
@@ -75,6 +76,7 @@ class BackendConfig:
                                                                                    torch.dtype):
                 value = getattr(torch, value[6:])
             values[key] = value
+        _check_scalar_types(cls, values)
         return cls(**values)
 
     def key(self) -> str:
@@ -96,6 +98,36 @@ class BackendConfig:
 
     def to_json(self, path: Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True))
+
+
+_SCALAR_HINTS = {bool: (bool,), int: (int,), float: (int, float), str: (str,), torch.dtype: (torch.dtype,)}
+
+
+def _check_scalar_types(cls: type, values: dict[str, Any]) -> None:
+    """A saved config comes from a file: a field declared bool, int, float, str or dtype (or an
+    Optional of one) must hold that type, so `autocast_enabled: "cuda:0"` is refused rather than
+    read as True (a fuzzer find). Other annotations (lists, enums, nested configs) are left to the
+    config's own checks."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: nothing to check against
+        return
+    for key, value in values.items():
+        hint = hints.get(key)
+        allowed: tuple = ()
+        optional = False
+        if hint in _SCALAR_HINTS:
+            allowed = _SCALAR_HINTS[hint]
+        else:
+            args = typing.get_args(hint)
+            if type(None) in args and len(args) == 2:
+                inner = next(a for a in args if a is not type(None))
+                allowed, optional = _SCALAR_HINTS.get(inner, ()), True
+        if not allowed or (optional and value is None):
+            continue
+        if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
+            raise TypeError(f"{cls.__name__}.{key} must be {' or '.join(t.__name__ for t in allowed)}"
+                            f"{' or None' if optional else ''}, got {type(value).__name__} {value!r}"[:300])
 
 
 class ServingOptions:

@@ -107,19 +107,48 @@ def _locate_and_check(manifest: Manifest, module: Any, device_map: dict,
 
     saved_fp = manifest.fingerprint
     problems = []
+    unavailable = []
     retune: set[tuple[str, str]] = set()
     for entry, _, _ in located:
         for g in entry.graphs:
-            device = torch.device(device_map.get(entry.name) or g.backend.device or "cpu")
+            device = _graph_device(entry.name, g.name, device_map.get(entry.name) or g.backend.device)
+            if not _device_present(device):
+                count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+                unavailable.append((
+                    "device", str(device), f"{count} CUDA device(s) here",
+                    f"module '{entry.name}' graph '{g.name}'; to load it elsewhere pass "
+                    f"device_map={{'{entry.name}': 'cpu'}} (or another device present) to ait.load"))
+                continue
             current_fp = current_fingerprint(device)
             found = mismatches(saved_fp, current_fp, g.backend.requires,
                                f"{g.backend.shown.rsplit('.', 1)[-1]} of module '{entry.name}' graph '{g.name}'")
             if found and on_incompatible == "retune":
                 retune.add((entry.name, g.name))
             problems += found
+    if unavailable:  # no retune helps either: there is nothing to build on
+        raise IncompatibleCheckpointError(unavailable + problems)
     if problems and on_incompatible == "raise":
         raise IncompatibleCheckpointError(problems)
     return located, retune, device_map
+
+
+def _graph_device(module_name: str, graph_name: str, name: str | None) -> torch.device:
+    """The device a graph is restored on: the caller's device_map entry, else the one saved."""
+    try:
+        return torch.device(name or "cpu")
+    except (RuntimeError, TypeError) as e:
+        raise CorruptCheckpointError(
+            f"module '{module_name}' graph '{graph_name}': device {name!r} is not a torch device: {e}") from e
+
+
+def _device_present(device: torch.device) -> bool:
+    """Whether this process can put tensors on `device` (a CUDA index beyond the devices present,
+    or CUDA without a driver, would raise a raw RuntimeError deep in the restore)."""
+    if device.type != "cuda":
+        return True
+    if not torch.cuda.is_available():
+        return False
+    return device.index is None or device.index < torch.cuda.device_count()
 
 
 def _read_everything(ckpt: OpenedCheckpoint, manifest: Manifest, located: list) -> tuple[list, Any, Path | None]:
@@ -181,7 +210,7 @@ def _install(module: Any, prepared: list, root_weights: Any, artifacts_root: Pat
             plain.load_state_dict(weights, strict=False)
         served = []
         for graph, b, cls, config in graphs:
-            device = torch.device(device_map.get(entry.name) or b.device or "cpu")
+            device = _graph_device(entry.name, graph.name, device_map.get(entry.name) or b.device)
             backend = restore_backend(cls, b, plain, graph, device, artifacts_root,
                                       retune=(entry.name, graph.name) in retune, module_name=entry.name,
                                       config=config, path=target)

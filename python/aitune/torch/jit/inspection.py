@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from aitune.torch.jit.state import runtime
+
 logger = logging.getLogger("aitune")
 
 
@@ -70,7 +72,6 @@ def timed_call(patched: Any, args: tuple, kwargs: dict) -> Any:
 
 def inspection_rows() -> list[dict[str, Any]]:
     """One row per patched module in hierarchy order (a head, then its subtree)."""
-    from aitune.torch.jit.state import runtime
 
     rows: list[dict[str, Any]] = []
 
@@ -94,7 +95,6 @@ def inspection_rows() -> list[dict[str, Any]]:
 
 def model_names() -> str:
     """The class names of the inspected heads (the models), e.g. "ResNet" or "UNet, VAE"."""
-    from aitune.torch.jit.state import runtime
 
     names = list(dict.fromkeys(type(head.module).__name__ for head in runtime.heads))
     return ", ".join(names) or "model"

@@ -15,12 +15,16 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
+from aitune.torch.config import config
 from aitune.torch.jit.config import JITMode
 from aitune.torch.jit.config import config as jit_config
-from aitune.torch.jit.state import JITModuleState, runtime
+from aitune.torch.jit.inspection import timed_call
+from aitune.torch.jit.jit_tuning import tune_patched
+from aitune.torch.jit.state import JITModuleState, clear_patched, get_patched, runtime, set_patched
+from aitune.torch.module.recording import Recorder
+from aitune.torch.module.tuned import TunedModule
 
 logger = logging.getLogger("aitune")
-_ATTR = "_aitune_patched"
 # print_hierarchy()'s first line, as in AITune (docs/guide.md, "Coming from AITune").
 PRINT_HIERARCHY_HEADER = "JIT Tuning Hierarchy:"
 PRINT_HIERARCHY_NO_MODULES_HEADER = "No modules in hierarchy"
@@ -74,10 +78,6 @@ _is_fx_symbolic_tracing = getattr(torch.fx._symbolic_trace, "is_fx_symbolic_trac
                                   torch.fx._symbolic_trace.is_fx_tracing)
 
 
-def get_patched(module: torch.nn.Module) -> PatchedModule | None:
-    return module.__dict__.get(_ATTR)
-
-
 def attach(module: torch.nn.Module) -> PatchedModule:
     """Patches `module` (called from the wrapped nn.Module.__init__)."""
     existing = get_patched(module)
@@ -99,8 +99,8 @@ class PatchedModule:
         self.level = 0
         self.parent: PatchedModule | None = None
         self.children: list[PatchedModule] = []
-        self.recorder: Any = None
-        self.tuned: Any = None
+        self.recorder: Recorder | None = None
+        self.tuned: TunedModule | None = None
         self.tuning_device: torch.device | None = None
         self.reason = ""  # why EAGER / SKIPPED / unpatched, for the exit diagnostics
         self.num_calls = 0
@@ -109,7 +109,7 @@ class PatchedModule:
         self._dry_tuned = False
         self._router = _Router(self, self.original_forward)
         self.route()
-        object.__setattr__(module, _ATTR, self)
+        set_patched(module, self)
 
     def __reduce__(self) -> tuple:
         return _none, ()  # see _Router.__reduce__
@@ -135,10 +135,35 @@ class PatchedModule:
             if attr in self.module.__dict__:
                 object.__delattr__(self.module, attr)
 
+    def mark_tuned(self, tuned: TunedModule, device: torch.device) -> None:
+        """RECORDING → TUNED: calls go to `tuned`'s dispatcher from now on. With no backend that
+        needs the weights (and no eager fallback), the weights move to config.device_after_tuning
+        (docs/reference/jit.md TUNED)."""
+        self.tuned = tuned
+        self.tuning_device = device
+        self.state = JITModuleState.TUNED
+        self._dispatch = tuned.dispatcher
+        if not any(backend.is_jit for _, backend in tuned.backends) and tuned.fallback_policy == "raise":
+            self.module.to(config.device_after_tuning)
+
+    def mark_dry_tuned(self) -> None:
+        """A dry run succeeded: TUNED in name, but calls still run the original forward."""
+        self.state = JITModuleState.TUNED
+        self._dry_tuned = True
+
+    def detach(self, reason: str) -> None:
+        """An ancestor was tuned: this module's own backends (if it was tuned earlier as a head) are
+        released, and it leaves JIT tuning for good (DETACHED)."""
+        if self.tuned is not None:
+            self.tuned.deactivate()
+            self._dispatch = None
+        self.state = JITModuleState.DETACHED
+        self.unpatch(reason)
+
     def unpatch(self, reason: str) -> None:
         """The module becomes plain again and leaves JIT tuning for good."""
         self.unroute()
-        self.module.__dict__.pop(_ATTR, None)
+        clear_patched(self.module)
         if self.name:
             runtime.event(self.name, f"unpatched: {reason}")
 
@@ -209,8 +234,6 @@ class PatchedModule:
             runtime.heads.append(self)
         self.state = JITModuleState.RECORDING
         if jit_config.mode is not JITMode.INSPECT:
-            from aitune.torch.module.recording import Recorder
-
             self.recorder = Recorder(self.name, self.original_forward)
         runtime.event(self.name, f"{'head' if self.parent is None else 'child'} at level {self.level}, "
                                  f"{num_params:,} parameters; recording")
@@ -224,8 +247,6 @@ class PatchedModule:
     # -- recording --------------------------------------------------------------------------
     def _record(self, args: tuple, kwargs: dict) -> Any:
         if self.recorder is None:  # INSPECT: statistics only
-            from aitune.torch.jit.inspection import timed_call
-
             return timed_call(self, args, kwargs)
         progress = {"started": False, "done": False, "output": None}
 
@@ -271,8 +292,6 @@ class PatchedModule:
             self._tune_now()
 
     def _tune_now(self) -> None:
-        from aitune.torch.jit.jit_tuning import tune_patched
-
         with runtime.lock:
             if self.state is JITModuleState.RECORDING:
                 tune_patched(self)

@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterator, TypeVar
 import torch
 
 from aitune.torch.jit.config import config as jit_config
-from aitune.torch.jit.patched_module import attach, get_patched
-from aitune.torch.jit.state import JITModuleState, runtime
+from aitune.torch.jit.patched_module import attach
+from aitune.torch.jit.state import JITModuleState, get_patched, runtime
 
 logger = logging.getLogger("aitune")
 F = TypeVar("F", bound=Callable[..., Any])

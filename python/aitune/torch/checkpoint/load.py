@@ -274,7 +274,7 @@ def _install(module: Any, prepared: list, root_weights: Any, artifacts_root: Pat
                                       config=config, path=target)
             served.append((graph, backend))
         wrapped = Module(plain, entry["name"], fallback_policy=entry["fallback_policy"])
-        wrapped._restore_tuned([g for g, _ in served], served, entry["strict_mode"])
+        wrapped.restore([g for g, _ in served], served, entry["strict_mode"])
         if holder is None:
             result = wrapped
         else:

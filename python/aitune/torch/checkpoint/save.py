@@ -168,7 +168,7 @@ def save(module: Any, path: str | Path, storage: LocalTorchStorage | None = None
                     writer.add_bytes(f"{graph_prefix}/samples/{n}.json", json.dumps(skeleton).encode())
                     entry["samples"].append(f"{graph_prefix}/samples/{n}")
             graphs.append(entry)
-        recorder = m._self_recorder
+        recorder = m.recorder
         modules.append({
             "name": m.name, "prefix": prefix, "class": f"{type(m.module).__module__}.{type(m.module).__qualname__}",
             "strict_mode": tm.strict, "fallback_policy": tm.fallback_policy, "weights": weights,

@@ -25,7 +25,6 @@ from aitune.torch.jit.config import config as jit_config
 from aitune.torch.jit.state import JITModuleState, get_patched, runtime, suspended
 from aitune.torch.logging_utils import format_duration, setup_logging
 from aitune.torch.module.graph_tuning import tune_graphs
-from aitune.torch.module.tuned import TunedModule
 from aitune.torch.results.store import model_fingerprint
 
 if TYPE_CHECKING:  # patched_module imports this module to tune itself
@@ -142,8 +141,7 @@ def _tune_graphs(patched: PatchedModule) -> None:
         outcomes = [f"{r.get('backend')}: {r.get('error') or r.get('skipped') or 'not faster than eager'}"
                     for s in strategies for r in s.backend_results]
         raise NoValidBackendError(f"{e.message} ({'; '.join(outcomes)})" if outcomes else e.message) from e
-    patched.mark_tuned(TunedModule(name, recorder, selected, patched.original_forward, policy, config.strict_mode),
-                       device)
+    patched.mark_tuned(selected, device, policy)
 
 
 def _dry_run(patched: PatchedModule) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
+from aitune.torch.backend.backend import Backend
 from aitune.torch.config import config
 from aitune.torch.jit.config import JITMode
 from aitune.torch.jit.config import config as jit_config
@@ -22,7 +23,9 @@ from aitune.torch.jit.inspection import timed_call
 from aitune.torch.jit.jit_tuning import tune_patched
 from aitune.torch.jit.state import JITModuleState, clear_patched, get_patched, runtime, set_patched
 from aitune.torch.module.recording import Recorder
+from aitune.torch.module.graph_spec import GraphSpec
 from aitune.torch.module.tuned import TunedModule
+from aitune.torch.module.tuned_state import TunedState, install_router, remove_router
 
 logger = logging.getLogger("aitune")
 # print_hierarchy()'s first line, as in AITune (docs/guide.md, "Coming from AITune").
@@ -39,6 +42,7 @@ class _Router:
 
     def __init__(self, patched: PatchedModule, original: Callable) -> None:
         self.patched = patched
+        self.core = patched.core
         self.__wrapped__ = original
         self.__name__ = getattr(original, "__name__", "forward")
         self.__doc__ = getattr(original, "__doc__", None)
@@ -48,11 +52,10 @@ class _Router:
             pass
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        patched = self.patched
-        dispatch = patched._dispatch
+        dispatch = self.core.dispatch
         if dispatch is not None:  # TUNED: straight into the native dispatcher
             return dispatch(*args, **kwargs)
-        return patched._route(args, kwargs)
+        return self.patched._route(args, kwargs)
 
     def __reduce__(self) -> tuple:
         # Pickling a patched module (torch.save(model)) stores a plain forward, not JIT state.
@@ -100,12 +103,11 @@ class PatchedModule:
         self.parent: PatchedModule | None = None
         self.children: list[PatchedModule] = []
         self.recorder: Recorder | None = None
-        self.tuned: TunedModule | None = None
+        self.core = TunedState(module, self.original_forward)
         self.tuning_device: torch.device | None = None
         self.reason = ""  # why EAGER / SKIPPED / unpatched, for the exit diagnostics
         self.num_calls = 0
         self.stats: Any = None  # inspection statistics (INSPECT mode)
-        self._dispatch: Callable | None = None
         self._dry_tuned = False
         self._router = _Router(self, self.original_forward)
         self.route()
@@ -126,25 +128,24 @@ class PatchedModule:
 
     # -- routing ----------------------------------------------------------------------------
     def route(self) -> None:
-        """(Re)installs the router; instance attributes bypass nn.Module.__setattr__."""
-        object.__setattr__(self.module, "_aitune_original_forward", self.original_forward)
-        object.__setattr__(self.module, "forward", self._router)
+        """(Re)installs the router."""
+        install_router(self.module, self.original_forward, self._router)
 
     def unroute(self) -> None:
-        for attr in ("forward", "_aitune_original_forward"):
-            if attr in self.module.__dict__:
-                object.__delattr__(self.module, attr)
+        remove_router(self.module)
 
-    def mark_tuned(self, tuned: TunedModule, device: torch.device) -> None:
-        """RECORDING → TUNED: calls go to `tuned`'s dispatcher from now on. With no backend that
-        needs the weights (and no eager fallback), the weights move to config.device_after_tuning
+    @property
+    def tuned(self) -> TunedModule | None:
+        """The selected backends once TUNED (kept, deactivated, once DETACHED)."""
+        return self.core.tuned
+
+    def mark_tuned(self, backends: list[tuple[GraphSpec, Backend]], device: torch.device, fallback_policy: str) -> None:
+        """RECORDING → TUNED on `device`: calls go to the backends' dispatcher from now on
         (docs/reference/jit.md TUNED)."""
-        self.tuned = tuned
+        assert self.recorder is not None
         self.tuning_device = device
         self.state = JITModuleState.TUNED
-        self._dispatch = tuned.dispatcher
-        if not any(backend.is_jit for _, backend in tuned.backends) and tuned.fallback_policy == "raise":
-            self.module.to(config.device_after_tuning)
+        self.core.serve(self.name, self.recorder, backends, fallback_policy, config.strict_mode)
 
     def mark_dry_tuned(self) -> None:
         """A dry run succeeded: TUNED in name, but calls still run the original forward."""
@@ -154,9 +155,7 @@ class PatchedModule:
     def detach(self, reason: str) -> None:
         """An ancestor was tuned: this module's own backends (if it was tuned earlier as a head) are
         released, and it leaves JIT tuning for good (DETACHED)."""
-        if self.tuned is not None:
-            self.tuned.deactivate()
-            self._dispatch = None
+        self.core.deactivate()
         self.state = JITModuleState.DETACHED
         self.unpatch(reason)
 
@@ -186,8 +185,9 @@ class PatchedModule:
         if state is JITModuleState.RECORDING and self.tunable and jit_config.mode is JITMode.TUNE_DEFERRED \
                 and runtime.deferred_requested:
             self._tune_now()
-            if self._dispatch is not None:
-                return self._dispatch(*args, **kwargs)
+            dispatch = self.core.dispatch
+            if dispatch is not None:
+                return dispatch(*args, **kwargs)
             state = self.state
         stack = runtime.stack()
         stack.append(self)

@@ -111,6 +111,13 @@ class Recorder:
         self._by_key.setdefault(key, []).append(graph)
         return graph
 
+    def replace_graphs(self, graphs: list[GraphSpec]) -> None:
+        """Serves `graphs` (a loaded checkpoint's) instead of what was recorded."""
+        self.graphs = list(graphs)
+        self._by_key = {}
+        for graph in self.graphs:
+            self._by_key.setdefault(graph.key, []).append(graph)
+
     def check_dynamic_paths_observed(self) -> None:
         if self._native_defs is None:
             return

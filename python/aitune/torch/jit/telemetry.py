@@ -10,7 +10,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from aitune.torch.config import config
+from aitune.torch.jit.config import config as jit_config
 from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data.html_report import render_html
 
 logger = logging.getLogger("aitune")
 
@@ -45,8 +48,6 @@ def jit_module_span(name: str) -> Iterator[None]:
 
 
 def _merge(run: Any) -> None:
-    from aitune.torch.jit.config import config as jit_config
-
     if _telemetry.run is None:
         _telemetry.run, _telemetry.started = run, time.perf_counter() - (run.duration_s or 0.0)
         with contextlib.suppress(Exception):
@@ -58,8 +59,6 @@ def _merge(run: Any) -> None:
 
 
 def write_json() -> Path | None:
-    from aitune.torch.config import config
-
     if _telemetry.run is None:
         return None
     path = Path(config.tuning_data_output_path)
@@ -74,9 +73,6 @@ def write_json() -> Path | None:
 def write_html() -> Path | None:
     """The HTML report of every module tuned in this process (docs/reference/tuning.md#telemetry-and-report: at JIT
     exit)."""
-    from aitune.torch.config import config
-    from aitune.torch.tune_data.html_report import render_html
-
     if _telemetry.run is None:
         return None
     path = Path(config.tuning_report_path)

@@ -13,8 +13,8 @@ import torch.nn.modules.module as _nn_module
 import wrapt
 
 from aitune.exceptions import AITuneUserInputError
-from aitune.torch.backend.backend import Backend
 from aitune.torch import module_registry
+from aitune.torch.backend.backend import Backend
 from aitune.torch.config import config, normalize_device
 from aitune.torch.module.graph_spec import GraphSpec
 from aitune.torch.module.graph_tuning import tune_graphs
@@ -206,6 +206,7 @@ class Module(wrapt.CallableObjectProxy):
         if dry_run:
             return [None] * len(graphs)
         from aitune.torch.tune_strategy import FirstWinsStrategy
+
 
         return [FirstWinsStrategy() for _ in graphs]
 

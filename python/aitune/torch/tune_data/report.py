@@ -19,6 +19,12 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
+import aitune
+from aitune.exceptions import DiskSpaceError
+from aitune.torch.checkpoint.fingerprint import current_fingerprint
+from aitune.torch.config import config
+from aitune.torch.tune_data.html_report import render_html
+
 logger = logging.getLogger("aitune")
 SCHEMA_VERSION = 4
 
@@ -140,8 +146,6 @@ def current_run() -> RunReport | None:
 
 
 def _output_path() -> Path:
-    from aitune.torch.config import config
-
     return Path(config.tuning_data_output_path)
 
 
@@ -166,8 +170,6 @@ def _atomic_write(path: Path, text: str) -> None:
         atomic_write_text(path, text)
     except OSError as e:
         if e.errno == errno.ENOSPC:
-            from aitune.exceptions import DiskSpaceError
-
             raise DiskSpaceError(f"No space left on device while writing {path}: {e}") from e
         if not _state.write_failed_logged:
             _state.write_failed_logged = True
@@ -194,14 +196,7 @@ def _flush() -> None:
 
 
 def _new_run(mode: str) -> RunReport:
-    from aitune.torch.config import config
-
-    try:
-        import aitune
-
-        version = getattr(aitune, "__version__", "")
-    except Exception:  # noqa: BLE001
-        version = ""
+    version = getattr(aitune, "__version__", "")
     run = RunReport(mode=mode, aitune_version=version,
                     started_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                     _start=time.perf_counter())
@@ -210,8 +205,6 @@ def _new_run(mode: str) -> RunReport:
     except Exception as e:  # noqa: BLE001
         run.config = {"error": f"{type(e).__name__}: {e}"}
     try:
-        from aitune.torch.checkpoint.fingerprint import current_fingerprint
-
         run.fingerprint = current_fingerprint()
     except Exception as e:  # noqa: BLE001
         run.fingerprint = {"error": f"{type(e).__name__}: {e}"}
@@ -219,11 +212,7 @@ def _new_run(mode: str) -> RunReport:
 
 
 def _write_html(run: RunReport) -> None:
-    from aitune.torch.config import config
-
     try:
-        from aitune.torch.tune_data.html_report import render_html
-
         html = render_html(run.to_json_dict(), config.tuning_report_path)
     except Exception as e:  # noqa: BLE001 - the report is best effort
         logger.warning("⚠️ Could not render the tuning report: %s: %s", type(e).__name__, e)

@@ -62,7 +62,8 @@ DEFERRED: dict[tuple[str, str], str] = {
     # Until the graph data model leaves module/ (torch/graph/), backend/ and tune_strategy/ import it through
     # module/__init__, which loads the proxy: a top-level import of either from the proxy would be a cycle.
     ("aitune.torch.module.graph_tuning", "aitune.torch.backend"): "backend/ -> module/__init__ -> here (see above)",
-    ("aitune.torch.module.wrapper", "aitune.torch.tune_strategy"): "tune_strategy/ -> module/__init__ -> here (see above)",
+    ("aitune.torch.module.wrapper", "aitune.torch.tune_strategy"):
+        "tune_strategy/ -> module/__init__ -> here (see above)",
     ("aitune.torch.checkpoint.load", "aitune.torch.module.wrapper"): CYCLE_A,
     ("aitune.torch.checkpoint.save", "aitune.torch.module.wrapper"): CYCLE_A,
     ("aitune.torch.results.store", "aitune.torch.checkpoint.load"): CYCLE_A,
@@ -140,7 +141,8 @@ def _edges(modules: dict[str, Path]) -> list[Edge]:
         def visit(node: ast.AST, deferred: bool, type_only: bool) -> None:
             for child in ast.iter_child_nodes(node):
                 child_deferred = deferred or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-                child_type_only = type_only or (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
+                child_type_only = type_only or (isinstance(child, ast.If)
+                                                and "TYPE_CHECKING" in ast.unparse(child.test))
                 targets: list[str | None] = []
                 if isinstance(child, ast.ImportFrom):
                     base = child.module or ""
@@ -149,11 +151,12 @@ def _edges(modules: dict[str, Path]) -> list[Edge]:
                         base = ".".join(anchor + ([base] if base else []))
                     if base == "aitune" or base.startswith("aitune."):
                         # `from pkg import submodule` names the submodule; otherwise the module itself
-                        targets = [_resolve(f"{base}.{a.name}", modules) or _resolve(base, modules) for a in child.names]
+                        targets = [_resolve(f"{base}.{a.name}", modules) or _resolve(base, modules)
+                                   for a in child.names]
                 elif isinstance(child, ast.Import):
                     targets = [_resolve(a.name, modules) for a in child.names if a.name.split(".")[0] == "aitune"]
                 for target in dict.fromkeys(targets):
-                    assert target is not None, f"{importer}:{child.lineno}: imports an aitune module that does not exist"
+                    assert target is not None, f"{importer}:{child.lineno}: imports an aitune module that is not there"
                     if target != importer:
                         edges.append(Edge(importer, target, child.lineno, deferred, type_only))
                 visit(child, child_deferred, child_type_only)
@@ -166,7 +169,8 @@ def _layer(module: str) -> int:
     best, best_len = None, -1
     for index, (_, entries) in enumerate(LAYERS):
         for entry in entries:
-            if (module == entry or (entry.count(".") >= 1 and module.startswith(entry + "."))) and len(entry) > best_len:
+            inside = module == entry or (entry.count(".") >= 1 and module.startswith(entry + "."))
+            if inside and len(entry) > best_len:
                 best, best_len = index, len(entry)
     assert best is not None, f"{module} is in no layer: add it to LAYERS (and to docs/design.md#layers)"
     return best

@@ -12,8 +12,9 @@ from typing import Any, Iterator
 
 from aitune.torch.config import config
 from aitune.torch.jit.config import config as jit_config
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_data.html_report import render_html
+from aitune.torch.utils.fs import atomic_write_text
 
 logger = logging.getLogger("aitune")
 
@@ -63,7 +64,7 @@ def write_json() -> Path | None:
         return None
     path = Path(config.tuning_data_output_path)
     try:
-        tune_data.atomic_write_text(path, json.dumps(_telemetry.run.to_json_dict(), indent=2, default=str))
+        atomic_write_text(path, json.dumps(_telemetry.run.to_json_dict(), indent=2, default=str))
     except OSError as e:
         logger.warning("⚠️ JIT: could not write the tuning data to %s: %s", path, e)
         return None
@@ -77,7 +78,7 @@ def write_html() -> Path | None:
         return None
     path = Path(config.tuning_report_path)
     try:
-        tune_data.atomic_write_text(path, render_html(_telemetry.run.to_json_dict(), path))
+        atomic_write_text(path, render_html(_telemetry.run.to_json_dict(), path))
     except Exception as e:  # noqa: BLE001 - the report is best effort at exit
         logger.warning("⚠️ JIT: could not write the tuning report to %s: %s: %s", path, type(e).__name__, e)
         return None

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "aitune.torch.utils", "aitune.torch.logging_utils", "aitune.torch.global_context",
               "aitune.torch.module_registry", "aitune.torch.validation", "aitune.torch.shape_datasets",
               "aitune.torch.dataloader")),
-    # The graph data model; before issue 14 it lived in module/ and torch/dynamic_shapes.py.
+    # The graph data model (before issue 14 in module/ beside the proxy, and dynamic_shapes in torch/ itself).
     ("graph", ("aitune.torch.graph", "aitune.torch.dynamic_shapes", "aitune.torch.module.graph_spec",
                "aitune.torch.module.locator", "aitune.torch.module.tree", "aitune.torch.module.signature",
                "aitune.torch.module.recording")),

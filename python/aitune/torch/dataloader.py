@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from aitune.exceptions import AITuneUserInputError
 
+from aitune.exceptions import InvalidValueError
 from aitune.torch.shape_datasets import DynamicShapeDataset, InputConfig, MinMaxRandomDataset, RepeatEachItem
 
 __all__ = ["DataLoaderFactory", "DatasetLike", "DynamicShapeDataset", "InputConfig", "MinMaxRandomDataset",
@@ -234,8 +235,6 @@ def ensure_enough_samples(dataset: Any, number_of_samples: int) -> Any:
     trimming it when longer (a ``DataLoaderFactory`` keeps its settings and gets such a list). A
     ``torch.Tensor`` is one item."""
     if isinstance(number_of_samples, bool) or not isinstance(number_of_samples, int) or number_of_samples <= 0:
-        from aitune.exceptions import InvalidValueError
-
         raise InvalidValueError(f"number_of_samples must be greater than 0, got {number_of_samples!r}")
     if isinstance(dataset, DataLoaderFactory):
         dataset.dataset = ensure_enough_samples(dataset.dataset, number_of_samples)

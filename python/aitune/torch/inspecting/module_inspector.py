@@ -21,6 +21,8 @@ from typing import Any, Iterator
 
 import torch
 
+from aitune.torch.module.wrapper import Module
+
 logger = logging.getLogger("aitune")
 
 DEBUG_ENV = "AITUNE_INSPECT_DEBUG"
@@ -38,8 +40,6 @@ _LEAF_TYPES = (
 
 def unwrap(module: Any) -> Any:
     """The ``nn.Module`` behind an ``ait.Module`` proxy (the module itself otherwise)."""
-    from aitune.torch.module.wrapper import Module
-
     return module.__wrapped__ if isinstance(module, Module) else module
 
 
@@ -50,7 +50,6 @@ def _env_flag(name: str) -> bool:
 @dataclass(frozen=True)
 class Location:
     """Where a value lives: ``container[key]`` (``kind`` "item") or ``container.key`` ("attr")."""
-
     kind: str  # "root" | "attr" | "item"
     container: Any
     key: Any
@@ -59,7 +58,6 @@ class Location:
 @dataclass
 class FoundModule:
     """One discovered module: its path, depth and the modules above it on that path."""
-
     name: str
     module: torch.nn.Module
     depth: int

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from aitune.torch.tune_strategy import FirstWinsStrategy
 from aitune.torch.utils.env import env_str
 
 logger = logging.getLogger("aitune")
@@ -36,8 +37,6 @@ def default_strategy() -> Any:
     trace export) and Inductor JIT, and on CUDA their CUDA-graph variants, Inductor AOT and eager
     with CUDA graphs first — with the eager performance gate (at batch size 1: a JIT call's batch
     size is unknown)."""
-    from aitune.torch.tune_strategy import FirstWinsStrategy
-
     return FirstWinsStrategy().enable_performance_validation(True)
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import logging
 
+from aitune.torch.jit import telemetry
 from aitune.torch.jit.config import JITMode
 from aitune.torch.jit.config import config as jit_config
+from aitune.torch.jit.inspection import save_report_at_exit
 from aitune.torch.jit.state import JITModuleState, runtime
 
 logger = logging.getLogger("aitune")
@@ -58,12 +60,8 @@ def diagnostics() -> list[str]:
 
 
 def at_exit() -> None:
-    from aitune.torch.jit import telemetry
-
     try:
         if jit_config.mode is JITMode.INSPECT:
-            from aitune.torch.jit.inspection import save_report_at_exit
-
             save_report_at_exit()
             return
         for line in diagnostics():

@@ -13,6 +13,9 @@ from typing import Any
 
 import torch
 
+from aitune.torch.jit.state import runtime
+from aitune.torch.tune_data.jit_inspect_html import render_inspection_html
+
 logger = logging.getLogger("aitune")
 
 
@@ -70,8 +73,6 @@ def timed_call(patched: Any, args: tuple, kwargs: dict) -> Any:
 
 def inspection_rows() -> list[dict[str, Any]]:
     """One row per patched module in hierarchy order (a head, then its subtree)."""
-    from aitune.torch.jit.state import runtime
-
     rows: list[dict[str, Any]] = []
 
     def walk(node: Any, head_time: float) -> None:
@@ -94,8 +95,6 @@ def inspection_rows() -> list[dict[str, Any]]:
 
 def model_names() -> str:
     """The class names of the inspected heads (the models), e.g. "ResNet" or "UNet, VAE"."""
-    from aitune.torch.jit.state import runtime
-
     names = list(dict.fromkeys(type(head.module).__name__ for head in runtime.heads))
     return ", ".join(names) or "model"
 
@@ -103,8 +102,6 @@ def model_names() -> str:
 def save_report(path: str | Path, model_name: str | None = None) -> Path:
     """Writes the inspection report (self-contained HTML) and returns its path. `model_name`
     defaults to the class names of the inspected top-level modules."""
-    from aitune.torch.tune_data.jit_inspect_html import render_inspection_html
-
     model_name = model_name or model_names()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

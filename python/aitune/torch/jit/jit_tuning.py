@@ -13,7 +13,7 @@ import random
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,14 +22,19 @@ from aitune.torch.config import config, normalize_device
 from aitune.torch.jit import telemetry
 from aitune.torch.jit.config import JITMode
 from aitune.torch.jit.config import config as jit_config
-from aitune.torch.jit.patched_module import PatchedModule, get_patched
-from aitune.torch.jit.state import JITModuleState, runtime, suspended
+from aitune.torch.jit.state import JITModuleState, get_patched, runtime, suspended
 from aitune.torch.logging_utils import format_duration, setup_logging
+from aitune.torch.module.graph_tuning import tune_graphs
+from aitune.torch.results.store import model_fingerprint
+
+if TYPE_CHECKING:  # patched_module imports this module to tune itself
+    from aitune.torch.jit.patched_module import PatchedModule
+    from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 
 logger = logging.getLogger("aitune")
 
 
-def jit_strategy() -> Any:
+def jit_strategy() -> TuneStrategy:
     """`jit_config.resolve_strategy().clone()` with the max-batch search off (JIT graphs have no
     batch axis: the batch size of a call is unknown)."""
     return jit_config.resolve_strategy().clone().enable_find_max_batch_size(False)
@@ -79,11 +84,7 @@ def tune_patched(patched: PatchedModule) -> None:
                     sub.route()
     if ok:
         for sub in subs:
-            if sub.tuned is not None:  # tuned earlier as a head of its own: its backends are not used now
-                sub.tuned.deactivate()
-                sub._dispatch = None
-            sub.state = JITModuleState.DETACHED
-            sub.unpatch(f"ancestor `{patched.name}` was tuned")
+            sub.detach(f"ancestor `{patched.name}` was tuned")
         return
     for child in patched.children:  # hierarchy fallback (docs/reference/jit.md EAGER)
         if child.state is JITModuleState.RECORDING and child.recorder is not None and child.recorder.graphs:
@@ -123,10 +124,6 @@ def _tune(patched: PatchedModule) -> bool:
 
 
 def _tune_graphs(patched: PatchedModule) -> None:
-    from aitune.torch.module.graph_tuning import tune_graphs
-    from aitune.torch.module.tuned import TunedModule
-    from aitune.torch.results.store import model_fingerprint
-
     module, name, recorder = patched.module, patched.name, patched.recorder
     device = _tuning_device(patched)
     strategy = jit_strategy()
@@ -144,19 +141,12 @@ def _tune_graphs(patched: PatchedModule) -> None:
         outcomes = [f"{r.get('backend')}: {r.get('error') or r.get('skipped') or 'not faster than eager'}"
                     for s in strategies for r in s.backend_results]
         raise NoValidBackendError(f"{e.message} ({'; '.join(outcomes)})" if outcomes else e.message) from e
-    patched.tuned = TunedModule(name, recorder, selected, patched.original_forward, policy, config.strict_mode)
-    patched.tuning_device = device
-    patched.state = JITModuleState.TUNED
-    patched._dispatch = patched.tuned.dispatcher
-    if not any(backend.is_jit for _, backend in selected) and policy == "raise":
-        module.to(config.device_after_tuning)  # no backend needs the weights (docs/reference/jit.md TUNED)
+    patched.mark_tuned(selected, device, policy)
 
 
 def _dry_run(patched: PatchedModule) -> bool:
     """Logs the graphs and strategy; fails at random with dry_run_failure_probability, so the
     fallback to children can be rehearsed without building anything."""
-    from aitune.torch.module.graph_tuning import tune_graphs
-
     strategy = jit_strategy()
     graphs = patched.recorder.graphs
     tune_graphs(patched.module, patched.name, graphs, [strategy] * len(graphs), patched.device, "eager",
@@ -165,8 +155,7 @@ def _dry_run(patched: PatchedModule) -> bool:
     if random.random() < jit_config.dry_run_failure_probability:
         raise RuntimeError("simulated failure (dry run, dry_run_failure_probability="
                            f"{jit_config.dry_run_failure_probability})")
-    patched.state = JITModuleState.TUNED
-    patched._dry_tuned = True
+    patched.mark_dry_tuned()
     return True
 
 

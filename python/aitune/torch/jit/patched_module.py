@@ -15,12 +15,19 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
+from aitune.torch.backend.backend import Backend
+from aitune.torch.config import config
 from aitune.torch.jit.config import JITMode
 from aitune.torch.jit.config import config as jit_config
-from aitune.torch.jit.state import JITModuleState, runtime
+from aitune.torch.jit.inspection import timed_call
+from aitune.torch.jit.jit_tuning import tune_patched
+from aitune.torch.jit.state import JITModuleState, clear_patched, get_patched, runtime, set_patched
+from aitune.torch.module.recording import Recorder
+from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.module.tuned import TunedModule
+from aitune.torch.module.tuned_state import TunedState, install_router, remove_router
 
 logger = logging.getLogger("aitune")
-_ATTR = "_aitune_patched"
 # print_hierarchy()'s first line, as in AITune (docs/guide.md, "Coming from AITune").
 PRINT_HIERARCHY_HEADER = "JIT Tuning Hierarchy:"
 PRINT_HIERARCHY_NO_MODULES_HEADER = "No modules in hierarchy"
@@ -35,6 +42,7 @@ class _Router:
 
     def __init__(self, patched: PatchedModule, original: Callable) -> None:
         self.patched = patched
+        self.core = patched.core
         self.__wrapped__ = original
         self.__name__ = getattr(original, "__name__", "forward")
         self.__doc__ = getattr(original, "__doc__", None)
@@ -44,11 +52,10 @@ class _Router:
             pass
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        patched = self.patched
-        dispatch = patched._dispatch
+        dispatch = self.core.dispatch
         if dispatch is not None:  # TUNED: straight into the native dispatcher
             return dispatch(*args, **kwargs)
-        return patched._route(args, kwargs)
+        return self.patched._route(args, kwargs)
 
     def __reduce__(self) -> tuple:
         # Pickling a patched module (torch.save(model)) stores a plain forward, not JIT state.
@@ -74,10 +81,6 @@ _is_fx_symbolic_tracing = getattr(torch.fx._symbolic_trace, "is_fx_symbolic_trac
                                   torch.fx._symbolic_trace.is_fx_tracing)
 
 
-def get_patched(module: torch.nn.Module) -> PatchedModule | None:
-    return module.__dict__.get(_ATTR)
-
-
 def attach(module: torch.nn.Module) -> PatchedModule:
     """Patches `module` (called from the wrapped nn.Module.__init__)."""
     existing = get_patched(module)
@@ -99,17 +102,16 @@ class PatchedModule:
         self.level = 0
         self.parent: PatchedModule | None = None
         self.children: list[PatchedModule] = []
-        self.recorder: Any = None
-        self.tuned: Any = None
+        self.recorder: Recorder | None = None
+        self.core = TunedState(module, self.original_forward)
         self.tuning_device: torch.device | None = None
         self.reason = ""  # why EAGER / SKIPPED / unpatched, for the exit diagnostics
         self.num_calls = 0
         self.stats: Any = None  # inspection statistics (INSPECT mode)
-        self._dispatch: Callable | None = None
         self._dry_tuned = False
         self._router = _Router(self, self.original_forward)
         self.route()
-        object.__setattr__(module, _ATTR, self)
+        set_patched(module, self)
 
     def __reduce__(self) -> tuple:
         return _none, ()  # see _Router.__reduce__
@@ -126,19 +128,41 @@ class PatchedModule:
 
     # -- routing ----------------------------------------------------------------------------
     def route(self) -> None:
-        """(Re)installs the router; instance attributes bypass nn.Module.__setattr__."""
-        object.__setattr__(self.module, "_aitune_original_forward", self.original_forward)
-        object.__setattr__(self.module, "forward", self._router)
+        """(Re)installs the router."""
+        install_router(self.module, self.original_forward, self._router)
 
     def unroute(self) -> None:
-        for attr in ("forward", "_aitune_original_forward"):
-            if attr in self.module.__dict__:
-                object.__delattr__(self.module, attr)
+        remove_router(self.module)
+
+    @property
+    def tuned(self) -> TunedModule | None:
+        """The selected backends once TUNED (kept, deactivated, once DETACHED)."""
+        return self.core.tuned
+
+    def mark_tuned(self, backends: list[tuple[GraphSpec, Backend]], device: torch.device, fallback_policy: str) -> None:
+        """RECORDING → TUNED on `device`: calls go to the backends' dispatcher from now on
+        (docs/reference/jit.md TUNED)."""
+        assert self.recorder is not None
+        self.tuning_device = device
+        self.state = JITModuleState.TUNED
+        self.core.serve(self.name, self.recorder, backends, fallback_policy, config.strict_mode)
+
+    def mark_dry_tuned(self) -> None:
+        """A dry run succeeded: TUNED in name, but calls still run the original forward."""
+        self.state = JITModuleState.TUNED
+        self._dry_tuned = True
+
+    def detach(self, reason: str) -> None:
+        """An ancestor was tuned: this module's own backends (if it was tuned earlier as a head) are
+        released, and it leaves JIT tuning for good (DETACHED)."""
+        self.core.deactivate()
+        self.state = JITModuleState.DETACHED
+        self.unpatch(reason)
 
     def unpatch(self, reason: str) -> None:
         """The module becomes plain again and leaves JIT tuning for good."""
         self.unroute()
-        self.module.__dict__.pop(_ATTR, None)
+        clear_patched(self.module)
         if self.name:
             runtime.event(self.name, f"unpatched: {reason}")
 
@@ -161,8 +185,9 @@ class PatchedModule:
         if state is JITModuleState.RECORDING and self.tunable and jit_config.mode is JITMode.TUNE_DEFERRED \
                 and runtime.deferred_requested:
             self._tune_now()
-            if self._dispatch is not None:
-                return self._dispatch(*args, **kwargs)
+            dispatch = self.core.dispatch
+            if dispatch is not None:
+                return dispatch(*args, **kwargs)
             state = self.state
         stack = runtime.stack()
         stack.append(self)
@@ -209,8 +234,6 @@ class PatchedModule:
             runtime.heads.append(self)
         self.state = JITModuleState.RECORDING
         if jit_config.mode is not JITMode.INSPECT:
-            from aitune.torch.module.recording import Recorder
-
             self.recorder = Recorder(self.name, self.original_forward)
         runtime.event(self.name, f"{'head' if self.parent is None else 'child'} at level {self.level}, "
                                  f"{num_params:,} parameters; recording")
@@ -224,8 +247,6 @@ class PatchedModule:
     # -- recording --------------------------------------------------------------------------
     def _record(self, args: tuple, kwargs: dict) -> Any:
         if self.recorder is None:  # INSPECT: statistics only
-            from aitune.torch.jit.inspection import timed_call
-
             return timed_call(self, args, kwargs)
         progress = {"started": False, "done": False, "output": None}
 
@@ -271,8 +292,6 @@ class PatchedModule:
             self._tune_now()
 
     def _tune_now(self) -> None:
-        from aitune.torch.jit.jit_tuning import tune_patched
-
         with runtime.lock:
             if self.state is JITModuleState.RECORDING:
                 tune_patched(self)

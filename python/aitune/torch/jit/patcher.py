@@ -16,9 +16,12 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 
+from aitune.torch.config import AITuneMode, config
 from aitune.torch.jit.config import config as jit_config
-from aitune.torch.jit.patched_module import attach, get_patched
-from aitune.torch.jit.state import JITModuleState, runtime
+from aitune.torch.jit.exit_report import at_exit
+from aitune.torch.jit.patched_module import attach
+from aitune.torch.jit.state import JITModuleState, get_patched, runtime
+from aitune.torch.logging_utils import setup_logging
 
 logger = logging.getLogger("aitune")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,15 +91,10 @@ def is_patching() -> bool:
 
 
 def _start_session() -> None:
-    from aitune.torch.config import AITuneMode, config
-    from aitune.torch.logging_utils import setup_logging
-
     jit_config.validate()
     config.mode = AITuneMode.JIT
     setup_logging()
     if not _patcher.atexit_registered:
-        from aitune.torch.jit.exit_report import at_exit
-
         atexit.register(at_exit)
         _patcher.atexit_registered = True
 

@@ -8,7 +8,12 @@ import contextlib
 import enum
 import threading
 import time
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    import torch
+
+    from aitune.torch.jit.patched_module import PatchedModule
 
 
 class JITModuleState(enum.Enum):
@@ -18,6 +23,25 @@ class JITModuleState(enum.Enum):
     EAGER = "eager"
     SKIPPED = "skipped"
     DETACHED = "detached"
+
+
+# The instance attribute that holds a patched module's PatchedModule. It lives here, below both
+# patched_module and jit_tuning, so that neither has to import the other to find a module's state.
+_ATTR = "_aitune_patched"
+
+
+def get_patched(module: torch.nn.Module) -> PatchedModule | None:
+    """The PatchedModule attached to `module`, or None when it is not (or no longer) patched."""
+    return module.__dict__.get(_ATTR)
+
+
+def set_patched(module: torch.nn.Module, patched: PatchedModule) -> None:
+    # object.__setattr__ bypasses nn.Module.__setattr__'s submodule bookkeeping.
+    object.__setattr__(module, _ATTR, patched)
+
+
+def clear_patched(module: torch.nn.Module) -> None:
+    module.__dict__.pop(_ATTR, None)
 
 
 class _Runtime:

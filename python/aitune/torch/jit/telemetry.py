@@ -10,7 +10,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.config import config
+from aitune.torch.jit.config import config as jit_config
+from aitune.torch.tune_data import recorder as tune_data
+from aitune.torch.tune_data.html_report import render_html
+from aitune.torch.utils.fs import atomic_write_text
 
 logger = logging.getLogger("aitune")
 
@@ -45,8 +49,6 @@ def jit_module_span(name: str) -> Iterator[None]:
 
 
 def _merge(run: Any) -> None:
-    from aitune.torch.jit.config import config as jit_config
-
     if _telemetry.run is None:
         _telemetry.run, _telemetry.started = run, time.perf_counter() - (run.duration_s or 0.0)
         with contextlib.suppress(Exception):
@@ -58,13 +60,11 @@ def _merge(run: Any) -> None:
 
 
 def write_json() -> Path | None:
-    from aitune.torch.config import config
-
     if _telemetry.run is None:
         return None
     path = Path(config.tuning_data_output_path)
     try:
-        tune_data.atomic_write_text(path, json.dumps(_telemetry.run.to_json_dict(), indent=2, default=str))
+        atomic_write_text(path, json.dumps(_telemetry.run.to_json_dict(), indent=2, default=str))
     except OSError as e:
         logger.warning("⚠️ JIT: could not write the tuning data to %s: %s", path, e)
         return None
@@ -74,14 +74,11 @@ def write_json() -> Path | None:
 def write_html() -> Path | None:
     """The HTML report of every module tuned in this process (docs/reference/tuning.md#telemetry-and-report: at JIT
     exit)."""
-    from aitune.torch.config import config
-    from aitune.torch.tune_data.html_report import render_html
-
     if _telemetry.run is None:
         return None
     path = Path(config.tuning_report_path)
     try:
-        tune_data.atomic_write_text(path, render_html(_telemetry.run.to_json_dict(), path))
+        atomic_write_text(path, render_html(_telemetry.run.to_json_dict(), path))
     except Exception as e:  # noqa: BLE001 - the report is best effort at exit
         logger.warning("⚠️ JIT: could not write the tuning report to %s: %s: %s", path, type(e).__name__, e)
         return None

@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
+from aitune.torch.performance.regions import Region, RegionHooks
+
 MODULE_PREFIX = "ait_nn_module:"
 FUNCTIONAL_PREFIX = "ait_torch.nn.functional:"
 ROW_COLUMNS = ("module_name", "module", "function_name", "op", "kernel", "kernel_us")
@@ -178,8 +180,6 @@ class ModuleFunctionKernelProfiler:
 
     @contextlib.contextmanager
     def _module_labels(self, named: dict[str, torch.nn.Module]) -> Iterator[None]:
-        from aitune.torch.performance.regions import Region, RegionHooks
-
         # The same forward hooks as ait.profile, with this profiler's labels.
         with RegionHooks([Region(name, m, "module") for name, m in named.items()],
                          label_of=lambda region: MODULE_PREFIX + region.name):

@@ -12,7 +12,7 @@ import torch
 
 from aitune.exceptions import DiskSpaceError, NoValidBackendError
 from aitune.torch.module.graph_spec import GraphSpec
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 
 logger = logging.getLogger("aitune")
 

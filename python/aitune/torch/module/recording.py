@@ -11,6 +11,7 @@ from aitune.torch import dynamic_shapes as dyn
 from aitune.torch.config import config
 from aitune.torch.global_context import current_batch_size
 from aitune.torch.module.graph_spec import GraphSpec, Sample, TensorsSpec, values_equal
+from aitune.torch.module.locator import semantic_path
 from aitune.torch.module.signature import forward_params
 from aitune.torch.module.tree import canonical_call
 
@@ -111,6 +112,13 @@ class Recorder:
         self._by_key.setdefault(key, []).append(graph)
         return graph
 
+    def replace_graphs(self, graphs: list[GraphSpec]) -> None:
+        """Serves `graphs` (a loaded checkpoint's) instead of what was recorded."""
+        self.graphs = list(graphs)
+        self._by_key = {}
+        for graph in self.graphs:
+            self._by_key.setdefault(graph.key, []).append(graph)
+
     def check_dynamic_paths_observed(self) -> None:
         if self._native_defs is None:
             return
@@ -119,7 +127,5 @@ class Recorder:
 
 
 def _path(steps: tuple) -> Any:
-    from aitune.torch.module.locator import semantic_path
-
     return semantic_path(steps)
 

@@ -14,12 +14,14 @@ import wrapt
 
 from aitune.exceptions import AITuneUserInputError
 from aitune.torch import module_registry
+from aitune.torch.backend.backend import Backend
 from aitune.torch.config import config, normalize_device
 from aitune.torch.module.graph_spec import GraphSpec
 from aitune.torch.module.graph_tuning import tune_graphs
 from aitune.torch.module.recording import Recorder
 from aitune.torch.module.state import ModuleState
 from aitune.torch.module.tuned import TunedModule
+from aitune.torch.module.tuned_state import TunedState, install_router
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")
@@ -52,29 +54,26 @@ class Module(wrapt.CallableObjectProxy):
         self._self_strategies = strategies
         self._self_fallback_policy = fallback_policy
         self._self_state = ModuleState.INIT
-        self._self_tuned: TunedModule | None = None
         self._self_device = next((p.device for p in module.parameters()), torch.device("cpu"))
         original = module.__dict__.get("_aitune_original_forward") or module.forward
         self._self_original_forward = original
         self._self_recorder = Recorder(self._self_name, original, dynamic_shapes)
-        self._self_dispatch: Callable | None = None
+        self._self_core = TunedState(module, original)
         self._install_router(module, original)
         module_registry.register(self._self_name, self)
 
     # -- routing ---------------------------------------------------------------------------
     def _install_router(self, module: torch.nn.Module, original: Callable) -> None:
-        proxy = self
+        proxy, core = self, self._self_core
 
         @functools.wraps(original)
         def forward(*args: Any, **kwargs: Any) -> Any:
-            dispatch = proxy._self_dispatch
+            dispatch = core.dispatch
             if dispatch is not None:  # TUNED: straight into the native dispatcher
                 return dispatch(*args, **kwargs)
             return proxy._route(args, kwargs)
 
-        # Instance attributes bypass nn.Module.__setattr__'s parameter/module bookkeeping.
-        object.__setattr__(module, "_aitune_original_forward", original)
-        object.__setattr__(module, "forward", forward)
+        install_router(module, original, forward)
 
     def _route(self, args: tuple, kwargs: dict) -> Any:
         state = self._self_state
@@ -92,7 +91,7 @@ class Module(wrapt.CallableObjectProxy):
         takes nn.Module.__call__ (hooks, tracing, torch.compile'd modules) and then the router.
         The checks are nn.Module._call_impl's own no-hook test: saves its frames (about 1 us
         of a CUDA-graph replay's budget, docs/reference/dispatch.md#per-call-pipeline)."""
-        dispatch = self._self_dispatch
+        dispatch = self._self_core.dispatch
         if dispatch is not None:
             module = self.__wrapped__
             if not (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
@@ -118,8 +117,9 @@ class Module(wrapt.CallableObjectProxy):
 
     @property
     def device(self) -> torch.device:
-        if self._self_tuned is not None and self._self_tuned.backends:
-            return self._self_tuned.backends[0][1].device
+        tuned = self._self_core.tuned
+        if tuned is not None and tuned.backends:
+            return tuned.backends[0][1].device
         return self._self_device
 
     @property
@@ -127,8 +127,13 @@ class Module(wrapt.CallableObjectProxy):
         return list(self._self_recorder.graphs)
 
     @property
+    def recorder(self) -> Recorder:
+        """The recording state: the signature, the graphs and their samples (ait.save writes them)."""
+        return self._self_recorder
+
+    @property
     def tuned_module(self) -> TunedModule | None:
-        return self._self_tuned
+        return self._self_core.tuned
 
     def enable_passthrough(self, force: bool = False) -> None:
         if self._self_state is ModuleState.TUNED and not force:
@@ -143,33 +148,28 @@ class Module(wrapt.CallableObjectProxy):
         self._self_state = ModuleState.RECORDING
 
     def _reset_tuned(self) -> None:
-        if self._self_tuned is not None:
-            self._self_tuned.deactivate()
-        self._self_tuned = None
-        self._self_dispatch = None
+        self._self_core.reset()
 
     def activate(self) -> None:
         if self._self_state is ModuleState.PASSTHROUGH:
             return
-        if self._self_tuned is None:
+        if self._self_core.tuned is None:
             raise RuntimeError("Module is not tuned. Cannot activate backends.")
-        self._self_tuned.activate()
-        self._self_dispatch = self._self_tuned.dispatcher
+        self._self_core.activate()
 
     def deactivate(self) -> None:
-        if self._self_tuned is not None:
-            self._self_tuned.deactivate()
-            self._self_dispatch = None
+        self._self_core.deactivate()
 
     def to_dict(self) -> dict[str, Any]:
         if self._self_state in (ModuleState.INIT, ModuleState.RECORDING):
             raise RuntimeError("Module is not tuned. Cannot save state_dict.")
         if self._self_state is ModuleState.PASSTHROUGH:
             return self.__wrapped__.state_dict()
-        assert self._self_tuned is not None
+        tuned = self._self_core.tuned
+        assert tuned is not None
         return {
             "name": self._self_name,
-            "graphs": [{"name": g.name, "backend": b.to_dict()} for g, b in self._self_tuned.backends],
+            "graphs": [{"name": g.name, "backend": b.to_dict()} for g, b in tuned.backends],
         }
 
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -207,6 +207,7 @@ class Module(wrapt.CallableObjectProxy):
             return [None] * len(graphs)
         from aitune.torch.tune_strategy import FirstWinsStrategy
 
+
         return [FirstWinsStrategy() for _ in graphs]
 
     def tune(self, device: Any = None, strategy: Any = None, dry_run: bool = False) -> None:
@@ -226,32 +227,15 @@ class Module(wrapt.CallableObjectProxy):
                                build_root=Path(config.cache_dir) / name, results_root=results_root, dry_run=dry_run)
         if dry_run:
             return
-        self._self_tuned = TunedModule(name, self._self_recorder, selected, self._self_original_forward, policy,
-                                       config.strict_mode)
+        self._self_core.serve(name, self._self_recorder, selected, policy, config.strict_mode)
         self._self_state = ModuleState.TUNED
-        self._self_dispatch = self._self_tuned.dispatcher
-        if not any(backend.is_jit for _, backend in selected) and policy == "raise":
-            # no backend needs the weights (docs/reference/tuning.md#the-tune-call)
-            module.to(config.device_after_tuning)
 
-    @property
-    def recorder(self) -> Recorder:
-        """What this module recorded: its graphs, forward parameters and dynamic-shape settings (ait.save)."""
-        return self._self_recorder
-
-    def restore(self, graphs: list[GraphSpec], backends: list, strict: bool) -> None:
-        """Puts a loaded checkpoint's graphs and active (graph, backend) pairs in place (ait.load)."""
-        recorder = self._self_recorder
-        recorder.graphs = list(graphs)
-        recorder._by_key = {}
-        for graph in graphs:
-            recorder._by_key.setdefault(graph.key, []).append(graph)
+    def restore(self, graphs: list[GraphSpec], backends: list[tuple[GraphSpec, Backend]], strict: bool) -> None:
+        """Puts a loaded checkpoint's graphs and active backends in place (ait.load): the module
+        is TUNED and serves `backends` from now on."""
         policy = self._self_fallback_policy or config.fallback_policy
-        self._self_tuned = TunedModule(self._self_name, recorder, backends, self._self_original_forward, policy, strict)
+        self._self_core.restore(self._self_name, self._self_recorder, graphs, backends, policy, strict)
         self._self_state = ModuleState.TUNED
-        self._self_dispatch = self._self_tuned.dispatcher
-        if not any(backend.is_jit for _, backend in backends) and policy == "raise":
-            self.__wrapped__.to(config.device_after_tuning)
 
     def __repr__(self) -> str:
         return f"aitune.Module(name={self._self_name!r}, state={self._self_state.name}, module={self.__wrapped__!r})"

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import torch
 
 from aitune.torch.backend.backend import Backend, BackendState
+from aitune.torch.checkpoint.graphs import graph_from_json, graph_to_json
 
 
 @contextlib.contextmanager
@@ -91,8 +92,6 @@ def load_strategy(data: bytes) -> Any:
 
 
 def graph_payload(ctx: Any) -> dict[str, Any]:
-    from aitune.torch.checkpoint.graphs import graph_to_json
-
     graph = ctx.graph
     return {
         "module_name": ctx.module_name, "graph": graph_to_json(graph), "forward_params": graph.forward_params,
@@ -104,8 +103,6 @@ def graph_payload(ctx: Any) -> dict[str, Any]:
 
 def load_graph(payload: dict[str, Any], device: torch.device) -> tuple[Any, list, Any]:
     """(graph, samples on `device`, eager references on the host)."""
-    from aitune.torch.checkpoint.graphs import graph_from_json
-
     graph = graph_from_json(payload["graph"], payload["forward_params"], payload["dynamic_shapes"])
     graph.observed_batch_sizes = list(payload["observed_batch_sizes"])
     samples = loads_tensors(payload["samples"], device)

@@ -16,6 +16,9 @@ from typing import Any, Callable
 
 import torch
 
+from aitune.torch.jit.state import get_patched
+from aitune.torch.module_registry import MODULE_REGISTRY
+
 AOT_PREFIX = "aitune.performance.aot_module:"
 UNTUNED_PREFIX = "aitune.performance.untuned_module:"
 RUN_MARKER = "aitune.performance.profiled_run"
@@ -50,8 +53,6 @@ def region_id(kind: str, name: str) -> str:
 
 def _managed_ids() -> set[int]:
     """Every wrapped module and its submodules, and every JIT-patched module."""
-    from aitune.torch.module_registry import MODULE_REGISTRY
-
     ids: set[int] = set()
     for wrapper in MODULE_REGISTRY.values():
         ids.add(id(wrapper))
@@ -60,8 +61,6 @@ def _managed_ids() -> set[int]:
 
 
 def _is_jit_patched(module: torch.nn.Module) -> bool:
-    from aitune.torch.jit.patched_module import get_patched
-
     return get_patched(module) is not None
 
 
@@ -78,8 +77,6 @@ def _untuned_under(module: torch.nn.Module, path: str, managed: set[int]) -> lis
 
 
 def discover_regions(obj: Any) -> list[Region]:
-    from aitune.torch.module_registry import MODULE_REGISTRY
-
     regions = [Region(name, getattr(wrapper, "__wrapped__", wrapper), AOT_KIND, wrapper.state.value)
                for name, wrapper in MODULE_REGISTRY.items()]
     if isinstance(obj, torch.nn.Module):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aitune._native import _C
 from aitune.torch.module.graph_spec import GraphSpec, Sample, resize_to
+from aitune.torch.module.locator import semantic_path
 from aitune.torch.module.tree import canonical_call, map_tensors
 
 
@@ -36,7 +37,6 @@ def extend_max_batch(graph: GraphSpec, sample: Sample, batch_size: int) -> None:
 
 def _sample_shape(graph: GraphSpec, sample: Sample, leaf) -> list[int] | None:
     _, leaves = _C.flatten_call(_C.Signature(graph.forward_params), sample.args, sample.kwargs, False, -1)
-    from aitune.torch.module.locator import semantic_path
 
     for steps, value, is_tensor, _ in leaves:
         if is_tensor and semantic_path(steps) == leaf.semantic_path:

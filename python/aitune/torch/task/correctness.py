@@ -13,6 +13,7 @@ from aitune._native import _C
 from aitune.exceptions import CorrectnessDynamicShapeError, CorrectnessTensorShapeError, CorrectnessValueError
 from aitune.torch.module.graph_spec import GraphSpec, Sample, TensorLeaf, resize_to
 from aitune.torch.module.locator import access_path, semantic_path
+from aitune.torch.module.tree import canonical_call
 from aitune.torch.module.tree import map_tensors
 
 
@@ -61,7 +62,6 @@ def resized_sample(graph: GraphSpec, sample: Sample, which: str) -> tuple[tuple,
     sig = _C.Signature(graph.forward_params)
     bound = sig.bind(sample.args, sample.kwargs)
     resized = map_tensors(bound, lambda path, t: resize_to(t, targets[path]) if path in targets else t)
-    from aitune.torch.module.tree import canonical_call
 
     return canonical_call(graph.forward_params, resized)
 

@@ -16,6 +16,7 @@ from aitune._native import _C
 from aitune.exceptions import CorrectnessNumericError
 from aitune.torch.module.graph_spec import GraphSpec, Sample
 from aitune.torch.module.locator import access_path, semantic_path
+from aitune.torch.utils.tensors import map_nested_tensors
 from aitune.torch.validation import NumericTolerance
 
 logger = logging.getLogger("aitune")
@@ -31,8 +32,6 @@ def reference_outputs(forward: Any, data: list[Sample], raw: list[Any] | None = 
             args, kwargs = copy.deepcopy((sample.args, sample.kwargs))
             output = forward(*args, **kwargs)
             if raw is not None:
-                from aitune.torch.utils.tensors import map_nested_tensors
-
                 raw.append(map_nested_tensors(output, lambda t: t.detach().to("cpu", copy=True)))
             _, leaves = _C.flatten_value(output)
             refs.append({(semantic_path(s) if s else ()): (_to_host(v), access_path(s, "output"), t)

@@ -1,0 +1,113 @@
+"""The tuning report's data model (docs/reference/tuning.md#telemetry-and-report): run → module → graph →
+backend build, as plain dataclasses that turn into JSON (schema_version 4) with `to_json_dict()`.
+The recorder (recorder.py) fills them in; the writer (writer.py) puts them on disk."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import traceback
+from typing import Any
+
+SCHEMA_VERSION = 4
+
+
+@dataclasses.dataclass
+class BuildReport:
+    backend: str
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    key: str | None = None
+    duration_s: float | None = None
+    success: bool = False
+    skipped: str | None = None
+    error: dict[str, Any] | None = None
+    log_file: str | None = None
+    build_dir: str | None = None
+    artifact_size_bytes: int | None = None
+    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    correctness: dict[str, Any] | None = None
+    measurements: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    result: dict[str, Any] = dataclasses.field(default_factory=dict)
+    _start: float = dataclasses.field(default=0.0, repr=False)
+
+
+@dataclasses.dataclass
+class GraphReport:
+    name: str
+    display_name: str = ""
+    input_spec: dict[str, Any] = dataclasses.field(default_factory=dict)
+    output_spec: dict[str, Any] = dataclasses.field(default_factory=dict)
+    num_samples: int = 0
+    device: str = ""
+    cache_dir: str = ""
+    strategy: str = ""
+    strategy_description: str = ""
+    strategy_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    selected_backend: str | None = None
+    speedup: float | None = None
+    # "tuned", "kept_eager" (nothing qualified: the original module serves, see outcome_message)
+    # or "reused" (a stored result); None while the graph is tuning or when it failed.
+    outcome: str | None = None
+    outcome_message: str = ""
+    max_batch_search: dict[str, Any] = dataclasses.field(default_factory=dict)
+    selection_rule: str = ""
+    perf_validation_results: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    baseline_measurements: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    max_batch_search_measurements: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    duration_s: float | None = None
+    exception: dict[str, Any] | None = None
+    builds: list[BuildReport] = dataclasses.field(default_factory=list)
+    _start: float = dataclasses.field(default=0.0, repr=False)
+
+
+@dataclasses.dataclass
+class ModuleReport:
+    name: str
+    outcome: str | None = None  # "tuned", "kept_eager" (passthrough) or "failed"
+    duration_s: float | None = None
+    exception: dict[str, Any] | None = None
+    graphs: list[GraphReport] = dataclasses.field(default_factory=list)
+    _start: float = dataclasses.field(default=0.0, repr=False)
+
+
+@dataclasses.dataclass
+class RunReport:
+    mode: str
+    schema_version: int = SCHEMA_VERSION
+    aitune_version: str = ""
+    started_at: str = ""
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    fingerprint: dict[str, Any] = dataclasses.field(default_factory=dict)
+    duration_s: float | None = None
+    exception: dict[str, Any] | None = None
+    modules: list[ModuleReport] = dataclasses.field(default_factory=list)
+    _start: float = dataclasses.field(default=0.0, repr=False)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return json_safe(self)
+
+
+def json_safe(value: Any) -> Any:
+    """JSON-safe copy: dataclasses without private fields, non-finite floats as strings."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: json_safe(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.name.startswith("_")}
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if hasattr(value, "item") and callable(value.item):
+        try:
+            return json_safe(value.item())
+        except Exception:  # noqa: BLE001
+            pass
+    return str(value)
+
+
+def error_dict(exc: BaseException) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "message": str(exc),
+            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}

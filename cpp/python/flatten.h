@@ -5,7 +5,7 @@
 //
 // Built-in containers (tuple/list and subclasses, dict and subclasses) and constants (None,
 // bool, int, float, str) are handled here without calling into Python code. Any other type is
-// classified once by the Python rule table (aitune.torch.module.locator): leaf, ignored,
+// classified once by the Python rule table (aitune.torch.graph.locator): leaf, ignored,
 // mapping-like (UserDict), fixed fields (dataclass) or registered user type.
 #pragma once
 

@@ -27,9 +27,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "aitune.torch.module_registry", "aitune.torch.validation", "aitune.torch.shape_datasets",
               "aitune.torch.dataloader")),
     # The graph data model (before issue 14 in module/ beside the proxy, and dynamic_shapes in torch/ itself).
-    ("graph", ("aitune.torch.graph", "aitune.torch.dynamic_shapes", "aitune.torch.module.graph_spec",
-               "aitune.torch.module.locator", "aitune.torch.module.tree", "aitune.torch.module.signature",
-               "aitune.torch.module.recording")),
+    ("graph", ("aitune.torch.graph", "aitune.torch.graph.dynamic_shapes", "aitune.torch.graph.graph_spec",
+               "aitune.torch.graph.locator", "aitune.torch.graph.tree", "aitune.torch.graph.signature",
+               "aitune.torch.graph.recording")),
     # What a backend writes and reads in a checkpoint folder, and the environment fingerprint.
     ("checkpoint parts", ("aitune.torch.checkpoint",)),
     ("telemetry", ("aitune.torch.tune_data",)),

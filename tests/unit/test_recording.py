@@ -14,7 +14,7 @@ import torch
 import aitune.torch as ait
 from aitune.torch.config import config
 from aitune.torch.global_context import published_batch_size
-from aitune.torch.module.locator import tensor_name
+from aitune.torch.graph.locator import tensor_name
 from aitune.torch.module.state import ModuleState
 
 

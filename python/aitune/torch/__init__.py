@@ -7,7 +7,7 @@ from aitune.torch.checkpoint.save import save
 from aitune.torch.checkpoint.storage import LocalTorchStorage
 from aitune.torch.config import aitune_cache_dir, config
 from aitune.torch.dataloader import DataLoaderFactory
-from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
+from aitune.torch.graph.dynamic_shapes import BatchDim, DynamicDim
 from aitune.torch.inspecting import InspectedModulesInfo, inspect, wrap
 from aitune.torch.jit.config import config as jit_config
 from aitune.torch.jit.patched_module import PatchedModule

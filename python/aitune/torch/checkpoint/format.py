@@ -32,8 +32,8 @@ from aitune.torch.backend.backend import ArtifactPath, Backend
 from aitune.torch.checkpoint.backend_state import load_backend_state, save_backend_state
 from aitune.torch.checkpoint.storage import verify_sha512
 from aitune.torch.config import config
-from aitune.torch.module.graph_spec import GraphSpec, Sample
-from aitune.torch.module.locator import access_path
+from aitune.torch.graph.graph_spec import GraphSpec, Sample
+from aitune.torch.graph.locator import access_path
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")

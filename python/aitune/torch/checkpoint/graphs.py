@@ -12,7 +12,7 @@ from safetensors.torch import save as save_safetensors
 
 from aitune._native import _C
 from aitune.torch.checkpoint.structure import NotRepresentable, decode, encode
-from aitune.torch.module.graph_spec import ConstantLeaf, GraphSpec, Sample, TensorLeaf, TensorsSpec
+from aitune.torch.graph.graph_spec import ConstantLeaf, GraphSpec, Sample, TensorLeaf, TensorsSpec
 
 logger = logging.getLogger("aitune")
 

@@ -21,8 +21,8 @@ from aitune.torch.checkpoint.format import Manifest, OpenedCheckpoint, as_corrup
 from aitune.torch.checkpoint.graphs import graph_from_json, sample_from_entries
 from aitune.torch.checkpoint.storage import LocalTorchStorage
 from aitune.torch.checkpoint.weights import unpack_state_dict
-from aitune.torch.module.graph_spec import GraphSpec, Sample, TensorLeaf
-from aitune.torch.module.signature import KIND_NAMES
+from aitune.torch.graph.graph_spec import GraphSpec, Sample, TensorLeaf
+from aitune.torch.graph.signature import KIND_NAMES
 from aitune.torch.module.wrapper import Module
 
 logger = logging.getLogger("aitune")

@@ -19,8 +19,8 @@ from aitune.torch.checkpoint.graphs import graph_to_json, sample_to_entries
 from aitune.torch.checkpoint.storage import LocalTorchStorage, Sha512Recorder
 from aitune.torch.checkpoint.weights import pack_state_dict
 from aitune.torch.config import config
-from aitune.torch.dynamic_shapes import to_json as dynamic_shapes_to_json
-from aitune.torch.module.signature import KIND_NAMES
+from aitune.torch.graph.dynamic_shapes import to_json as dynamic_shapes_to_json
+from aitune.torch.graph.signature import KIND_NAMES
 from aitune.torch.module.state import ModuleState
 from aitune.torch.module.wrapper import Module
 

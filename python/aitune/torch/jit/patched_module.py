@@ -22,8 +22,8 @@ from aitune.torch.jit.config import config as jit_config
 from aitune.torch.jit.inspection import timed_call
 from aitune.torch.jit.jit_tuning import tune_patched
 from aitune.torch.jit.state import JITModuleState, clear_patched, get_patched, runtime, set_patched
-from aitune.torch.module.recording import Recorder
-from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.graph.recording import Recorder
+from aitune.torch.graph.graph_spec import GraphSpec
 from aitune.torch.module.tuned import TunedModule
 from aitune.torch.module.tuned_state import TunedState, install_router, remove_router
 

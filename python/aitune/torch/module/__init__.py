@@ -1,5 +1,5 @@
-from aitune.torch.module.graph_spec import ConstantLeaf, GraphSpec, Sample, TensorLeaf, TensorsSpec
-from aitune.torch.module.locator import Locator
+from aitune.torch.graph.graph_spec import ConstantLeaf, GraphSpec, Sample, TensorLeaf, TensorsSpec
+from aitune.torch.graph.locator import Locator
 from aitune.torch.module.state import ModuleState
 from aitune.torch.module.wrapper import Module
 

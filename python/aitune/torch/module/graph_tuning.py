@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from aitune.exceptions import DiskSpaceError, NoValidBackendError
-from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.graph.graph_spec import GraphSpec
 from aitune.torch.tune_data import recorder as tune_data
 
 logger = logging.getLogger("aitune")

@@ -10,8 +10,8 @@ from typing import Any, Callable
 from aitune._native import _C
 from aitune.exceptions import GraphNotFoundError
 from aitune.torch.backend.backend import Backend
-from aitune.torch.module.graph_spec import ConstantLeaf, GraphSpec, TensorLeaf, TensorsSpec, values_equal
-from aitune.torch.module.recording import Recorder
+from aitune.torch.graph.graph_spec import ConstantLeaf, GraphSpec, TensorLeaf, TensorsSpec, values_equal
+from aitune.torch.graph.recording import Recorder
 
 logger = logging.getLogger("aitune")
 

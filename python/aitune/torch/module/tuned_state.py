@@ -14,8 +14,8 @@ import torch
 
 from aitune.torch.backend.backend import Backend
 from aitune.torch.config import config
-from aitune.torch.module.graph_spec import GraphSpec
-from aitune.torch.module.recording import Recorder
+from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.graph.recording import Recorder
 from aitune.torch.module.tuned import TunedModule
 
 

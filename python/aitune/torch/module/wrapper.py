@@ -16,9 +16,9 @@ from aitune.exceptions import AITuneUserInputError
 from aitune.torch import module_registry
 from aitune.torch.backend.backend import Backend
 from aitune.torch.config import config, normalize_device
-from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.graph.graph_spec import GraphSpec
 from aitune.torch.module.graph_tuning import tune_graphs
-from aitune.torch.module.recording import Recorder
+from aitune.torch.graph.recording import Recorder
 from aitune.torch.module.state import ModuleState
 from aitune.torch.module.tuned import TunedModule
 from aitune.torch.module.tuned_state import TunedState, install_router

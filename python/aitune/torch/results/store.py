@@ -40,7 +40,7 @@ from aitune.torch.checkpoint.format import (
 )
 from aitune.torch.checkpoint.graphs import graph_from_json, graph_to_json
 from aitune.torch.config import config
-from aitune.torch.module.signature import KIND_NAMES
+from aitune.torch.graph.signature import KIND_NAMES
 from aitune.torch.task.numeric import reference_outputs
 from aitune.torch.tune_data.report import atomic_write_text
 

@@ -4,9 +4,9 @@ axes, by slicing when longer and repeating row 0 otherwise."""
 from __future__ import annotations
 
 from aitune._native import _C
-from aitune.torch.module.graph_spec import GraphSpec, Sample, resize_to
-from aitune.torch.module.locator import semantic_path
-from aitune.torch.module.tree import canonical_call, map_tensors
+from aitune.torch.graph.graph_spec import GraphSpec, Sample, resize_to
+from aitune.torch.graph.locator import semantic_path
+from aitune.torch.graph.tree import canonical_call, map_tensors
 
 
 def _key_path(path) -> tuple:

@@ -11,10 +11,10 @@ import torch
 
 from aitune._native import _C
 from aitune.exceptions import CorrectnessDynamicShapeError, CorrectnessTensorShapeError, CorrectnessValueError
-from aitune.torch.module.graph_spec import GraphSpec, Sample, TensorLeaf, resize_to
-from aitune.torch.module.locator import access_path, semantic_path
-from aitune.torch.module.tree import canonical_call
-from aitune.torch.module.tree import map_tensors
+from aitune.torch.graph.graph_spec import GraphSpec, Sample, TensorLeaf, resize_to
+from aitune.torch.graph.locator import access_path, semantic_path
+from aitune.torch.graph.tree import canonical_call
+from aitune.torch.graph.tree import map_tensors
 
 
 def check_finite(output: Any) -> None:

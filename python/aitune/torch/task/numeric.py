@@ -14,8 +14,8 @@ import torch
 
 from aitune._native import _C
 from aitune.exceptions import CorrectnessNumericError
-from aitune.torch.module.graph_spec import GraphSpec, Sample
-from aitune.torch.module.locator import access_path, semantic_path
+from aitune.torch.graph.graph_spec import GraphSpec, Sample
+from aitune.torch.graph.locator import access_path, semantic_path
 from aitune.torch.utils.tensors import map_nested_tensors
 from aitune.torch.validation import NumericTolerance
 

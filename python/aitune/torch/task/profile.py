@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 
 from aitune._native import _C
-from aitune.torch.module.graph_spec import GraphSpec, Sample
+from aitune.torch.graph.graph_spec import GraphSpec, Sample
 from aitune.torch.task.batching import make_batch
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.utils.progress import LiveLine

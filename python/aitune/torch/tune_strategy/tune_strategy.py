@@ -18,7 +18,7 @@ import torch
 from aitune.exceptions import BackendUnavailableError, CudaGraphCaptureError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.logging_utils import captured_output, format_duration, indent
-from aitune.torch.module.graph_spec import GraphSpec, Sample
+from aitune.torch.graph.graph_spec import GraphSpec, Sample
 from aitune.torch.task.correctness import check_correctness
 from aitune.torch.task.numeric import check_numeric, effective_precision_class, reference_outputs, tf32_switches
 from aitune.torch.task.profiling.config import ProfilingConfig

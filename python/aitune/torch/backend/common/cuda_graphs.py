@@ -12,9 +12,9 @@ import torch
 
 from aitune._native import _C
 from aitune.torch.config import config
-from aitune.torch.module.graph_spec import GraphSpec
-from aitune.torch.module.locator import semantic_path
-from aitune.torch.module.tree import canonical_call, map_tensors
+from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.graph.locator import semantic_path
+from aitune.torch.graph.tree import canonical_call, map_tensors
 
 
 def _key(path: Any) -> tuple:

@@ -22,10 +22,10 @@ from typing import Any
 import torch
 
 from aitune._native import _C
-from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
-from aitune.torch.module.graph_spec import GraphSpec, Sample, TensorLeaf, resize_to
-from aitune.torch.module.locator import Locator
-from aitune.torch.module.tree import canonical_call, map_tensors
+from aitune.torch.graph.dynamic_shapes import BatchDim, DynamicDim
+from aitune.torch.graph.graph_spec import GraphSpec, Sample, TensorLeaf, resize_to
+from aitune.torch.graph.locator import Locator
+from aitune.torch.graph.tree import canonical_call, map_tensors
 
 USER_TYPE_ERROR = "Dynamic shapes does not support user types or dataclasses."
 BATCH_DIM_NAME = "batch"

@@ -10,7 +10,7 @@ from typing import Callable
 
 import torch
 
-from aitune.torch.module.graph_spec import GraphSpec, Sample
+from aitune.torch.graph.graph_spec import GraphSpec, Sample
 
 logger = logging.getLogger("aitune")
 

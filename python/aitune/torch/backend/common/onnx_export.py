@@ -29,9 +29,9 @@ import torch
 from aitune.torch.backend.common.jit_warmup import original_forward
 from aitune._native import _C
 from aitune.torch.backend.common.export_shapes import ExportShapePlan, prepare_export_sample
-from aitune.torch.module.graph_spec import GraphSpec, Sample
-from aitune.torch.module.locator import semantic_path, tensor_name
-from aitune.torch.module.tree import canonical_call, map_tensors
+from aitune.torch.graph.graph_spec import GraphSpec, Sample
+from aitune.torch.graph.locator import semantic_path, tensor_name
+from aitune.torch.graph.tree import canonical_call, map_tensors
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")

@@ -31,7 +31,7 @@ from aitune.torch.backend.common.onnx_export import (
 from aitune.torch.backend.onnx_runtime.onnx_runtime_config import ONNXExecutionProvider, ONNXRuntimeBackendConfig
 from aitune.torch.backend.onnx_runtime.onnx_runtime_session import OrtSession, gpu_providers_missing
 from aitune.torch.config import config as aitune_config
-from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.graph.graph_spec import GraphSpec
 
 logger = logging.getLogger("aitune")
 

@@ -14,8 +14,8 @@ from typing import Any
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError
 from aitune.torch.backend.tensorrt.tensorrt_config import ProfileMode, TensorRTProfile
-from aitune.torch.dynamic_shapes import to_native
-from aitune.torch.module.graph_spec import GraphSpec, TensorLeaf
+from aitune.torch.graph.dynamic_shapes import to_native
+from aitune.torch.graph.graph_spec import GraphSpec, TensorLeaf
 
 Profile = list[tuple[list[int], list[int], list[int]]]
 

@@ -38,8 +38,8 @@ from aitune.torch.backend.tensorrt.profiles import (
     write_profiles,
 )
 from aitune.torch.config import config as global_config
-from aitune.torch.module.graph_spec import GraphSpec
-from aitune.torch.module.tree import map_tensors
+from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.graph.tree import map_tensors
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")

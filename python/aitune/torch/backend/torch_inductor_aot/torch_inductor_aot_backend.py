@@ -39,8 +39,8 @@ from aitune.torch.backend.common.export_shapes import (
 )
 from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_libstdcxx
 from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_config import TorchInductorAotBackendConfig
-from aitune.torch.module.graph_spec import GraphSpec
-from aitune.torch.module.tree import canonical_call
+from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.graph.tree import canonical_call
 
 PACKAGE_NAME = "model.pt2"
 NUM_INPUTS_METADATA_KEY = "aitune_num_inputs"  # read by the C++ runner (AotiRunner::kNumInputsMetadataKey)

@@ -47,7 +47,7 @@ from aitune.torch.backend.common.export_shapes import has_size_one_dynamic_axis
 from aitune.torch.backend.common.jit_warmup import original_forward, run_warmup, warmup_calls
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_config import TorchInductorJitBackendConfig
-from aitune.torch.module.graph_spec import GraphSpec, Sample
+from aitune.torch.graph.graph_spec import GraphSpec, Sample
 
 logger = logging.getLogger("aitune")
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from aitune.torch.backend.common.jit_warmup import original_forward
-from aitune.torch.module.tree import canonical_call, map_tensors
+from aitune.torch.graph.tree import canonical_call, map_tensors
 
 
 def _identifier(text: str) -> str:

@@ -41,7 +41,7 @@ from aitune.torch.backend.common.torch_tensorrt_config import (
     torch_tensorrt_availability,
 )
 from aitune.torch.config import config as global_config
-from aitune.torch.module.graph_spec import GraphSpec
+from aitune.torch.graph.graph_spec import GraphSpec
 
 logger = logging.getLogger("aitune")
 EXPORTED_MODEL_NAME = "exported_model.pt"

@@ -7,13 +7,13 @@ import logging
 from typing import Any, Callable
 
 from aitune._native import _C
-from aitune.torch import dynamic_shapes as dyn
+from aitune.torch.graph import dynamic_shapes as dyn
 from aitune.torch.config import config
 from aitune.torch.global_context import current_batch_size
-from aitune.torch.module.graph_spec import GraphSpec, Sample, TensorsSpec, values_equal
-from aitune.torch.module.locator import semantic_path
-from aitune.torch.module.signature import forward_params
-from aitune.torch.module.tree import canonical_call
+from aitune.torch.graph.graph_spec import GraphSpec, Sample, TensorsSpec, values_equal
+from aitune.torch.graph.locator import semantic_path
+from aitune.torch.graph.signature import forward_params
+from aitune.torch.graph.tree import canonical_call
 
 logger = logging.getLogger("aitune")
 

@@ -10,7 +10,7 @@ import torch
 from tabulate import tabulate
 
 from aitune._native import _C
-from aitune.torch.module.locator import SemanticPath, access_path, semantic_path, tensor_name
+from aitune.torch.graph.locator import SemanticPath, access_path, semantic_path, tensor_name
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from aitune.torch.module.locator import Locator
+from aitune.torch.graph.locator import Locator
 
 KeyPath = tuple  # the keys of a leaf's path, e.g. ("x",) or ("options", "mask")
 

@@ -64,19 +64,10 @@ DEFERRED: dict[tuple[str, str], str] = {
     ("aitune.torch.module.graph_tuning", "aitune.torch.backend"): "backend/ -> module/__init__ -> here (see above)",
     ("aitune.torch.module.wrapper", "aitune.torch.tune_strategy"):
         "tune_strategy/ -> module/__init__ -> here (see above)",
-    ("aitune.torch.checkpoint.load", "aitune.torch.module.wrapper"): CYCLE_A,
-    ("aitune.torch.checkpoint.save", "aitune.torch.module.wrapper"): CYCLE_A,
-    ("aitune.torch.results.store", "aitune.torch.checkpoint.load"): CYCLE_A,
-    ("aitune.torch.results.store", "aitune.torch.checkpoint.save"): CYCLE_A,
     # Deferred for no reason the layering needs, in files another part of issue 14 owns.
-    ("aitune.torch.results.store", "*"): PART_A_FILE,
-    ("aitune.torch.checkpoint.load", "*"): PART_A_FILE,
-    ("aitune.torch.checkpoint.save", "*"): PART_A_FILE,
     ("aitune.torch.checkpoint.storage", "*"): PART_A_FILE,
     ("aitune.torch.backend.backend", "*"): PART_A_FILE,
-    ("aitune.torch.backend.jit_warmup", "*"): PART_A_FILE,
     ("aitune.torch.backend.onnx_runtime.onnx_runtime_backend", "*"): PART_A_FILE,
-    ("aitune.torch.backend.tensorrt.backend", "*"): PART_A_FILE,
     ("aitune.torch.backend.tensorrt.builder", "*"): PART_A_FILE,
     ("aitune.torch.backend.tensorrt.engine_runner", "*"): PART_A_FILE,
     ("aitune.torch.tune_strategy.default_backends", "aitune.torch.backend"): PART_A_FILE,
@@ -96,14 +87,10 @@ DEFERRED: dict[tuple[str, str], str] = {
 CYCLE_EDGES: dict[tuple[str, str], str] = {
     ("aitune.torch.multi_device.pool", "aitune.torch.multi_device.worker"):
         "the pool starts worker.main in a spawned process: the worker's imports of tune_strategy run there",
-    ("aitune.torch.results.store", "aitune.torch.checkpoint.load"): CYCLE_A,
-    ("aitune.torch.results.store", "aitune.torch.checkpoint.save"): CYCLE_A,
 }
 
 # (importer, imported) -> why a lower layer may import a higher one.
 UPWARD: dict[tuple[str, str], str] = {
-    ("aitune.torch.results.store", "aitune.torch.checkpoint.load"): CYCLE_A,
-    ("aitune.torch.results.store", "aitune.torch.checkpoint.save"): CYCLE_A,
 }
 
 

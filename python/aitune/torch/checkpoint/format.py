@@ -136,10 +136,6 @@ class BackendEntry:
         """The registered class; nothing is imported because the file names it (docs/guide.md "Threat model")."""
         cls = registry.lookup(self.name)
         if cls is None:
-            import aitune.torch.backend  # noqa: F401 - aitune's own backends register there (a fixed module)
-
-            cls = registry.lookup(self.name)
-        if cls is None:
             stored = f"{self.class_path} (backend name '{self.name}')" if self.class_path else self.name
             builtin = [n for n in registry.registered_names() if not n.startswith(registry.CUSTOM_PREFIX)]
             raise UnsupportedCheckpointError(

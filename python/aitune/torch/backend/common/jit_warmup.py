@@ -10,6 +10,7 @@ from typing import Callable
 
 import torch
 
+from aitune.torch.backend.common.export_shapes import prepare_export_sample
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
 
 logger = logging.getLogger("aitune")
@@ -23,8 +24,6 @@ def warmup_calls(graph: GraphSpec | None, data: list[Sample], widen: bool,
     calls = [(tuple(s.args), dict(s.kwargs)) for s in data]
     if graph is not None and data and widen:
         try:
-            from aitune.torch.backend.common.export_shapes import prepare_export_sample
-
             calls.append(prepare_export_sample(graph, data[0]))
         except Exception as e:  # noqa: BLE001 - an optional extra warm-up, never a build failure
             logger.debug("%s: no widened warm-up sample: %s", backend_name, e)

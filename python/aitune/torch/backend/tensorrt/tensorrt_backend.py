@@ -16,8 +16,10 @@ from typing import Any, Callable
 
 import torch
 
-from aitune.torch.backend.common.jit_warmup import original_forward
+from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
+from aitune.torch.backend.common.jit_warmup import original_forward
+from aitune.torch.backend.common.onnx_export import export_onnx_with_template, output_leaf_paths, rebuild_outputs
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.tensorrt import builder as trt_builder
@@ -33,6 +35,7 @@ from aitune.torch.backend.tensorrt.tensorrt_config import (
 from aitune.torch.backend.tensorrt.engine_runner import EngineRunner
 from aitune.torch.backend.tensorrt.profiles import (
     SAMPLES_USED_NEEDS_SAMPLES,
+    _sample_tensors,
     build_profiles,
     read_profiles,
     write_profiles,
@@ -40,6 +43,7 @@ from aitune.torch.backend.tensorrt.profiles import (
 from aitune.torch.config import config as global_config
 from aitune.torch.graph.graph_spec import GraphSpec
 from aitune.torch.graph.tree import map_tensors
+from aitune.torch.tune_data import report as tune_data
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")
@@ -121,7 +125,6 @@ class TensorRTBackend(Backend):
     def _step(self, name: str, output: Path, fn: Callable[[], Any]) -> Any:
         """One pipeline step: timed, its duration and output size sent to telemetry, and its
         partial output removed when it fails (docs/reference/tensorrt.md#build-pipelines)."""
-        from aitune.torch.tune_data import report as tune_data
 
         start = time.perf_counter()
         try:
@@ -138,7 +141,6 @@ class TensorRTBackend(Backend):
 
     def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
                cache_dir: Path) -> None:
-        from aitune.torch.backend.common.onnx_export import export_onnx_with_template, output_leaf_paths
 
         trt = _tensorrt_or_raise()
         graph: GraphSpec = graph_spec
@@ -208,7 +210,6 @@ class TensorRTBackend(Backend):
 
     @staticmethod
     def _sample_tensors(graph: GraphSpec, data: list) -> list[list[torch.Tensor]]:
-        from aitune.torch.backend.tensorrt.profiles import _sample_tensors
 
         return [_sample_tensors(graph, sample) for sample in data]
 
@@ -223,7 +224,6 @@ class TensorRTBackend(Backend):
 
     def _start_runner(self, trt: Any, plan: bytes, device: torch.device, graph: GraphSpec, names: list,
                       profiles: list, output_names: list[str]) -> None:
-        from aitune._native import _C
 
         self._input_names = list(names)
         self._display_names = [leaf.access_path for leaf in graph.input_spec.tensors]
@@ -245,13 +245,10 @@ class TensorRTBackend(Backend):
         profile."""
         if self._profiles is None:
             return super().input_profile()
-        from aitune._native import _C
 
         return [(list(low), list(high)) for low, high in _C.trt_profile_envelope([list(p) for p in self._profiles])]
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
-        from aitune._native import _C
-        from aitune.torch.backend.common.onnx_export import rebuild_outputs
 
         if self._runner is None:
             raise RuntimeError("Engine not loaded. Call build() first.")

@@ -58,12 +58,6 @@ DEFERRED: dict[tuple[str, str], str] = {
         "the entry point of a spawned worker process: it sets its environment before torch and aitune load",
     ("aitune.torch.multi_device.pool", "aitune.torch.multi_device.worker"):
         "the worker's module runs in the spawned child; the parent only names its entry point (see CYCLE_EDGES)",
-    ("aitune.torch.module.graph_tuning", "aitune.torch.results"): CYCLE_A,
-    # Until the graph data model leaves module/ (torch/graph/), backend/ and tune_strategy/ import it through
-    # module/__init__, which loads the proxy: a top-level import of either from the proxy would be a cycle.
-    ("aitune.torch.module.graph_tuning", "aitune.torch.backend"): "backend/ -> module/__init__ -> here (see above)",
-    ("aitune.torch.module.wrapper", "aitune.torch.tune_strategy"):
-        "tune_strategy/ -> module/__init__ -> here (see above)",
     # Deferred for no reason the layering needs, in files another part of issue 14 owns.
     ("aitune.torch.checkpoint.storage", "*"): PART_A_FILE,
     ("aitune.torch.backend.backend", "*"): PART_A_FILE,

@@ -11,7 +11,9 @@ from typing import Any
 import torch
 
 from aitune.exceptions import DiskSpaceError, NoValidBackendError
+from aitune.torch.backend import TorchEagerBackend
 from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.results import ResultsStore
 from aitune.torch.tune_data import recorder as tune_data
 
 logger = logging.getLogger("aitune")
@@ -30,8 +32,6 @@ def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], str
     store = None
     # docs/reference/tuning.md#reusing-results: dry_run neither reads nor writes
     if results_root is not None and not dry_run:
-        from aitune.torch.results import ResultsStore
-
         store = ResultsStore(module, name, forward_params, device, fallback_policy, root=results_root,
                              model_fingerprint=model_fingerprint)
     selected = []
@@ -86,8 +86,6 @@ def _serve_kept_graphs_eagerly(module: torch.nn.Module, name: str, selected: lis
                                build_root: Path, graphs: list[GraphSpec]) -> list:
     """Some graphs were tuned and others kept eager: the tuned ones keep their backends and the
     kept ones are served by the original module (TorchEagerBackend), in graph order."""
-    from aitune.torch.backend import TorchEagerBackend
-
     by_graph = {id(graph): backend for graph, backend in selected}
     for graph, _ in kept:
         backend = TorchEagerBackend()

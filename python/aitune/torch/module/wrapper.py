@@ -22,6 +22,7 @@ from aitune.torch.graph.recording import Recorder
 from aitune.torch.module.state import ModuleState
 from aitune.torch.module.tuned import TunedModule
 from aitune.torch.module.tuned_state import TunedState, install_router
+from aitune.torch.tune_strategy import FirstWinsStrategy
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")
@@ -205,9 +206,6 @@ class Module(wrapt.CallableObjectProxy):
             return [self._self_strategy] * len(graphs)
         if dry_run:
             return [None] * len(graphs)
-        from aitune.torch.tune_strategy import FirstWinsStrategy
-
-
         return [FirstWinsStrategy() for _ in graphs]
 
     def tune(self, device: Any = None, strategy: Any = None, dry_run: bool = False) -> None:

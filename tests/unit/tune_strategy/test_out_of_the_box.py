@@ -1,7 +1,7 @@
 """What a user with no options gets (issue 12; docs/guide.md "Strategies", "The performance gate",
 "When nothing qualifies"): the default candidate lists per device, the tolerance table, where
 the gate measures, the max-batch search's time budget, the plain kept-eager outcome, and the
-dataset hint. Strategy flows use the fake backend (tests/unit/fake_backend.py)."""
+dataset hint. Strategy flows use the fake backend (tests/fakes/fake_backend.py)."""
 
 from __future__ import annotations
 

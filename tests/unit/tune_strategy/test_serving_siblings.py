@@ -14,7 +14,7 @@ from aitune.exceptions import NoValidBackendError
 from aitune.torch.global_context import published_batch_size
 
 from fake_backend import FakeBackend, FakeBackendConfig, SleepyLinear
-from test_out_of_the_box import quick
+from .test_out_of_the_box import quick
 
 
 @pytest.fixture(autouse=True)

@@ -21,13 +21,11 @@ step() {  # step NAME CMD... : runs CMD, logs to $LOGS/NAME.log, records the exi
   return $rc
 }
 finish() {
-  for f in deps ctest pytest_gpu pytest_all aoti_diag aoti_diag_preload aoti_diag_global_first aoti_diag_global_after jit_resnet50; do
+  for f in deps ctest pytest_gpu pytest_all jit_resnet50; do
     [ -f "$LOGS/$f.log" ] && { echo "--- $f"; tail -6 "$LOGS/$f.log"; }
   done >> "$summary"
-  [ -f "$LOGS/aoti_bindings.log" ] && { echo "--- aoti_bindings"; head -60 "$LOGS/aoti_bindings.log"; } >> "$summary"
   [ -f "$LOGS/pytest_sel.log" ] && { echo "--- pytest_sel"; grep -E "^(FAILED|ERROR)|passed|failed|aitune: fatal|^  (instruction|    0x)|^E  " "$LOGS/pytest_sel.log" | head -80; } >> "$summary"
   [ -f "$LOGS/cli_run.log" ] && { echo "--- cli_run"; tail -30 "$LOGS/cli_run.log"; } >> "$summary"
-  [ -f "$LOGS/aoti_diag_gdb.log" ] && { echo "--- aoti_diag_gdb"; grep -E '^#[0-9]+ ' "$LOGS/aoti_diag_gdb.log" | head -25; } >> "$summary"
   { echo "--- jit"; cat "$OUT/jit_resnet50.json"; echo "--- roundtrip"; cat "$OUT/roundtrip.json"
     echo "--- demo"; grep RESULT "$LOGS/demo.log"; echo "--- dispatch"; cat "$OUT/dispatch_overhead_gpu.json"
     echo "--- cuda graphs"; cat "$OUT/cuda_graph_overhead.json"; echo "--- cuda graphs (repeat)"
@@ -41,8 +39,8 @@ finish() {
 trap finish EXIT
 
 # BUILD_TESTS=OFF builds without the C++ tests and benchmarks (quicker, for benchmark-only calls).
-# STAGES selects what runs (default: everything but the zoo): build ctest tests bench demo aotidiag
-# roundtrip jit defaults defaults_bg defaults_wait; ZOO_MODELS adds the model zoo. defaults: benchmarks/defaults.py, aitune
+# STAGES selects what runs (default: build tests bench demo): build ctest tests gputests seltests bench
+# demo roundtrip jit defaults defaults_bg defaults_wait; ZOO_MODELS adds the model zoo. defaults: benchmarks/defaults.py, aitune
 # with no options vs eager/torch.compile per model (DEFAULTS_ARGS adds options, e.g. "--models
 # resnet50 --budget-s 500"; it writes $OUT/defaults.json after every row, and its table goes into
 # summary.txt, not a file of its own: the device tool returns at most 8 files). PYTEST_TIMEOUT,
@@ -83,7 +81,8 @@ if has tests || has gputests; then
   step pytest_gpu timeout -k 10 "${PYTEST_TIMEOUT:-3000}" bash -c "cd tests && AITUNE_CRASH_REPORT=1 $PY -m pytest -q -s -p no:cacheprovider -m gpu -rs"
 fi
 has tests && step pytest_all bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs"
-# gputests: the GPU-marked tests plus the pytest arguments in PYTEST_FILES (relative to tests/);
+# gputests: the GPU-marked tests plus the pytest arguments in PYTEST_FILES (relative to tests/, e.g.
+# PYTEST_FILES="gpu/ e2e/test_cpp_runtime.py unit/backend/test_inductor_backends.py": the tiers are folders);
 # seltests: only the latter. AITUNE_CRASH_REPORT=1 adds native frames to a crash (pass -s: pytest captures fd 2).
 if { has gputests || has seltests; } && [ -n "${PYTEST_FILES:-}" ]; then
   step pytest_sel timeout -k 10 "${PYTEST_TIMEOUT:-3000}" bash -c "cd tests && AITUNE_CRASH_REPORT=1 $PY -m pytest -q -p no:cacheprovider -rs $PYTEST_FILES"
@@ -98,22 +97,10 @@ if has bench; then
 fi
 has demo && step demo $PY -m aitune.torch.examples.demo
 if has aotidiag; then
-  # Why AOTInductor packages crash on this image: the libstdc++ copies mapped, then the same
-  # load with the system libstdc++ preloaded, then a native backtrace where gdb exists.
-  step aoti_diag $PY benchmarks/aoti_diag.py plain
-  step aoti_diag_preload env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 $PY benchmarks/aoti_diag.py
-  step aoti_diag_global_first $PY benchmarks/aoti_diag.py global-first
-  step aoti_diag_global_after $PY benchmarks/aoti_diag.py global-after
-  # Which objects the package's symbols bind to when the load crashes (first 400 lines of them).
-  env LD_DEBUG=bindings LD_DEBUG_OUTPUT="$LOGS/ld" $PY benchmarks/aoti_diag.py plain > "$LOGS/aoti_ld.log" 2>&1
-  cat "$LOGS"/ld.* 2>/dev/null | grep -E "binding file /tmp/[^ ]*\.so" | grep -vE "to (/usr/lib|/lib)/x86_64-linux-gnu/lib(c|m|stdc\+\+|gcc_s)\.so" \
-    > "$LOGS/aoti_bindings_all.log"
-  { sed -E 's/.* to ([^ ]+) .*/\1/' "$LOGS/aoti_bindings_all.log" | sort | uniq -c | sort -rn
-    grep -v "/torch/lib/" "$LOGS/aoti_bindings_all.log" | head -200; } > "$LOGS/aoti_bindings.log"
-  rm -f "$LOGS"/ld.* "$LOGS/aoti_bindings_all.log"
-  if command -v gdb >/dev/null; then
-    step aoti_diag_gdb gdb -q -batch -ex run -ex bt -ex "info sharedlibrary" --args $PY benchmarks/aoti_diag.py
-  fi
+  # Investigation tooling is not part of the GPU run: the AOTInductor load diagnosis has its own
+  # script (same logs and summary, into its own $OUT).
+  echo "aotidiag: moved to tools/diagnostics/aoti_diag.sh (run: PYTHON=$PY bash tools/diagnostics/aoti_diag.sh)" |
+    tee -a "$summary"
 fi
 # AOTI_PRELOAD=1 runs the AOTInductor-dependent stages with the system libstdc++ preloaded.
 AOTI_ENV=()

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
+from pathlib import Path
+
+# The fakes (tests/fakes) and shared helpers (tests/helpers) are imported by plain name from every
+# tier (`from fake_backend import FakeBackend`): on sys.path for the tests and, through it, for the
+# processes they spawn with multiprocessing (docs/design.md#tests).
+for _folder in ("helpers", "fakes"):
+    sys.path.insert(0, str(Path(__file__).resolve().parent / _folder))
 
 # Nothing a test tunes may land in the user's cache (results store, extraction cache): set
 # before aitune.torch reads its configuration.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit"))  # the unit tier's JIT helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "helpers"))  # the shared JIT helpers (tests/helpers)
 
 from jit_helpers import reset_jit  # noqa: E402
 

@@ -3,7 +3,6 @@ ait.ModuleFunctionKernelProfiler."""
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import pytest

@@ -1,5 +1,5 @@
 """The conformance tier: the real TensorRT and Torch-TensorRT wheels judge aitune's glue and the
-fakes the unit tests use (see README.md here). The fakes live in tests/unit."""
+fakes the unit tests use (see README.md here). The fakes live in tests/fakes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fakes"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from native_stubs import StubsUnavailable  # noqa: E402

@@ -4,7 +4,7 @@ The real bindings describe each overload as `name(self: tensorrt.X, a: T, b: U =
 (see tensorrt_surface_child.py). Types are normalised to one vocabulary shared by TensorRT 10.x
 (`int`, `List[int]`, `buffer`) and 11.x (`typing.SupportsInt`, `collections.abc.Sequence[...]`,
 `typing_extensions.Buffer`), which is also the vocabulary of the fake's annotations
-(tests/unit/fake_trt_strict.py)."""
+(tests/fakes/fake_trt_strict.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The real TensorRT bindings (10.15 and 11.4) judge the fake `tensorrt` of tests/unit: every
+"""The real TensorRT bindings (10.15 and 11.4) judge the fake `tensorrt` of tests/fakes: every
 name it defines exists in both real modules, with the same kind (class, enum, method, property),
 parameter names and no type the real signature refuses; its enum members exist with the values of
 the release it claims; a property is writable only where the real one is; and the failures the

@@ -1,5 +1,5 @@
 """The real Torch-TensorRT 2.11 (its pure-Python validation, imported in the sandbox of
-torch_tensorrt_sandbox.py) judges aitune's Torch-TensorRT backends and the fake of tests/unit:
+torch_tensorrt_sandbox.py) judges aitune's Torch-TensorRT backends and the fake of tests/fakes:
 
 * every call the unit tests make through the fake (CompilationSettings, Input, dynamo.compile,
   save, the torch.compile options) is replayed against the real library and must pass its checks;
@@ -27,7 +27,7 @@ from torch_tensorrt_sandbox import run_child
 
 from aitune.torch.backend.common.torch_tensorrt_config import CompilationSettingsStandIn
 
-UNIT = Path(__file__).resolve().parent.parent / "unit"
+TESTS = Path(__file__).resolve().parent.parent
 CALLS = {"CompilationSettings", "Input", "dynamo.compile", "save", "torch.compile"}
 
 
@@ -95,11 +95,12 @@ def test_the_fake_refuses_whatever_the_real_library_refuses(real_settings, tmp_p
 def test_every_call_the_unit_tests_make_passes_the_real_checks(real_settings, tmp_path):
     journal = tmp_path / "journal"
     journal.mkdir()
-    files = sorted(str(p) for p in UNIT.glob("test_*torch_tensorrt*.py"))
+    # The unit tests of the Torch-TensorRT backends and the guide's snippet tests (tests/docs).
+    files = sorted(str(p) for tier in ("unit", "docs") for p in (TESTS / tier).rglob("test_*torch_tensorrt*.py"))
     assert len(files) >= 2, files
     env = dict(os.environ, **{JOURNAL_ENV: str(journal)})
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not gpu", *files],
-                         cwd=UNIT.parent, env=env, capture_output=True, text=True, timeout=900)
+                         cwd=TESTS, env=env, capture_output=True, text=True, timeout=900)
     summary = [line for line in run.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
     assert run.returncode == 0, ("the unit tests failed while recording:\n" + "\n".join(summary or
                                  run.stdout.splitlines()[-30:]) + "\n" + run.stderr[-2000:])

@@ -1,5 +1,5 @@
 """Calls that probe Torch-TensorRT's argument checks, run against the real 2.11 (in the sandbox,
-torch_tensorrt_child.py) and against the fake of tests/unit (test_conformance_torch_tensorrt.py):
+torch_tensorrt_child.py) and against the fake of tests/fakes (test_conformance_torch_tensorrt.py):
 whatever the real library refuses, the fake must refuse with the same exception type.
 
 Each probe takes a `side` with save(**kwargs), compile(**kwargs), settings(**kwargs),

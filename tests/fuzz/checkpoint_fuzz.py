@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "unit"))  # checkpoint_tools
+sys.path.insert(0, str(HERE.parent / "helpers"))  # checkpoint_tools
 
 DOCUMENTED_VALUE_ERRORS = ("Some modules in the device_map were not found", "Some modules in the state_dict were not found")
 CLI_EXIT_CODES = {0, 2, 3, 4, 5, 6, 7}  # 1 (runtime error) is allowed when no C++ backtrace is printed

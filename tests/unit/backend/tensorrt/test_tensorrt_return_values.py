@@ -11,7 +11,7 @@ import json
 import fake_tensorrt as fake
 import pytest
 import torch
-from test_tensorrt_build import _build
+from .test_tensorrt_build import _build
 
 import aitune.torch.backend.tensorrt.tensorrt_backend as trt_backend
 from aitune.torch.backend.tensorrt import ProfileMode, TensorRTBackend, TensorRTBackendConfig

@@ -1,7 +1,7 @@
 """What a user with no options gets (issue 12; docs/guide.md "Strategies", "The performance gate",
 "When nothing qualifies"): the default candidate lists per device, the tolerance table, where
 the gate measures, the max-batch search's time budget, the plain kept-eager outcome, and the
-dataset hint. Strategy flows use the fake backend (tests/unit/fake_backend.py)."""
+dataset hint. Strategy flows use the fake backend (tests/fakes/fake_backend.py)."""
 
 from __future__ import annotations
 
@@ -226,7 +226,7 @@ def test_nothing_faster_than_eager_keeps_eager_plainly(aitune_log):
 def test_no_candidate_built_names_the_counts_and_the_log(aitune_log):
     strategy = ait.FirstWinsStrategy([fake(name="absent", unavailable_reason="fakepkg is not installed"),
                                       fake(name="broken", fail_build=True)], profiling_config=quick())
-    m = recorded(name="none", strategy=strategy.enable_find_max_batch_size(False))
+    recorded(name="none", strategy=strategy.enable_find_max_batch_size(False))
     ait.tune(lambda x: None, [torch.randn(8)], device="cpu")
     line = next(line for line in aitune_log.text.splitlines() if "🟰 none.0" in line)
     assert "kept eager — no candidate built (1 unavailable, 1 failed: see " in line
@@ -245,8 +245,8 @@ def test_profiling_strategy_keeping_eager_says_so(aitune_log):
 
 
 def test_an_unexpected_failure_is_still_a_warning(aitune_log):
-    m = recorded(name="boom", strategy=ait.OneBackendStrategy(fake(name="broken", fail_build=True))
-                 .enable_find_max_batch_size(False))
+    recorded(name="boom", strategy=ait.OneBackendStrategy(fake(name="broken", fail_build=True))
+             .enable_find_max_batch_size(False))
     ait.tune(lambda x: None, [torch.randn(8)], device="cpu")
     assert any("Tuning module: `boom` failed" in w for w in _warnings(aitune_log))
     assert telemetry()["modules"][0]["outcome"] == "failed"

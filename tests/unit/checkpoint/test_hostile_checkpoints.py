@@ -18,7 +18,6 @@ import torch
 
 import aitune.torch as ait
 from aitune import exceptions as errors
-from aitune._native import _C
 from aitune.torch.backend import TorchEagerBackend, TorchInductorAotBackend
 from aitune.torch.config import config
 from aitune.torch.module.state import ModuleState

@@ -1,6 +1,6 @@
 """Torch-TensorRT JIT and AOT backends (docs/reference/api.md#backend-classes, docs/reference/backends.md).
 Torch-TensorRT cannot be installed on the CPU test hosts, so besides the "library absent" behaviour, our glue is tested
-against the recording fake of tests/unit/fake_torch_tensorrt.py, with the backends allowed on the CPU for the
+against the recording fake of tests/fakes/fake_torch_tensorrt.py, with the backends allowed on the CPU for the
 test (the real ones need CUDA): the arguments we pass, and the artifact's save/load round trip."""
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Diagnoses AOTInductor package loading on a machine (the GPU image's loader crashed):
 prints which libstdc++ copies are mapped, then loads and runs a tiny CUDA package.
 
-    python benchmarks/aoti_diag.py [plain|global-first|global-after] [package path]
+    python tools/diagnostics/aoti_diag.py [plain|global-first|global-after] [package path]
+
+(tools/diagnostics/aoti_diag.sh runs every mode, with LD_PRELOAD, LD_DEBUG and gdb.)
 
 `global-first` loads libstdc++ into the global symbol scope before torch is imported,
 `global-after` after torch but before the package loads (what aitune could do at import);
@@ -35,7 +37,7 @@ if not os.path.exists(package):
 if mode == "global-after":
     ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
 maps = open("/proc/self/maps").read()
-print("mode", mode, "libstdc++ mapped:", sorted({l.split()[-1] for l in maps.splitlines() if "stdc++" in l}), flush=True)
+print("mode", mode, "libstdc++ mapped:", sorted({line.split()[-1] for line in maps.splitlines() if "stdc++" in line}), flush=True)
 runner = torch._inductor.aoti_load_package(package)
 print("loaded", flush=True)
 print("ok", runner(x).sum().item(), flush=True)

@@ -1,7 +1,7 @@
 """A CUDA-graph variant and its plain sibling share one build (siblings.py; docs/guide.md
 "Strategies"): the second is served from the first's build, a sibling whose build failed is
 skipped with the reason, and a failed capture falls back to the plain sibling with the reason
-logged once. The fake backend's "CUDA graphs" are FakeGraphServing (tests/unit/fake_backend.py):
+logged once. The fake backend's "CUDA graphs" are FakeGraphServing (tests/fakes/fake_backend.py):
 the real runner needs a GPU, and the GPU suite covers it (test_tune_e2e.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from aitune.exceptions import NoValidBackendError
 from aitune.torch.global_context import published_batch_size
 
 from fake_backend import FakeBackend, FakeBackendConfig, SleepyLinear
-from test_out_of_the_box import quick
+from .test_out_of_the_box import quick
 
 
 @pytest.fixture(autouse=True)

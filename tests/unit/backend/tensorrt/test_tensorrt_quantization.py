@@ -12,7 +12,7 @@ import fake_tensorrt as fake
 import numpy as np
 import pytest
 import torch
-from test_tensorrt_build import _build
+from .test_tensorrt_build import _build
 
 import aitune.torch.backend.tensorrt.tensorrt_backend as trt_backend
 from aitune.torch.backend.tensorrt import (

@@ -117,7 +117,7 @@ def test_callables_serve_images_and_videos_and_survive_their_own_failures(tmp_pa
     function that raises answers that request with HTTP 500 and the worker serves on."""
     require_dynamo()
     env, port = environment(tmp_path), free_port()
-    script = str(Path(__file__).with_name("dynamo_media_worker.py"))
+    script = str(Path(__file__).resolve().parents[1] / "helpers" / "dynamo_media_worker.py")
     with running(frontend_command(port), env, tmp_path / "frontend.log") as frontend, \
             running([sys.executable, script, "image"], env, tmp_path / "image.log") as image_worker, \
             running([sys.executable, script, "video"], env, tmp_path / "video.log") as video_worker:

@@ -13,7 +13,7 @@ import torch
 from jit_helpers import Net, fake_strategy, reset_jit
 
 import aitune.torch as ait
-import aitune.torch.jit.tune
+import aitune.torch.jit.tune  # noqa: F401 (makes `ait.jit.tune` an attribute)
 from aitune.exceptions import DiskSpaceError
 from aitune.torch.jit import exit_report, patcher
 from aitune.torch.jit.config import JITMode

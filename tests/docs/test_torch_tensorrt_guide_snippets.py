@@ -6,7 +6,7 @@ backends never fail to construct without Torch-TensorRT or CUDA. The calls that 
 Torch-TensorRT engine (`ait.tune` with a Torch-TensorRT backend) and the snippets that import
 `torch_tensorrt` itself run as written only where the library and CUDA are present; elsewhere
 they are skipped with the reason. The quick start also runs on the CPU against the recording fake
-of tests/unit/fake_torch_tensorrt.py, to show the snippet's flow works through aitune's glue."""
+of tests/fakes/fake_torch_tensorrt.py, to show the snippet's flow works through aitune's glue."""
 
 from __future__ import annotations
 

@@ -49,7 +49,8 @@ def environment(tmp_path: Path) -> dict[str, str]:
     import aitune
 
     env = dict(os.environ)
-    python_path = [str(Path(aitune.__file__).resolve().parents[1]), str(REPO / "tests" / "unit")]
+    python_path = [str(Path(aitune.__file__).resolve().parents[1]), str(REPO / "tests" / "helpers"),
+                   str(REPO / "tests" / "fakes")]
     env["PYTHONPATH"] = os.pathsep.join(python_path + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.update(DYN_DISCOVERY_BACKEND="file", DYN_REQUEST_PLANE="tcp", DYN_FILE_KV=str(tmp_path / "discovery"),
                AITUNE_CACHE_DIR=str(tmp_path / "aitune-cache"))

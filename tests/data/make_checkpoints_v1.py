@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "unit"))  # checkpoint_v1_backend: its class path is in the file
+sys.path.insert(0, str(HERE.parent / "helpers"))  # checkpoint_v1_backend: its class path is in the file
 
 import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402

@@ -1,4 +1,4 @@
-"""A backend written by following docs/design.md#adding-a-backend (tests/unit/plugin_trace/: one
+"""A backend written by following docs/design.md#adding-a-backend (tests/helpers/plugin_trace/: one
 folder, one `@register_backend` line) tunes, saves and loads like a built-in one."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from aitune.torch.module.state import ModuleState
 
 from checkpoint_tools import rewrite
 
-V1 = Path(__file__).resolve().parent.parent / "data" / "checkpoints_v1"
+V1 = Path(__file__).resolve().parents[2] / "data" / "checkpoints_v1"
 BUILTIN = {"torch_eager", "torch_inductor_jit", "torch_inductor_aot", "onnx_runtime", "tensorrt",
            "torch_tensorrt_jit", "torch_tensorrt_aot"}
 
@@ -200,7 +200,7 @@ def test_a_format1_inductor_aot_checkpoint_loads_and_serves_the_reference(aoti_l
 def test_a_format1_custom_backend_checkpoint_needs_its_module_imported():
     x, y = _reference()
     code = ("import sys, torch; import aitune.torch as ait\n"
-            f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / 'helpers')!r})\n"
             "from aitune import exceptions as errors\n"
             "m = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))\n"
             "try:\n"

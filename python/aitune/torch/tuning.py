@@ -219,5 +219,5 @@ def _activate(modules: list) -> None:
 
 
 # AITune's scripts import save and load from here too (docs/guide.md, "Coming from AITune").
-from aitune.torch.checkpoint.load import load  # noqa: E402
-from aitune.torch.checkpoint.save import save  # noqa: E402
+from aitune.torch.checkpoint.load import load  # noqa: E402, F401 - re-exported
+from aitune.torch.checkpoint.save import save  # noqa: E402, F401 - re-exported

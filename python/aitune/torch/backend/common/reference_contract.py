@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import inspect
-from typing import Any, Callable
+from typing import Callable
 
 
 class ExecutionMode(str, enum.Enum):

@@ -20,7 +20,7 @@ from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.common.jit_warmup import original_forward
 from aitune.torch.backend.common.onnx_export import export_onnx_with_template, output_leaf_paths, rebuild_outputs
-from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
+from aitune.torch.backend.backend import ArtifactPath, Backend
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.tensorrt import builder as trt_builder
 from aitune.torch.backend.tensorrt import output_template

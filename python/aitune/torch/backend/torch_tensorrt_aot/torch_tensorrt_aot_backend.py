@@ -25,7 +25,7 @@ import torch
 
 from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
-from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
+from aitune.torch.backend.backend import ArtifactPath, Backend
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.common.export_shapes import _BATCH, _NAMED, ExportShapePlan, _identifier, prepare_export_sample
 from aitune.torch.backend.torch_tensorrt_aot.tensor_inputs import (

@@ -34,10 +34,6 @@
 namespace aitune {
 namespace {
 
-// Keys that failed to capture are remembered so they are not captured again; bounded so a
-// stream of distinct failing shapes cannot grow memory without limit.
-constexpr size_t kMaxUncapturableKeys = 64;
-
 std::string error_text(const std::exception& e) {
   if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
   return e.what();
@@ -47,18 +43,6 @@ std::string error_text(const std::exception& e) {
 bool env_is_one_of(const char* name, std::initializer_list<std::string_view> values) {
   const char* value = std::getenv(name);
   return value != nullptr && std::find(values.begin(), values.end(), std::string_view(value)) != values.end();
-}
-
-uint64_t hash_tokens(const std::vector<int64_t>& tokens) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the 8 bytes of each token
-  for (int64_t token : tokens) {
-    auto v = static_cast<uint64_t>(token);
-    for (int byte = 0; byte < 8; ++byte) {
-      h ^= (v >> (8 * byte)) & 0xffu;
-      h *= 1099511628211ull;
-    }
-  }
-  return h;
 }
 
 }  // namespace
@@ -137,7 +121,6 @@ struct CudaGraphRunner::Entry {
   // private pool before the graph (which releases the pool) goes; the static inputs, from the
   // ordinary allocator, go last. The destructor first waits for the last call's device work.
   Key key;
-  uint64_t last_used = 0;
   std::vector<at::Tensor> static_inputs;  // written by copy-in, read by the graph
   // Per input the graph copies in itself (dense inputs, in-graph copies on): the copy's node and
   // the buffer it reads when the caller's tensor cannot be its source. Undefined/unbound otherwise.
@@ -170,7 +153,6 @@ struct CudaGraphRunner::Entry {
 
 struct CudaGraphRunner::Entry {
   Key key;
-  uint64_t last_used = 0;
 };
 
 #endif
@@ -180,7 +162,8 @@ CudaGraphRunner::CudaGraphRunner(std::shared_ptr<Runner> inner, CudaGraphOptions
       options_(options),
       graphs_active_(AITUNE_GRAPHS_HAVE_CUDA && options.enabled && options.cache_size > 0 &&
                      !cuda_graphs_disabled_by_env()),
-      in_graph_copies_(!in_graph_copies_disabled_by_env()) {}
+      in_graph_copies_(!in_graph_copies_disabled_by_env()),
+      cache_(options.cache_size) {}
 
 CudaGraphRunner::~CudaGraphRunner() = default;
 
@@ -208,54 +191,13 @@ std::string CudaGraphRunner::last_warning() const {
 
 size_t CudaGraphRunner::num_cached_graphs() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return entries_.size();
-}
-
-std::optional<CudaGraphRunner::Key> CudaGraphRunner::make_key(const std::vector<at::Tensor>& inputs) {
-  if (inputs.empty()) return std::nullopt;
-  Key key;
-  key.tokens.reserve(inputs.size() * 8);
-  for (const at::Tensor& t : inputs) {
-    if (!t.defined() || !t.is_cuda()) return std::nullopt;
-    const int index = t.device().index();
-    if (key.device_index < 0) {
-      key.device_index = index;
-    } else if (index != key.device_index) {
-      return std::nullopt;
-    }
-    key.tokens.push_back(static_cast<int64_t>(t.scalar_type()));
-    key.tokens.push_back(index);
-    key.tokens.push_back(t.is_contiguous() ? 1 : 0);
-    key.tokens.push_back(t.dim());
-    for (int64_t size : t.sizes()) key.tokens.push_back(size);
-  }
-  key.hash = hash_tokens(key.tokens);
-  return key;
-}
-
-// Plain string appends, not an ostringstream: this runs on the capture-failure path in Python
-// processes, where an ostream's locale facets crashed once libstdc++ had been promoted to the
-// global scope for an AOTInductor package (H200, 2026-11-30; _C now binds at load, -z now).
-std::string CudaGraphRunner::describe_key(const Key& key) {
-  std::string out = "(";
-  size_t i = 0;
-  for (bool first = true; i + 4 <= key.tokens.size(); first = false) {
-    const auto dtype = static_cast<c10::ScalarType>(key.tokens[i]);
-    const int64_t device = key.tokens[i + 1];
-    const bool contiguous = key.tokens[i + 2] != 0;
-    const int64_t rank = key.tokens[i + 3];
-    out += std::string(first ? "" : ", ") + dtype_name(dtype) + "[";
-    for (int64_t axis = 0; axis < rank; ++axis) out += (axis ? ", " : "") + std::to_string(key.tokens[i + 4 + axis]);
-    out += "] cuda:" + std::to_string(device) + (contiguous ? "" : " non-contiguous");
-    i += 4 + static_cast<size_t>(rank);
-  }
-  return out + ")";
+  return cache_.size();
 }
 
 StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run(const std::vector<at::Tensor>& inputs) {
   if (!inner_) return invalid_argument("CudaGraphRunner: no inner runner to run");
   if (!graphs_active_) return run_inner(inputs);
-  std::optional<Key> key = make_key(inputs);
+  std::optional<Key> key = make_capture_key(inputs);
   if (!key) return run_inner(inputs);
   return run_graph(*key, inputs);
 }
@@ -271,20 +213,11 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_inner(const std::vector<a
 }
 
 void CudaGraphRunner::mark_uncapturable(const Key& key, const std::string& why) {
-  if (uncapturable_.size() >= kMaxUncapturableKeys) uncapturable_.erase(uncapturable_.begin());
-  uncapturable_.push_back(key);
+  cache_.mark_uncapturable(key);
   ++stats_.capture_failures;
   // Torch's CUDA errors and Python tracebacks span lines; the first one says what failed.
   last_warning_ = "CUDA graph capture failed for runner '" + inner_->describe() + "' with inputs " +
-                  describe_key(key) + ": " + why.substr(0, why.find('\n')) + "; these inputs run without a CUDA graph";
-}
-
-void CudaGraphRunner::evict_least_recently_used() {
-  if (entries_.empty()) return;
-  auto oldest = std::min_element(entries_.begin(), entries_.end(),
-                                 [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
-  entries_.erase(oldest);  // ~Entry waits for the entry's last device use
-  ++stats_.evictions;
+                  describe_capture_key(key) + ": " + why.substr(0, why.find('\n')) + "; these inputs run without a CUDA graph";
 }
 
 #if AITUNE_GRAPHS_HAVE_CUDA
@@ -353,20 +286,18 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key& key, con
   try {
     // Graphs are an inference path: nothing captured may record autograd history.
     at::NoGradGuard no_grad;
-    for (auto& entry : entries_) {
-      if (entry->key == key) {
-        ++stats_.hits;
-        entry->last_used = ++tick_;
-        return replay(*entry, inputs);
-      }
+    if (Entry* entry = cache_.find(key)) {
+      ++stats_.hits;
+      return replay(*entry, inputs);
     }
-    if (std::find(uncapturable_.begin(), uncapturable_.end(), key) != uncapturable_.end()) {
+    if (cache_.is_uncapturable(key)) {
       ++stats_.direct_calls;
       return inner_->run(inputs);
     }
     ++stats_.misses;
-    // Evict first so the new capture does not need memory for cache_size + 1 graphs.
-    if (entries_.size() >= options_.cache_size) evict_least_recently_used();
+    // Evict first so the new capture does not need memory for cache_size + 1 graphs; the evicted
+    // entry's destructor waits for its last device use.
+    if (cache_.make_room()) ++stats_.evictions;
     std::string failure;
     AITUNE_ASSIGN_OR_RETURN(std::unique_ptr<Entry> entry, capture(key, inputs, failure));
     if (!entry) {
@@ -374,9 +305,7 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key& key, con
       return inner_->run(inputs);
     }
     ++stats_.captures;
-    entry->last_used = ++tick_;
-    entries_.push_back(std::move(entry));
-    return replay(*entries_.back(), inputs);
+    return replay(cache_.insert(key, std::move(entry)), inputs);
   } catch (const std::exception& e) {
     return Status(StatusCode::kCudaError,
                   "CUDA graph run failed for runner '" + inner_->describe() + "': " + error_text(e));

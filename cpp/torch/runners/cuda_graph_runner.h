@@ -8,9 +8,11 @@
 // key from any thread). Dense inputs and cloned dense outputs are copied by memcpy nodes inside
 // the graph, re-pointed at each call's tensors, so a call is one launch (graph_copy_node.h). A new key runs
 // one ordinary warmup, captures the inner runner on a side stream into a private memory pool, evicts the
-// least recently used key beyond cache_size, and replays (the key and the cache: capture_cache.h). A key whose capture fails is remembered as
+// least recently used key beyond cache_size, and replays. A key whose capture fails is remembered as
 // non-capturable and runs through the inner runner from then on. Calls whose inputs are not all on one CUDA
-// device, and every call when the runner is disabled, go straight to the inner runner.
+// device, and every call when the runner is disabled, go straight to the inner runner. The key and the
+// cache are capture_cache.h; capture is cuda_graph_capture.cc; the per-call path and replay are
+// cuda_graph_runner.cc.
 //
 // Thread-safe: one mutex serialises the cache, copy-in, replay, cloning and every call of the
 // (not thread-safe) inner runner. Calls from different streams are also ordered on the device:

@@ -3,17 +3,11 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/autograd/python_variable.h>
 
-#include "bridge/tensor_bridge.h"
-#include "spec/shape.h"
 #include "errors.h"
 #include "py_callable_runner.h"
 
 namespace aitune::python {
 namespace {
-
-std::string torch_dtype_name(int scalar_type) {
-  return "torch." + dtype_name(static_cast<c10::ScalarType>(scalar_type));
-}
 
 struct Scratch {
   std::vector<BoundArg> bound;
@@ -66,16 +60,13 @@ GraphKey Dispatcher::key_of(const py::tuple& args, const py::dict& kwargs) const
 // and the input rules name tensors. A graph restored from a crafted checkpoint can pair a key with
 // a spec of another structure; indexing with it would read past the call's leaves.
 static bool fits(const GraphEntry& entry, const FlatCall& flat) {
-  for (const InputRule& rule : entry.input_rules) {
+  for (const dispatch::InputRule& rule : entry.dispatch.rules()) {
     if (rule.leaf >= flat.leaves.size() || !flat.leaves[rule.leaf].is_tensor) return false;
   }
   for (const auto& check : entry.eq_checks) {
     if (check.first >= flat.leaves.size()) return false;
   }
-  for (size_t index : entry.input_order) {
-    if (index >= entry.input_rules.size()) return false;
-  }
-  return true;
+  return entry.dispatch.input_order_fits();
 }
 
 const GraphEntry* Dispatcher::select(const FlatCall& flat) const {
@@ -83,7 +74,7 @@ const GraphEntry* Dispatcher::select(const FlatCall& flat) const {
     const GraphEntry& entry = entries_[index];
     if (!fits(entry, flat)) {
       raise_python_error("CorruptCheckpointError",
-                         "graph '" + entry.name + "' of module '" + module_name_ +
+                         "graph '" + entry.dispatch.graph() + "' of module '" + module_name_ +
                              "' does not fit the calls its own key matches (its input spec names other leaves): "
                              "the checkpoint it was loaded from is inconsistent");
     }
@@ -99,56 +90,28 @@ const GraphEntry* Dispatcher::select(const FlatCall& flat) const {
   return nullptr;
 }
 
+// The shared input check (docs/reference/dispatch.md#input-check) over this call's leaves; a first
+// exit from a recorded envelope goes to the Python on_outside callback.
 void Dispatcher::check_inputs(const GraphEntry& entry, const FlatCall& flat) const {
-  for (const InputRule& rule : entry.input_rules) {
-    const at::Tensor& tensor = THPVariable_Unpack(flat.leaves[rule.leaf].value.ptr());
-    const int actual = static_cast<int>(tensor.scalar_type());
-    bool dtype_ok = false;
-    for (int st : rule.scalar_types) dtype_ok = dtype_ok || st == actual;
-    if (!dtype_ok) {
-      std::string expected;
-      for (size_t i = 0; i < rule.scalar_types.size(); ++i) {
-        expected += (i ? " or " : "") + torch_dtype_name(rule.scalar_types[i]);
-      }
-      raise_python_error("ProfileShapeError", "Input dtype " + torch_dtype_name(actual) +
-                                                  " does not match tuned dtype " + expected + " for input " +
-                                                  rule.path_repr + " in module '" + module_name_ + "', graph '" +
-                                                  entry.name + "'");
-    }
-    if (!rule.hard && rule.outside_reported->load(std::memory_order_relaxed)) continue;
-    const auto sizes = tensor.sizes();
-    bool above = false;
-    bool below = false;
-    for (size_t axis = 0; axis < sizes.size() && axis < rule.min_shape.size(); ++axis) {
-      above = above || sizes[axis] > rule.max_shape[axis];
-      below = below || sizes[axis] < rule.min_shape[axis];
-    }
-    if (!above && !below) continue;
-    if (rule.hard) {
-      const std::string shape = format_shape(Shape(sizes.begin(), sizes.end()));
-      const std::string where = " for input " + rule.path_repr + " (tensor '" + rule.tensor_name + "'; profile min " +
-                                rule.min_text + ", max " + rule.max_text + ") in module '" + module_name_ +
-                                "', graph '" + entry.name + "', backend " + entry.backend_desc;
-      raise_python_error("ProfileShapeError", above ? "Input shape " + shape + " exceeds max profile shape " +
-                                                          rule.max_text + where
-                                                    : "Input shape " + shape + " is below min profile shape " +
-                                                          rule.min_text + where);
-    }
-    if (!rule.outside_reported->exchange(true)) {
-      on_outside_(entry.name, rule.path_repr, std::vector<int64_t>(sizes.begin(), sizes.end()), rule.min_shape,
-                  rule.max_shape);
-    }
-  }
+  const std::vector<dispatch::InputRule>& rules = entry.dispatch.rules();
+  const Status status = entry.dispatch.check_inputs(
+      [&](size_t i) -> const at::Tensor& { return THPVariable_Unpack(flat.leaves[rules[i].leaf].value.ptr()); },
+      [&](const dispatch::InputRule& rule, const at::Tensor& tensor) {
+        const auto sizes = tensor.sizes();
+        on_outside_(entry.dispatch.graph(), rule.path_repr, std::vector<int64_t>(sizes.begin(), sizes.end()),
+                    rule.min_shape, rule.max_shape);
+      });
+  ok_or_throw(status);
 }
 
-py::object Dispatcher::run_native(const GraphEntry& entry, std::vector<at::Tensor> inputs) const {
+py::object Dispatcher::run_native(const GraphEntry& entry, const std::vector<at::Tensor>& inputs) const {
   StatusOr<std::vector<at::Tensor>> outputs = internal_error("native runner did not run");
   {
     // Native runners do not need Python; a runner that calls back into Python (a CUDA-graph
     // capture of a Python backend) takes the GIL itself. Releasing it before the runner's
     // mutex keeps the lock order GIL -> mutex impossible (docs/reference/dispatch.md#threads-and-streams).
     py::gil_scoped_release release;
-    outputs = entry.native->run(inputs);
+    outputs = entry.dispatch.run(inputs);
   }
   if (!outputs.ok()) {
     // A Python backend served through the CUDA-graph runner raised: re-raise its own exception
@@ -158,9 +121,9 @@ py::object Dispatcher::run_native(const GraphEntry& entry, std::vector<at::Tenso
   }
   if (entry.rebuild.is_none()) {
     if (outputs->size() != 1) {
-      raise_python_error("AITuneError", "graph '" + entry.name + "' of module '" + module_name_ + "' expected one output "
-                                        "tensor from " + entry.backend_desc + ", got " +
-                                        std::to_string(outputs->size()));
+      raise_python_error("AITuneError", "graph '" + entry.dispatch.graph() + "' of module '" + module_name_ +
+                                            "' expected one output tensor from " + entry.dispatch.backend() +
+                                            ", got " + std::to_string(outputs->size()));
     }
     return py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move((*outputs)[0])));
   }
@@ -180,15 +143,14 @@ py::object Dispatcher::call(const py::tuple& args, const py::dict& kwargs) const
     entry = select(s.flat);
     if (entry != nullptr) {
       check_inputs(*entry, s.flat);
-      if (entry->native) {
-        native_inputs.reserve(entry->input_order.size());
-        for (size_t index : entry->input_order) {
-          native_inputs.push_back(THPVariable_Unpack(s.flat.leaves[entry->input_rules[index].leaf].value.ptr()));
-        }
+      if (entry->dispatch.runner()) {
+        const std::vector<dispatch::InputRule>& rules = entry->dispatch.rules();
+        native_inputs = entry->dispatch.runner_inputs(
+            [&](size_t i) -> const at::Tensor& { return THPVariable_Unpack(s.flat.leaves[rules[i].leaf].value.ptr()); });
       }
     }
   }
-  if (entry != nullptr && entry->native) return run_native(*entry, std::move(native_inputs));
+  if (entry != nullptr && entry->dispatch.runner()) return run_native(*entry, native_inputs);
   // The scratch is released before running: the runner or the miss handler may re-enter
   // (nested tuned modules) and reuse this thread's scratch.
   if (entry == nullptr) return on_miss_(*args, **kwargs);

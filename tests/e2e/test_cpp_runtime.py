@@ -122,6 +122,26 @@ def test_input_outside_profile_exits_7(aot_ckpt, tmp_path):
     assert r.returncode == 7, r.stderr
 
 
+def test_input_errors_read_the_same_in_python_and_the_cpp_runtime(aot_ckpt, tmp_path):
+    # One dispatch core words input errors for both front ends (docs/reference/dispatch.md#input-check). The
+    # backend's text is compared apart: Python shows Backend.describe(), the runtime the saved name.
+    from safetensors.torch import save_file
+
+    from aitune.exceptions import ProfileShapeError
+
+    loaded = ait.load(_mlp(), aot_ckpt)
+    for case, tensor in (("dtype", torch.randn(2, 6, dtype=torch.float64)), ("above", torch.randn(9, 6))):
+        with torch.no_grad(), pytest.raises(ProfileShapeError) as info:
+            loaded(tensor)
+        python_text = str(info.value)
+        save_file({"input_input": tensor}, str(tmp_path / f"{case}.safetensors"))
+        r = _run("run", aot_ckpt, "--device", "cpu", "--inputs", tmp_path / f"{case}.safetensors", cache=tmp_path)
+        assert r.returncode == 7, r.stderr
+        head, _, _ = python_text.partition(", backend ")
+        assert head.startswith("Input dtype torch.float64 does not match" if case == "dtype" else "Input shape [9, 6]")
+        assert "(tensor 'input_input'" in head and head + ", backend " in r.stderr, (python_text, r.stderr)
+
+
 def test_an_input_saved_without_a_range_is_not_range_checked(aot_ckpt, tmp_path):
     # A backend with no hard range for an input saves null for it (the manifest schema allows it);
     # the C++ runtime must load such a graph and simply not range-check that input.

@@ -9,6 +9,9 @@
 // value does not fit: an entry of 4 GiB or more, one starting beyond 4 GiB, a central directory
 // beyond 4 GiB, more than 65534 entries; smaller archives are plain ZIP. The reader accepts ZIP64;
 // compressed, encrypted, data-descriptor and multi-disk archives are refused as kUnsupported.
+//
+// Implemented along its seams: zip_writer.cc, zip_reader.cc, entry_name.{h,cc} (name rules),
+// crc32.{h,cc} and sha256.{h,cc} (checksums), zip_format.h (record layout), posix_file.{h,cc}.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "checkpoint/sha256.h"  // sha256_hex, sha256_file: part of this API
 #include "common/status.h"
 
 namespace aitune {
@@ -32,10 +36,6 @@ struct FileRecord {
 
 inline constexpr std::string_view kManifestEntryName = "manifest.json";
 inline constexpr uint64_t kEntryAlignment = 64;  // bytes; data of every entry starts on this boundary
-
-// Lowercase hex SHA-256 (OpenSSL EVP). `sha256_file` streams the file; kNotFound when it is missing.
-std::string sha256_hex(std::string_view data);
-StatusOr<std::string> sha256_file(const std::string& path);
 
 struct ZipWriteOptions {
   // Test only: ZIP64 records for every entry and the end record even when all values fit in 32

@@ -1,47 +1,20 @@
+// CudaGraphRunner (cuda_graph_runner.h): the per-call path (key, cache lookup, replay, direct calls)
+// and the counters. Capture is in cuda_graph_capture.cc, the cache policy in capture_cache.h.
 #include "runners/cuda_graph_runner.h"
 
-#include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
 #include <string_view>
 
-#include "bridge/tensor_bridge.h"
-
-// CUDA parts compile when torch ships them and the toolkit headers are on the path (a CUDA
-// build of torch). Without them the runner forwards every call to the inner runner.
-#if !defined(AITUNE_NO_CUDA) && __has_include(<ATen/cuda/CUDAGraph.h>) && __has_include(<cuda_runtime_api.h>)
-#define AITUNE_GRAPHS_HAVE_CUDA 1
-#include <ATen/cuda/CUDAGeneratorImpl.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <ATen/core/CachingHostAllocator.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime_api.h>
-
-#include "runners/graph_copy_node.h"
-#else
-#define AITUNE_GRAPHS_HAVE_CUDA 0
-#endif
+#include "runners/cuda_graph_entry.h"
 
 namespace aitune {
 namespace {
 
-// Keys that failed to capture are remembered so they are not captured again; bounded so a
-// stream of distinct failing shapes cannot grow memory without limit.
-constexpr size_t kMaxUncapturableKeys = 64;
-
-std::string error_text(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
-  return e.what();
-}
+using cuda_graph::error_text;
 
 // True when the environment variable `name` is set to one of `values`.
 bool env_is_one_of(const char* name, std::initializer_list<std::string_view> values) {
@@ -49,138 +22,15 @@ bool env_is_one_of(const char* name, std::initializer_list<std::string_view> val
   return value != nullptr && std::find(values.begin(), values.end(), std::string_view(value)) != values.end();
 }
 
-uint64_t hash_tokens(const std::vector<int64_t>& tokens) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the 8 bytes of each token
-  for (int64_t token : tokens) {
-    auto v = static_cast<uint64_t>(token);
-    for (int byte = 0; byte < 8; ++byte) {
-      h ^= (v >> (8 * byte)) & 0xffu;
-      h *= 1099511628211ull;
-    }
-  }
-  return h;
-}
-
 }  // namespace
-
-#if AITUNE_GRAPHS_HAVE_CUDA
-namespace {
-
-// at::cuda::CUDAGraph with access to what a failed capture leaves behind. When capture_end
-// throws before finishing (an invalidated capture makes cudaStreamEndCapture fail first thing),
-// the graph's reset() does not release the memory pool (see release_failed_capture), and the
-// generators registered at capture_begin stay in capturing mode, which makes every later CUDA
-// random op in the process fail ("Offset increment outside graph capture").
-struct Graph : at::cuda::CUDAGraph {
-  // keep_graph keeps the captured cudaGraph_t after instantiation: its memcpy nodes are the
-  // handles GraphCopyNode re-points per call.
-  explicit Graph(bool keep_graph) : at::cuda::CUDAGraph(keep_graph) {}
-  bool capture_ended() const { return capture_ended_; }
-  // What CUDAGeneratorState::capture_epilogue does (that symbol is not exported): leave
-  // capture mode. The increment it would return belongs to a graph that will never replay.
-  void end_generator_capture() {
-    for (auto& [state, increment] : captured_generator_states_) state->capturing_ = false;
-  }
-};
-
-// Drops torch warnings while alive (the "CUDA Graph is empty" note of a capture whose inner
-// run failed before launching anything: the failure is reported once, through last_warning).
-class SilentWarnings : public c10::WarningHandler {
- public:
-  void process(const c10::Warning&) override {}
-};
-
-
-// Undoes what CUDAGraph::capture_begin set up when capture_end threw before taking it down
-// (an invalidated capture makes cudaStreamEndCapture fail first thing): the stream's capture,
-// the allocators' routing into the pool, and the pool's use count. Every step may already have
-// happened or never have started, so each one is best effort.
-void release_failed_capture(const c10::cuda::CUDAStream& stream, c10::DeviceIndex device, c10::MempoolId_t pool) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream.stream(), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
-    cudaGraph_t raw = nullptr;
-    if (cudaStreamEndCapture(stream.stream(), &raw) == cudaSuccess && raw != nullptr) cudaGraphDestroy(raw);
-  }
-  try {
-    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
-  } catch (const std::exception&) {
-  }
-  try {
-    at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(pool);
-  } catch (const std::exception&) {
-  }
-  try {
-    c10::cuda::CUDACachingAllocator::releasePool(device, pool);
-  } catch (const std::exception&) {
-  }
-  try {
-    at::getHostAllocator(at::kCUDA)->release_pool(pool);
-  } catch (const std::exception&) {
-  }
-}
-
-// Makes `waiter` wait for the work enqueued so far on `producer` (device-side, no host sync).
-void stream_wait(const c10::cuda::CUDAStream& waiter, const c10::cuda::CUDAStream& producer) {
-  c10::cuda::CUDAEvent event;
-  event.record(producer);
-  event.block(waiter);
-}
-
-bool is_same_buffer(const at::Tensor& a, const at::Tensor& b) {
-  return a.is_same(b) || (a.data_ptr() == b.data_ptr() && a.strides() == b.strides());
-}
-
-}  // namespace
-
-struct CudaGraphRunner::Entry {
-  // Members are destroyed in reverse order: the static outputs return their blocks to the
-  // private pool before the graph (which releases the pool) goes; the static inputs, from the
-  // ordinary allocator, go last. The destructor first waits for the last call's device work.
-  Key key;
-  uint64_t last_used = 0;
-  std::vector<at::Tensor> static_inputs;  // written by copy-in, read by the graph
-  // Per input the graph copies in itself (dense inputs, in-graph copies on): the copy's node and
-  // the buffer it reads when the caller's tensor cannot be its source. Undefined/unbound otherwise.
-  std::vector<at::Tensor> input_staging;
-  std::vector<GraphCopyNode> input_copies;
-  // The stream of the last call that used the buffers, and the event that orders a call on
-  // another stream after it (recorded only when the stream changes: see replay()).
-  std::optional<c10::cuda::CUDAStream> last_stream;
-  c10::cuda::CUDAEvent buffers_free;
-  std::unique_ptr<Graph> graph;
-  cudaGraphExec_t exec = nullptr;          // the graph's executable, where the copy nodes are re-pointed
-  std::vector<at::Tensor> static_outputs;  // in the graph's private pool, overwritten by each replay
-  // Per output the graph copies out itself (cloning on, dense outputs): the node and the pool
-  // buffer it writes when no fresh tensor is its destination. Undefined/unbound otherwise.
-  std::vector<at::Tensor> output_staging;
-  std::vector<GraphCopyNode> output_copies;
-
-  Entry() = default;
-  Entry(const Entry&) = delete;
-  Entry& operator=(const Entry&) = delete;
-  ~Entry() {
-    try {
-      if (last_stream) last_stream->synchronize();
-    } catch (const std::exception&) {  // destructors never throw; a sticky CUDA error surfaces elsewhere
-    }
-  }
-};
-
-#else
-
-struct CudaGraphRunner::Entry {
-  Key key;
-  uint64_t last_used = 0;
-};
-
-#endif
 
 CudaGraphRunner::CudaGraphRunner(std::shared_ptr<Runner> inner, CudaGraphOptions options)
     : inner_(std::move(inner)),
       options_(options),
       graphs_active_(AITUNE_GRAPHS_HAVE_CUDA && options.enabled && options.cache_size > 0 &&
                      !cuda_graphs_disabled_by_env()),
-      in_graph_copies_(!in_graph_copies_disabled_by_env()) {}
+      in_graph_copies_(!in_graph_copies_disabled_by_env()),
+      cache_(options.cache_size) {}
 
 CudaGraphRunner::~CudaGraphRunner() = default;
 
@@ -208,54 +58,13 @@ std::string CudaGraphRunner::last_warning() const {
 
 size_t CudaGraphRunner::num_cached_graphs() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return entries_.size();
-}
-
-std::optional<CudaGraphRunner::Key> CudaGraphRunner::make_key(const std::vector<at::Tensor>& inputs) {
-  if (inputs.empty()) return std::nullopt;
-  Key key;
-  key.tokens.reserve(inputs.size() * 8);
-  for (const at::Tensor& t : inputs) {
-    if (!t.defined() || !t.is_cuda()) return std::nullopt;
-    const int index = t.device().index();
-    if (key.device_index < 0) {
-      key.device_index = index;
-    } else if (index != key.device_index) {
-      return std::nullopt;
-    }
-    key.tokens.push_back(static_cast<int64_t>(t.scalar_type()));
-    key.tokens.push_back(index);
-    key.tokens.push_back(t.is_contiguous() ? 1 : 0);
-    key.tokens.push_back(t.dim());
-    for (int64_t size : t.sizes()) key.tokens.push_back(size);
-  }
-  key.hash = hash_tokens(key.tokens);
-  return key;
-}
-
-// Plain string appends, not an ostringstream: this runs on the capture-failure path in Python
-// processes, where an ostream's locale facets crashed once libstdc++ had been promoted to the
-// global scope for an AOTInductor package (H200, 2026-11-30; _C now binds at load, -z now).
-std::string CudaGraphRunner::describe_key(const Key& key) {
-  std::string out = "(";
-  size_t i = 0;
-  for (bool first = true; i + 4 <= key.tokens.size(); first = false) {
-    const auto dtype = static_cast<c10::ScalarType>(key.tokens[i]);
-    const int64_t device = key.tokens[i + 1];
-    const bool contiguous = key.tokens[i + 2] != 0;
-    const int64_t rank = key.tokens[i + 3];
-    out += std::string(first ? "" : ", ") + dtype_name(dtype) + "[";
-    for (int64_t axis = 0; axis < rank; ++axis) out += (axis ? ", " : "") + std::to_string(key.tokens[i + 4 + axis]);
-    out += "] cuda:" + std::to_string(device) + (contiguous ? "" : " non-contiguous");
-    i += 4 + static_cast<size_t>(rank);
-  }
-  return out + ")";
+  return cache_.size();
 }
 
 StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run(const std::vector<at::Tensor>& inputs) {
   if (!inner_) return invalid_argument("CudaGraphRunner: no inner runner to run");
   if (!graphs_active_) return run_inner(inputs);
-  std::optional<Key> key = make_key(inputs);
+  std::optional<Key> key = make_capture_key(inputs);
   if (!key) return run_inner(inputs);
   return run_graph(*key, inputs);
 }
@@ -271,25 +80,20 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_inner(const std::vector<a
 }
 
 void CudaGraphRunner::mark_uncapturable(const Key& key, const std::string& why) {
-  if (uncapturable_.size() >= kMaxUncapturableKeys) uncapturable_.erase(uncapturable_.begin());
-  uncapturable_.push_back(key);
+  cache_.mark_uncapturable(key);
   ++stats_.capture_failures;
   // Torch's CUDA errors and Python tracebacks span lines; the first one says what failed.
   last_warning_ = "CUDA graph capture failed for runner '" + inner_->describe() + "' with inputs " +
-                  describe_key(key) + ": " + why.substr(0, why.find('\n')) + "; these inputs run without a CUDA graph";
-}
-
-void CudaGraphRunner::evict_least_recently_used() {
-  if (entries_.empty()) return;
-  auto oldest = std::min_element(entries_.begin(), entries_.end(),
-                                 [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
-  entries_.erase(oldest);  // ~Entry waits for the entry's last device use
-  ++stats_.evictions;
+                  describe_capture_key(key) + ": " + why.substr(0, why.find('\n')) + "; these inputs run without a CUDA graph";
 }
 
 #if AITUNE_GRAPHS_HAVE_CUDA
 
 namespace {
+
+bool is_same_buffer(const at::Tensor& a, const at::Tensor& b) {
+  return a.is_same(b) || (a.data_ptr() == b.data_ptr() && a.strides() == b.strides());
+}
 
 // One cudaMemcpyAsync for a dense same-dtype, same-shape device-to-device copy. A replay makes
 // one copy per input and one per cloned output; ATen's copy_ spends its dispatch and checks on
@@ -320,24 +124,6 @@ void copy_in_through_graph(GraphCopyNode& node, at::Tensor& staging, const at::T
   if (node.bound()) C10_CUDA_CHECK(node.retarget(exec, staging.data_ptr()));
 }
 
-// During capture, after the inner run: a copy of each dense output into a pool buffer, recorded
-// as the node a replay re-points at its fresh output. Returns the buffers (undefined where none).
-std::vector<at::Tensor> record_copy_out_nodes(const std::vector<at::Tensor>& outputs, c10::DeviceIndex device,
-                                              cudaStream_t stream) {
-  std::vector<at::Tensor> staging(outputs.size());
-  for (size_t j = 0; j < outputs.size(); ++j) {
-    const at::Tensor& out = outputs[j];
-    if (!out.defined() || !out.is_cuda() || out.device().index() != device || !out.is_contiguous() ||
-        out.nbytes() == 0) {
-      continue;
-    }
-    staging[j] = at::empty_like(out);  // allocated inside the capture: from the graph's pool
-    C10_CUDA_CHECK(cudaMemcpyAsync(staging[j].data_ptr(), out.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice,
-                                   stream));
-  }
-  return staging;
-}
-
 // A fresh copy of a static output; strided outputs keep their layout through clone().
 at::Tensor fresh_copy(const at::Tensor& out, cudaStream_t stream) {
   if (!out.is_contiguous()) return out.clone();
@@ -353,20 +139,18 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key& key, con
   try {
     // Graphs are an inference path: nothing captured may record autograd history.
     at::NoGradGuard no_grad;
-    for (auto& entry : entries_) {
-      if (entry->key == key) {
-        ++stats_.hits;
-        entry->last_used = ++tick_;
-        return replay(*entry, inputs);
-      }
+    if (Entry* entry = cache_.find(key)) {
+      ++stats_.hits;
+      return replay(*entry, inputs);
     }
-    if (std::find(uncapturable_.begin(), uncapturable_.end(), key) != uncapturable_.end()) {
+    if (cache_.is_uncapturable(key)) {
       ++stats_.direct_calls;
       return inner_->run(inputs);
     }
     ++stats_.misses;
-    // Evict first so the new capture does not need memory for cache_size + 1 graphs.
-    if (entries_.size() >= options_.cache_size) evict_least_recently_used();
+    // Evict first so the new capture does not need memory for cache_size + 1 graphs; the evicted
+    // entry's destructor waits for its last device use.
+    if (cache_.make_room()) ++stats_.evictions;
     std::string failure;
     AITUNE_ASSIGN_OR_RETURN(std::unique_ptr<Entry> entry, capture(key, inputs, failure));
     if (!entry) {
@@ -374,9 +158,7 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key& key, con
       return inner_->run(inputs);
     }
     ++stats_.captures;
-    entry->last_used = ++tick_;
-    entries_.push_back(std::move(entry));
-    return replay(*entries_.back(), inputs);
+    return replay(cache_.insert(key, std::move(entry)), inputs);
   } catch (const std::exception& e) {
     return Status(StatusCode::kCudaError,
                   "CUDA graph run failed for runner '" + inner_->describe() + "': " + error_text(e));
@@ -433,141 +215,6 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::replay(Entry& entry, const st
   return outputs;
 }
 
-StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const Key& key,
-                                                                            const std::vector<at::Tensor>& inputs,
-                                                                            std::string& failure) {
-  const auto device = static_cast<c10::DeviceIndex>(key.device_index);
-  c10::cuda::CUDAGuard device_guard(device);
-  const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device);
-
-  auto entry = std::make_unique<Entry>();
-  entry->key = key;
-  entry->static_inputs.reserve(inputs.size());
-  for (const at::Tensor& input : inputs) {
-    entry->static_inputs.push_back(at::empty_like(input));  // keeps a dense layout (channels_last stays)
-    entry->static_inputs.back().copy_(input, true);
-  }
-  entry->input_staging.resize(inputs.size());
-  entry->input_copies.resize(inputs.size());
-  for (size_t i = 0; in_graph_copies_ && i < inputs.size(); ++i) {
-    if (!entry->static_inputs[i].is_contiguous() || entry->static_inputs[i].nbytes() == 0) continue;
-    entry->input_staging[i] = at::empty_like(entry->static_inputs[i]);
-    entry->input_staging[i].copy_(inputs[i], true);
-  }
-
-  // Warmup and capture share one side stream, so per-stream lazy state (cuBLAS workspaces, for
-  // one) is created by the warmup, outside the capture and its private pool.
-  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device);
-  stream_wait(side, current);
-  // Joins the side stream back into the caller's stream on every exit.
-  struct Rejoin {
-    const c10::cuda::CUDAStream& current;
-    const c10::cuda::CUDAStream& side;
-    ~Rejoin() {
-      try {
-        stream_wait(current, side);
-      } catch (const std::exception&) {
-      }
-    }
-  } rejoin{current, side};
-  c10::cuda::CUDAStreamGuard stream_guard(side);
-
-  {
-    auto warmup = inner_->run(entry->static_inputs);
-    if (!warmup.ok()) return warmup.status();
-  }  // warmup outputs are freed on the side stream, where they were allocated
-  side.synchronize();
-
-  auto graph = std::make_unique<Graph>(in_graph_copies_);
-  const c10::MempoolId_t pool = at::cuda::graph_pool_handle();  // private to this key's graph
-  StatusOr<std::vector<at::Tensor>> outputs = internal_error("capture did not run");
-  bool begun = false;
-  try {
-    // Thread-local mode: other threads may keep using CUDA (and this runner's other graphs'
-    // replays never overlap a capture: the mutex is held).
-    graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
-    begun = true;
-    for (size_t i = 0; i < inputs.size(); ++i) {  // the copy-in nodes (see graph_copy_node.h)
-      const at::Tensor& staging = entry->input_staging[i];
-      if (!staging.defined()) continue;
-      C10_CUDA_CHECK(cudaMemcpyAsync(entry->static_inputs[i].data_ptr(), staging.data_ptr(), staging.nbytes(),
-                                     cudaMemcpyDeviceToDevice, side.stream()));
-    }
-    outputs = inner_->run(entry->static_inputs);
-    if (!outputs.ok()) {
-      failure = outputs.status().message();
-    } else if (in_graph_copies_ && options_.clone_outputs) {
-      entry->output_staging = record_copy_out_nodes(outputs.value(), device, side.stream());
-    }
-  } catch (const std::exception& e) {
-    failure = error_text(e);
-  }
-  if (begun) {
-    SilentWarnings silent;
-    std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
-    if (!failure.empty()) quiet.emplace(&silent);
-    try {
-      graph->capture_end();  // always end a begun capture, whatever happened inside it
-    } catch (const std::exception& e) {
-      if (failure.empty()) failure = error_text(e);
-    }
-  }
-  if (failure.empty()) {
-    const auto& outs = outputs.value();
-    for (size_t i = 0; i < outs.size() && failure.empty(); ++i) {
-      if (!outs[i].defined() || !outs[i].is_cuda() || outs[i].device().index() != device) {
-        failure = "output " + std::to_string(i) + " is not a tensor on cuda:" + std::to_string(device) +
-                  " (a graph can only replay device work)";
-      }
-    }
-  }
-  if (failure.empty() && in_graph_copies_) {
-    try {
-      uint64_t bound = 0;
-      const cudaGraph_t raw = graph->raw_cuda_graph();
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        const at::Tensor& staging = entry->input_staging[i];
-        if (!staging.defined()) continue;
-        entry->input_copies[i] = GraphCopyNode::find(raw, GraphCopyNode::Direction::kIntoGraph,
-                                                     entry->static_inputs[i].data_ptr(), staging.data_ptr(),
-                                                     staging.nbytes());
-        bound += entry->input_copies[i].bound();
-      }
-      const auto& outs = outputs.value();
-      entry->output_staging.resize(outs.size());
-      entry->output_copies.resize(outs.size());
-      for (size_t j = 0; j < outs.size(); ++j) {
-        const at::Tensor& staging = entry->output_staging[j];
-        if (!staging.defined()) continue;
-        entry->output_copies[j] = GraphCopyNode::find(raw, GraphCopyNode::Direction::kOutOfGraph,
-                                                      staging.data_ptr(), outs[j].data_ptr(), staging.nbytes());
-        bound += entry->output_copies[j].bound();
-      }
-      graph->instantiate();
-      entry->exec = graph->raw_cuda_graph_exec();
-      stats_.in_graph_copies += bound;
-    } catch (const std::exception& e) {
-      failure = error_text(e);
-    }
-  }
-  if (!failure.empty()) {
-    outputs = internal_error("discarded");  // drop pool tensors before the pool is released
-    entry->output_staging.clear();
-    if (!graph->capture_ended()) {
-      graph->end_generator_capture();
-      release_failed_capture(side, device, pool);
-    }
-    graph.reset();
-    (void)cudaGetLastError();  // a failed capture leaves a non-sticky error behind
-    return std::unique_ptr<Entry>();
-  }
-  entry->graph = std::move(graph);
-  entry->static_outputs = std::move(outputs).value();
-  entry->output_staging.resize(entry->static_outputs.size());  // one slot per output, also without
-  entry->output_copies.resize(entry->static_outputs.size());   // in-graph copies (replay indexes them)
-  return entry;
-}
-
 #else  // !AITUNE_GRAPHS_HAVE_CUDA: graphs_active_ is false, so these are never reached.
 
 StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key&, const std::vector<at::Tensor>& inputs) {
@@ -576,12 +223,6 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key&, const s
 
 StatusOr<std::vector<at::Tensor>> CudaGraphRunner::replay(Entry&, const std::vector<at::Tensor>&) {
   return unsupported("CUDA graphs: this build of aitune has no CUDA support");
-}
-
-StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const Key&, const std::vector<at::Tensor>&,
-                                                                            std::string& failure) {
-  failure = "this build of aitune has no CUDA support";
-  return std::unique_ptr<Entry>();
 }
 
 #endif

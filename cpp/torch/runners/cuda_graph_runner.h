@@ -10,7 +10,9 @@
 // one ordinary warmup, captures the inner runner on a side stream into a private memory pool, evicts the
 // least recently used key beyond cache_size, and replays. A key whose capture fails is remembered as
 // non-capturable and runs through the inner runner from then on. Calls whose inputs are not all on one CUDA
-// device, and every call when the runner is disabled, go straight to the inner runner.
+// device, and every call when the runner is disabled, go straight to the inner runner. The key and the
+// cache are capture_cache.h; capture is cuda_graph_capture.cc; the per-call path and replay are
+// cuda_graph_runner.cc.
 //
 // Thread-safe: one mutex serialises the cache, copy-in, replay, cloning and every call of the
 // (not thread-safe) inner runner. Calls from different streams are also ordered on the device:
@@ -27,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "runners/capture_cache.h"
 #include "runners/cuda_graph_stats.h"
 #include "runners/runner.h"
 
@@ -66,19 +69,8 @@ class CudaGraphRunner final : public Runner {
   static bool in_graph_copies_disabled_by_env();
 
  private:
-  // One input signature: a flat token list (per input: dtype, device type and index,
-  // contiguity, rank, sizes) and its hash, compared hash-first.
-  struct Key {
-    std::vector<int64_t> tokens;
-    uint64_t hash = 0;
-    int device_index = -1;
-    bool operator==(const Key& other) const { return hash == other.hash && tokens == other.tokens; }
-  };
   struct Entry;  // a captured graph with its buffers; CUDA types stay out of this header
-
-  // nullopt unless every input is a defined CUDA tensor on one device.
-  static std::optional<Key> make_key(const std::vector<at::Tensor>& inputs);
-  static std::string describe_key(const Key& key);
+  using Key = CaptureKey;
 
   StatusOr<std::vector<at::Tensor>> run_inner(const std::vector<at::Tensor>& inputs);
   StatusOr<std::vector<at::Tensor>> run_graph(const Key& key, const std::vector<at::Tensor>& inputs);
@@ -87,7 +79,6 @@ class CudaGraphRunner final : public Runner {
   // returned only for a failure of the warmup run itself (the inner runner's own error).
   StatusOr<std::unique_ptr<Entry>> capture(const Key& key, const std::vector<at::Tensor>& inputs,
                                            std::string& failure);
-  void evict_least_recently_used();
   void mark_uncapturable(const Key& key, const std::string& why);
 
   // Immutable after construction.
@@ -98,9 +89,7 @@ class CudaGraphRunner final : public Runner {
 
   // Everything below is guarded by mutex_.
   mutable std::mutex mutex_;
-  std::vector<std::unique_ptr<Entry>> entries_;  // at most cache_size; linear scan (the cache is small)
-  std::vector<Key> uncapturable_;                // bounded, oldest dropped first
-  uint64_t tick_ = 0;                            // recency clock for the LRU
+  CaptureCache<Entry> cache_;  // captured keys (LRU, at most cache_size) and uncapturable ones
   Stats stats_;
   std::string last_warning_;
 };

@@ -11,6 +11,7 @@
 #include "checkpoint/extraction_cache.h"
 #include "checkpoint/manifest_schema.h"
 #include "checkpoint/zip_archive.h"
+#include "dispatch/graph_dispatch.h"
 #include "env/environment.h"
 #include "runners/aoti_runner.h"
 #include "runners/cuda_graph_runner.h"
@@ -51,11 +52,6 @@ std::string short_class(const std::string& qualified) {
 std::string shape_str(c10::IntArrayRef s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-std::string shape_str(const std::vector<std::optional<int64_t>>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + (s[i] ? std::to_string(*s[i]) : std::string("None"));
   return out + "]";
 }
 
@@ -160,6 +156,14 @@ json current_fingerprint(int device_index) {
   return fp;
 }
 
+struct ModuleHandle::Served {
+  std::optional<dispatch::GraphDispatch> dispatch;  // rebuilt by serve() once the runner is loaded
+  std::shared_ptr<AotiRunner> runner;               // null when not native / not loaded
+  std::shared_ptr<CudaGraphRunner> cuda_graphs;     // null when off
+  Status unusable;                                  // why the graph cannot be checked (a bad saved dtype)
+};
+
+ModuleHandle::ModuleHandle() = default;
 ModuleHandle::~ModuleHandle() = default;
 Runtime::~Runtime() = default;
 
@@ -319,9 +323,7 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
           }
           if (!listed) return corrupt("Artifact '" + entry + "' is not listed in the manifest of " + path);
         }
-        handle->graphs_.push_back(std::move(g));
-        handle->runners_.emplace_back();
-        handle->cuda_graph_runners_.emplace_back();
+        handle->add_graph(std::move(g));
       }
       rt->modules_.push_back(std::move(handle));
     }
@@ -353,26 +355,90 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const 
             if (gj.value("name", "") == g.name) package = gj["backend"]["artifacts"]["package"].get<std::string>();
           }
         }
-        AITUNE_ASSIGN_OR_RETURN(std::unique_ptr<AotiRunner> runner,
+        AITUNE_ASSIGN_OR_RETURN(std::unique_ptr<AotiRunner> loaded,
                                 AotiRunner::load(root + "/" + package, cuda_package ? options.device_index : -1));
-        handle->runners_[i] = std::move(runner);
+        std::shared_ptr<AotiRunner> runner = std::move(loaded);
         // CUDA graphs as saved unless the caller says otherwise (docs/reference/native.md#runtime-api); CPU
         // graphs never.
         const bool graphs = cuda_package && options.cuda_graphs.enabled.value_or(g.saved_cuda_graphs);
+        std::shared_ptr<CudaGraphRunner> cuda_graphs;
         if (graphs) {
           CudaGraphOptions go;
           go.cache_size = options.cuda_graphs.cache_size;
           go.clone_outputs = options.cuda_graphs.clone_outputs;
           go.enabled = !CudaGraphRunner::cuda_graphs_disabled_by_env();
-          handle->cuda_graph_runners_[i] = std::make_shared<CudaGraphRunner>(handle->runners_[i], go);
+          cuda_graphs = std::make_shared<CudaGraphRunner>(runner, go);
         }
         handle->graphs_[i].cuda_graphs = graphs && !CudaGraphRunner::cuda_graphs_disabled_by_env();
+        handle->serve(i, std::move(runner), std::move(cuda_graphs));
       }
     }
     return rt;
   } catch (const std::exception& e) {
     return corrupt(std::string("Failed to read checkpoint ") + path + ": " + e.what());
   }
+}
+
+namespace {
+
+// Python's repr of a leaf's semantic path, as the Python dispatcher words input errors: a string
+// path is a parameter name ("x" -> 'x'); a tuple path is already displayed as its repr.
+std::string path_repr(const std::string& semantic_path) {
+  if (!semantic_path.empty() && semantic_path.front() == '(') return semantic_path;
+  return "'" + semantic_path + "'";
+}
+
+}  // namespace
+
+void ModuleHandle::add_graph(GraphInfo g) {
+  Served served;
+  std::vector<dispatch::InputRule> rules;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const LeafInfo& leaf = g.inputs[i];
+    if (!leaf.is_tensor) continue;
+    dispatch::InputRule rule;
+    rule.leaf = i;
+    if (auto dtype = dtype_from_name(leaf.dtype); dtype.ok()) {
+      rule.dtypes.push_back(*dtype);
+    } else if (served.unusable.ok()) {
+      served.unusable = corrupt("input '" + leaf.semantic_path + "' of graph '" + g.name + "' of module '" + name_ +
+                                "' has the unknown dtype '" + leaf.dtype + "'");
+    }
+    rule.path_repr = path_repr(leaf.semantic_path);
+    rule.tensor_name = leaf.name;
+    const size_t k = rules.size();  // the profile of the k-th tensor input
+    if (k < g.profiles.size() && g.profiles[k].bounded) {
+      const ProfileRange& profile = g.profiles[k];
+      rule.range = dispatch::ShapeRange::kProfile;
+      rule.min_shape = profile.min;
+      for (size_t axis = 0; axis < profile.min.size(); ++axis) {
+        const bool bounded = axis < profile.max.size() && profile.max[axis];
+        rule.max_shape.push_back(bounded ? *profile.max[axis] : dispatch::kNoUpperBound);
+      }
+    }
+    rules.push_back(std::move(rule));
+  }
+  std::vector<int64_t> order(g.input_order.begin(), g.input_order.end());
+  if (order.empty()) {  // none saved: the tensor inputs in order
+    for (size_t i = 0; i < rules.size(); ++i) order.push_back(static_cast<int64_t>(i));
+  }
+  served.dispatch.emplace(g.name, name_, g.backend_name + "()", std::move(rules), nullptr, std::move(order),
+                          g.output_paths);
+  graphs_.push_back(std::move(g));
+  served_.push_back(std::move(served));
+}
+
+void ModuleHandle::serve(size_t index, std::shared_ptr<AotiRunner> runner,
+                         std::shared_ptr<CudaGraphRunner> cuda_graphs) {
+  Served& served = served_[index];
+  const dispatch::GraphDispatch& old = *served.dispatch;
+  std::shared_ptr<Runner> serving = cuda_graphs ? std::shared_ptr<Runner>(cuda_graphs) : std::shared_ptr<Runner>(runner);
+  dispatch::GraphDispatch record(old.graph(), old.module(), old.backend(), old.rules(), std::move(serving),
+                                 old.input_order(), graphs_[index].output_paths);
+  served.dispatch.reset();
+  served.dispatch.emplace(std::move(record));
+  served.runner = std::move(runner);
+  served.cuda_graphs = std::move(cuda_graphs);
 }
 
 StatusOr<std::vector<at::Tensor>> ModuleHandle::bind(size_t gi, const Inputs& inputs, bool check_ranks) const {
@@ -466,63 +532,27 @@ StatusOr<Outputs> ModuleHandle::run_graph(const std::string& graph, const Inputs
 
 StatusOr<Outputs> ModuleHandle::run_index(size_t gi, const std::vector<at::Tensor>& tensors) const {
   const GraphInfo& g = graphs_[gi];
+  const Served& served = served_[gi];
   if (!g.native) return Status(StatusCode::kBackendUnavailable, g.not_native_reason);
   if (!g.incompatible.empty())
     return Status(StatusCode::kIncompatible, "graph '" + g.name + "' of module '" + name_ + "' is incompatible: " + g.incompatible);
-  AotiRunner* runner = runners_[gi].get();
+  const AotiRunner* runner = served.runner.get();
   if (runner == nullptr)
     return Status(StatusCode::kBackendUnavailable, "graph '" + g.name + "' of module '" + name_ + "' was not loaded");
+  AITUNE_RETURN_IF_ERROR(served.unusable);
+  const dispatch::GraphDispatch& core = *served.dispatch;
   try {
-    std::vector<const LeafInfo*> leaves;
-    for (const LeafInfo& l : g.inputs) {
-      if (l.is_tensor) leaves.push_back(&l);
-    }
-    const std::string where = " in module '" + name_ + "', graph '" + g.name + "', backend " + g.backend_name + "()";
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const LeafInfo& leaf = *leaves[i];
-      const at::Tensor& t = tensors[i];
-      const std::string who = "input '" + leaf.semantic_path + "' (tensor '" + leaf.name + "'";
-      if (dtype_name(t.scalar_type()) != leaf.dtype)
-        return profile_shape_error("Input dtype torch." + dtype_name(t.scalar_type()) + " does not match tuned dtype torch." +
-                                   leaf.dtype + " for " + who + ")" + where);
-      if (i < g.profiles.size() && g.profiles[i].bounded) {
-        const ProfileRange& p = g.profiles[i];
-        const std::string prof = "; profile min " + shape_str(p.min) + ", max " + shape_str(p.max) + ")";
-        if (static_cast<size_t>(t.dim()) != p.min.size())
-          return profile_shape_error("Input shape " + shape_str(t.sizes()) + " has rank " + std::to_string(t.dim()) +
-                                     ", profile shape " + shape_str(p.min) + " has rank " + std::to_string(p.min.size()) +
-                                     " for " + who + prof + where);
-        for (int64_t d = 0; d < t.dim(); ++d) {
-          if (d < static_cast<int64_t>(p.max.size()) && p.max[d] && t.size(d) > *p.max[d])
-            return profile_shape_error("Input shape " + shape_str(t.sizes()) + " exceeds max profile shape " +
-                                       shape_str(p.max) + " for " + who + prof + where);
-        }
-        for (int64_t d = 0; d < t.dim(); ++d) {
-          if (t.size(d) < p.min[d])
-            return profile_shape_error("Input shape " + shape_str(t.sizes()) + " is below min profile shape " +
-                                       shape_str(p.min) + " for " + who + prof + where);
-        }
-      }
-    }
+    // The input check shared with the Python dispatcher (docs/reference/dispatch.md#input-check). Only
+    // profiles are checked here, so no envelope is ever reported.
+    AITUNE_RETURN_IF_ERROR(core.check_inputs([&](size_t i) -> const at::Tensor& { return tensors[i]; },
+                                             [](const dispatch::InputRule&, const at::Tensor&) {}));
+    AITUNE_RETURN_IF_ERROR(core.check_input_order());
+    // Unlike the Python path, inputs come from any device: move them to the package's.
     const c10::Device device = runner->is_cuda() ? c10::Device(c10::kCUDA, runner->device_index()) : c10::Device(c10::kCPU);
-    std::vector<at::Tensor> ordered;
-    if (g.input_order.empty()) {
-      for (const at::Tensor& t : tensors) ordered.push_back(t.to(device));
-    } else {
-      for (int idx : g.input_order) {
-        if (idx < 0 || static_cast<size_t>(idx) >= tensors.size())
-          return corrupt("input_order of graph '" + g.name + "' names tensor input " + std::to_string(idx) + " of " +
-                         std::to_string(tensors.size()));
-        ordered.push_back(tensors[idx].to(device));
-      }
-    }
-    const std::shared_ptr<CudaGraphRunner>& graphs = cuda_graph_runners_[gi];
-    AITUNE_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, graphs ? graphs->run(ordered) : runner->run(ordered));
+    const std::vector<at::Tensor> ordered = core.runner_inputs([&](size_t i) { return tensors[i].to(device); });
+    AITUNE_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, core.run(ordered));
     Outputs result;
-    for (size_t i = 0; i < outs.size(); ++i) {
-      result.items.emplace_back(i < g.output_paths.size() ? g.output_paths[i] : "output[" + std::to_string(i) + "]",
-                                std::move(outs[i]));
-    }
+    for (size_t i = 0; i < outs.size(); ++i) result.items.emplace_back(core.output_name(i), std::move(outs[i]));
     return result;
   } catch (const std::exception& e) {
     return Status(StatusCode::kBackendError, std::string("Running graph '") + g.name + "' of module '" + name_ + "' failed: " + e.what());
@@ -531,8 +561,8 @@ StatusOr<Outputs> ModuleHandle::run_index(size_t gi, const std::vector<at::Tenso
 
 std::optional<CudaGraphCounters> ModuleHandle::cuda_graph_counters(const std::string& graph) const {
   for (size_t i = 0; i < graphs_.size(); ++i) {
-    if (graphs_[i].name != graph || i >= cuda_graph_runners_.size() || !cuda_graph_runners_[i]) continue;
-    return cuda_graph_runners_[i]->stats();
+    if (graphs_[i].name != graph || !served_[i].cuda_graphs) continue;
+    return served_[i].cuda_graphs->stats();
   }
   return std::nullopt;
 }

@@ -136,16 +136,23 @@ class ModuleHandle {
 
  private:
   friend class Runtime;
-  ModuleHandle() = default;
+  ModuleHandle();  // defined where Served is complete
+  // How one graph is served: its dispatch record (input rules, runner, input order, output
+  // names; cpp/torch/dispatch/graph_dispatch.h) and the runners behind it. Defined in runtime.cc.
+  struct Served;
+
+  // Adds graph `g` (not served until serve()); called while loading.
+  void add_graph(GraphInfo g);
+  // Serves graph `index` with `runner`, through `cuda_graphs` (wrapping it) when not null.
+  void serve(size_t index, std::shared_ptr<AotiRunner> runner, std::shared_ptr<CudaGraphRunner> cuda_graphs);
   StatusOr<Outputs> run_index(size_t graph_index, const std::vector<at::Tensor>& tensors) const;
   // Tensor inputs of graph `g` in tensor-leaf order, or an explanation why they do not fit.
   StatusOr<std::vector<at::Tensor>> bind(size_t g, const Inputs& inputs, bool check_ranks) const;
   Status no_graph_for(const Inputs& inputs) const;
 
   std::string name_;
-  std::vector<GraphInfo> graphs_;
-  std::vector<std::shared_ptr<AotiRunner>> runners_;  // per graph; null when not native / not loaded
-  std::vector<std::shared_ptr<CudaGraphRunner>> cuda_graph_runners_;  // per graph; null when off
+  std::vector<GraphInfo> graphs_;  // what the graphs are (public, for inspect and bench)
+  std::vector<Served> served_;     // how each is served, indexed like graphs_
   const Runtime* runtime_ = nullptr;
 };
 

@@ -84,21 +84,18 @@ def _eq_checks(spec: TensorsSpec) -> list[tuple[int, Any]]:
     return [(i, leaf.value) for i, leaf in enumerate(spec.leaves) if isinstance(leaf, ConstantLeaf) and leaf.needs_eq]
 
 
-_NO_UPPER_BOUND = 2**63 - 1
-
-
-def _input_rules(spec: TensorsSpec, profile: list | None) -> list[tuple]:
-    """Per tensor input: accepted dtypes and the shape range. With a backend profile (AOT
-    backends) the range is hard (ProfileShapeError); otherwise it is the recorded envelope,
-    reported once when left (docs/reference/dispatch.md#input-check)."""
+def _input_rules(spec: TensorsSpec, profile: list | None) -> list[Any]:
+    """Per tensor input, a `_C.InputRule`: accepted dtypes and the shape range. With a backend
+    profile (AOT backends) the range is hard (ProfileShapeError); otherwise it is the recorded
+    envelope, reported once when left (docs/reference/dispatch.md#input-check)."""
     rules = []
     for k, (i, leaf) in enumerate((i, leaf) for i, leaf in enumerate(spec.leaves) if isinstance(leaf, TensorLeaf)):
         dtypes = [str(d).removeprefix("torch.") for d in leaf.dtypes]
         if profile is not None and profile[k] is not None:
             low, high = profile[k]
-            rules.append((i, dtypes, repr(leaf.semantic_path), list(low),
-                          [_NO_UPPER_BOUND if v is None else v for v in high], True, leaf.name, str(list(low)),
-                          str(list(high))))
+            shape_range, min_shape, max_shape = _C.ShapeRange.PROFILE, list(low), list(high)
         else:
-            rules.append((i, dtypes, repr(leaf.semantic_path), leaf.spec.min_shape, leaf.spec.max_shape))
+            shape_range, min_shape, max_shape = _C.ShapeRange.ENVELOPE, leaf.spec.min_shape, leaf.spec.max_shape
+        rules.append(_C.InputRule(leaf=i, dtypes=dtypes, path=repr(leaf.semantic_path), tensor_name=leaf.name,
+                                  range=shape_range, min_shape=min_shape, max_shape=max_shape))
     return rules

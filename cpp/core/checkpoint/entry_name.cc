@@ -1,0 +1,32 @@
+#include "checkpoint/entry_name.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+namespace aitune::zip {
+
+NameIssue classify_entry_name(std::string_view name) {
+  if (name.empty() || name.size() > 0xFFFF || name.find('\0') != std::string_view::npos) return NameIssue::kMalformed;
+  if (name.front() == '/' || name.find('\\') != std::string_view::npos) return NameIssue::kEscapes;
+  if (name.size() >= 2 && name[1] == ':' && std::isalpha(static_cast<unsigned char>(name[0]))) {
+    return NameIssue::kEscapes;  // "C:..." is absolute for Windows extractors
+  }
+  NameIssue issue = NameIssue::kNone;
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(name.find('/', start), name.size());
+    const std::string_view part = name.substr(start, end - start);
+    if (part == "..") return NameIssue::kEscapes;
+    if (part.empty() || part == ".") issue = NameIssue::kMalformed;
+    if (end == name.size()) break;
+    start = end + 1;
+  }
+  return issue;
+}
+
+Status escapes(std::string_view name) {
+  return {StatusCode::kCorrupt, "Entry '" + std::string(name) + "' resolves outside checkpoint"};
+}
+
+}  // namespace aitune::zip

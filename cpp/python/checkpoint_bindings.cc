@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/backend_names.h"
 #include "checkpoint/extraction_cache.h"
+#include "checkpoint/fingerprint.h"
 #include "checkpoint/manifest_schema.h"
 #include "checkpoint/zip_archive.h"
 #include "errors.h"
@@ -83,6 +85,27 @@ struct PyArchiveWriter {
   ArchiveWriter writer;
   std::mutex mu;
 };
+
+// A fingerprint dict as the comparison reads it: str values as they are, None absent-valued, any
+// other value (a number a hand-edited manifest holds) as its JSON text, as the C++ reader keeps it.
+Fingerprint fingerprint_from_python(py::handle obj, const char* what) {
+  if (!py::isinstance<py::dict>(obj)) throw py::type_error(std::string(what) + " must be a dict");
+  py::object dumps = py::module_::import("json").attr("dumps");
+  Fingerprint out;
+  for (auto [key, value] : py::reinterpret_borrow<py::dict>(obj)) {
+    const std::string field = py::str(key).cast<std::string>();
+    if (value.is_none()) {
+      out[field] = std::nullopt;
+    } else if (py::isinstance<py::str>(value)) {
+      out[field] = value.cast<std::string>();
+    } else {
+      out[field] = dumps(value).cast<std::string>();
+    }
+  }
+  return out;
+}
+
+py::object optional_text(const std::optional<std::string>& v) { return v ? py::object(py::str(*v)) : py::none(); }
 
 }  // namespace
 
@@ -249,6 +272,27 @@ void register_checkpoint_bindings(py::module_& m) {
       [](const std::string& text, const std::string& what) { ok_or_throw(check_json_nesting(text, kMaxJsonNesting, what)); },
       py::arg("text"), py::arg("what"),
       "CorruptCheckpointError when `text` nests arrays/objects deeper than the checkpoint limit (64).");
+  m.def(
+      "fingerprint_mismatches",
+      [](py::handle saved, py::handle current, const std::vector<std::string>& requires_) {
+        const auto found = fingerprint_mismatches(fingerprint_from_python(saved, "saved"),
+                                                  fingerprint_from_python(current, "current"), requires_);
+        py::list out;
+        for (const FingerprintMismatch& f : found) out.append(py::make_tuple(f.field, optional_text(f.saved), optional_text(f.current)));
+        return out;
+      },
+      py::arg("saved"), py::arg("current"), py::arg("requires"),
+      "(field, saved, current) for every required fingerprint field that differs: the one rule the C++ "
+      "runtime applies too (docs/reference/checkpoint.md#integrity-and-compatibility).");
+  {
+    py::dict names;
+    for (const auto& [path, name] : legacy_backend_names()) names[py::str(path)] = name;
+    // Format-1 backend class path -> stable backend name (checkpoint/backend_names.h).
+    m.attr("LEGACY_BACKEND_NAMES") = names;
+    py::list versions;
+    for (int v = kManifestFormatMin; v <= kManifestFormatMax; ++v) versions.append(v);
+    m.attr("MANIFEST_FORMAT_VERSIONS") = py::tuple(versions);
+  }
   m.def("is_safe_name", [](const std::string& name) { return is_safe_name(name); }, py::arg("name"),
         "True for a module or graph name that can be a folder name.");
 }

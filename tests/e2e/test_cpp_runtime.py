@@ -158,6 +158,59 @@ def test_an_input_saved_without_a_range_is_not_range_checked(aot_ckpt, tmp_path)
     assert r.returncode == 0, r.stderr
 
 
+def test_inspect_shows_the_stable_backend_name(aot_ckpt, tmp_path):
+    r = _run("inspect", aot_ckpt, cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "    backend: torch_inductor_aot {" in r.stdout, r.stdout
+    r = _run("inspect", aot_ckpt, "--json", cache=tmp_path)
+    assert json.loads(r.stdout)["modules"][0]["graphs"][0]["backend"] == "torch_inductor_aot"
+
+
+def test_format_2_names_the_backend_and_runs(aot_ckpt, tmp_path):
+    # Format 2 stores the backend's stable name instead of its Python class path; the C++ runtime
+    # reads both (a format-1 class path is mapped through _C.LEGACY_BACKEND_NAMES).
+    from aitune._native import _C
+    from checkpoint_tools import rewrite
+
+    assert _C.MANIFEST_FORMAT_VERSIONS == (1, 2)
+
+    def to_format_2(manifest):
+        manifest["format_version"] = 2
+        backend = manifest["modules"][0]["graphs"][0]["backend"]
+        backend["name"] = _C.LEGACY_BACKEND_NAMES[backend.pop("class")]
+
+    ckpt = rewrite(aot_ckpt, tmp_path / "v2.ait", to_format_2)
+    r = _run("inspect", ckpt, "--json", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["format_version"] == 2 and info["modules"][0]["graphs"][0]["backend"] == "torch_inductor_aot"
+    r = _run("run", ckpt, "--device", "cpu", "--check", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+
+    def to_format_3(manifest):
+        to_format_2(manifest)
+        manifest["format_version"] = 3
+
+    r = _run("inspect", rewrite(aot_ckpt, tmp_path / "v3.ait", to_format_3), cache=tmp_path)
+    assert r.returncode == 3 and "Unsupported checkpoint format_version 3 (this aitune reads 1 and 2)" in r.stderr
+
+
+def test_an_artifact_kind_without_a_runner_is_not_native(aot_ckpt, tmp_path):
+    from checkpoint_tools import rewrite
+
+    def onnx_model(manifest):
+        artifacts = manifest["modules"][0]["graphs"][0]["backend"]["artifacts"]
+        artifacts["model"] = artifacts.pop("package")
+
+    ckpt = rewrite(aot_ckpt, tmp_path / "model.ait", onnx_model)
+    r = _run("run", ckpt, "--device", "cpu", cache=tmp_path)
+    assert r.returncode == 5, r.stderr
+    assert ("graph '0' of module 'mlp' uses torch_inductor_aot, whose artifact kind onnx_model has no runner in this "
+            "C++ runtime (runners are registered for: aoti_package)") in r.stderr, r.stderr
+    r = _run("inspect", ckpt, cache=tmp_path)
+    assert r.returncode == 0 and "python-only" in r.stdout
+
+
 def test_flipped_byte_exits_3(aot_ckpt, tmp_path):
     data = bytearray(aot_ckpt.read_bytes())
     data[-200] ^= 0xFF  # inside the central directory / end records or the last entry

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/backend_names.h"
+
 namespace aitune {
 namespace {
 
@@ -149,6 +151,7 @@ const std::set<std::string>& dtype_names() {
 // What the rest of the manifest needs to check its references.
 struct Context {
   std::unordered_set<std::string> files;  // listed entry paths
+  int64_t format_version = kManifestFormatMax;
 };
 
 Status check_listed(const Context& ctx, const std::string& where, const std::string& entry, const std::string& folder) {
@@ -309,8 +312,19 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
   AITUNE_RETURN_IF_ERROR(get(graph, where, "backend", Kind::kObject, &b));
   const std::string at = where + ".backend";
   const json* v = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(*b, at, "class", Kind::kString, &v));
-  if (v->get<std::string>().empty() || v->get<std::string>().size() > 512) return bad(at + ".class", "a class name", *v);
+  // Format 1 named the backend by its Python class path, format 2 by its stable name
+  // (backend_names.h); either is only ever looked up, never imported.
+  if (ctx.format_version == 1) {
+    AITUNE_RETURN_IF_ERROR(get(*b, at, "class", Kind::kString, &v));
+    if (v->get<std::string>().empty() || v->get<std::string>().size() > 512) return bad(at + ".class", "a class name", *v);
+  } else {
+    AITUNE_RETURN_IF_ERROR(get(*b, at, "name", Kind::kString, &v));
+    const std::string& name = v->get_ref<const std::string&>();
+    if (name.empty() || name.size() > 512 ||
+        !std::all_of(name.begin(), name.end(), [](unsigned char c) { return c > 0x20 && c < 0x7F; })) {
+      return bad(at + ".name", "a backend name", *v);
+    }
+  }
   AITUNE_RETURN_IF_ERROR(get(*b, at, "config", Kind::kObject, &v));
   if (b->contains("extra")) AITUNE_RETURN_IF_ERROR(get(*b, at, "extra", Kind::kObject, &v));
   std::string precision;
@@ -532,9 +546,11 @@ Status validate_manifest(const json& m) {
     return unsupported("This is not an aitune checkpoint (format " + (format == m.end() ? std::string("missing") : show(*format)) + ")");
   }
   const auto version = m.find("format_version");
-  if (version == m.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
+  if (version == m.end() || !version->is_number_integer() || version->get<int64_t>() < kManifestFormatMin ||
+      version->get<int64_t>() > kManifestFormatMax) {
     return unsupported("Unsupported checkpoint format_version " +
-                       (version == m.end() ? std::string("(missing)") : show(*version)) + " (this aitune reads 1)");
+                       (version == m.end() ? std::string("(missing)") : show(*version)) + " (this aitune reads " +
+                       std::to_string(kManifestFormatMin) + " and " + std::to_string(kManifestFormatMax) + ")");
   }
   const json* v = nullptr;
   AITUNE_RETURN_IF_ERROR(get(m, "manifest", "aitune_version", Kind::kString, &v));
@@ -546,6 +562,7 @@ Status validate_manifest(const json& m) {
   }
   if (m.contains("config")) AITUNE_RETURN_IF_ERROR(get(m, "manifest", "config", Kind::kObject, &v));
   Context ctx;
+  ctx.format_version = version->get<int64_t>();
   AITUNE_RETURN_IF_ERROR(check_files(m, &ctx));
   if (m.contains("sha512") && !m["sha512"].is_null()) {  // LocalTorchStorage(sha_type="512"): per-entry SHA-512
     const json* sha512 = nullptr;

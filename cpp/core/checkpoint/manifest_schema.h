@@ -33,7 +33,7 @@ bool is_safe_name(std::string_view name);
 // Nesting check, parse and validate_manifest in one: the manifest ready to use.
 StatusOr<nlohmann::json> parse_manifest(std::string_view text);
 
-// Validates a parsed manifest (format version 1). Does not touch the archive: that every listed
+// Validates a parsed manifest (format version 1 or 2: backend_names.h). Does not touch the archive: that every listed
 // file exists with its size and hash is the ArchiveReader's check.
 Status validate_manifest(const nlohmann::json& manifest);
 

@@ -91,9 +91,49 @@ TEST(ManifestSchema, ValidManifestPasses) {
 
 TEST(ManifestSchema, FormatAndVersion) {
   expect_refused([](json& m) { m["format"] = "zip"; }, "not an aitune checkpoint", StatusCode::kUnsupported);
-  expect_refused([](json& m) { m["format_version"] = 2; }, "Unsupported checkpoint format_version 2 (this aitune reads 1)",
-                 StatusCode::kUnsupported);
+  expect_refused([](json& m) { m["format_version"] = 3; },
+                 "Unsupported checkpoint format_version 3 (this aitune reads 1 and 2)", StatusCode::kUnsupported);
+  expect_refused([](json& m) { m["format_version"] = 0; }, "format_version 0", StatusCode::kUnsupported);
   expect_refused([](json& m) { m["format_version"] = "1"; }, "format_version \"1\"", StatusCode::kUnsupported);
+}
+
+// Format 2: a backend entry names its backend by stable name instead of its class path.
+json format2() {
+  json m = valid();
+  m["format_version"] = 2;
+  for (json& g : m["modules"][0]["graphs"]) {
+    const std::string cls = g["backend"]["class"].get<std::string>();
+    g["backend"].erase("class");
+    g["backend"]["name"] = cls.find("Eager") != std::string::npos ? "torch_eager" : "torch_inductor_aot";
+  }
+  return m;
+}
+
+TEST(ManifestSchema, FormatTwoNamesTheBackend) {
+  EXPECT_TRUE(validate_manifest(format2()).ok()) << validate_manifest(format2()).message();
+  json custom = format2();
+  graph(custom, 0)["backend"]["name"] = "custom:my_pkg.backends.MyBackend";
+  EXPECT_TRUE(validate_manifest(custom).ok()) << validate_manifest(custom).message();
+
+  json no_name = format2();
+  graph(no_name, 0)["backend"].erase("name");
+  graph(no_name, 0)["backend"]["class"] = "aitune.torch.backend.torch_eager.torch_eager_backend.TorchEagerBackend";
+  const Status missing = validate_manifest(no_name);  // a format-1 entry in a format-2 file
+  EXPECT_EQ(missing.code(), StatusCode::kCorrupt);
+  EXPECT_NE(missing.message().find("modules[0].graphs[0].backend.name is missing"), std::string::npos)
+      << missing.message();
+  for (const json& bad_name : {json(""), json(5), json("two words"), json(std::string(513, 'n'))}) {
+    json m = format2();
+    graph(m, 1)["backend"]["name"] = bad_name;
+    const Status s = validate_manifest(m);
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt) << bad_name.dump();
+    EXPECT_NE(s.message().find(bad_name.is_string() ? "backend.name must be a backend name" : "backend.name must be a string"),
+              std::string::npos) << s.message();
+  }
+}
+
+TEST(ManifestSchema, FormatOneNeedsTheClass) {
+  expect_refused([](json& m) { graph(m, 0)["backend"].erase("class"); }, "modules[0].graphs[0].backend.class is missing");
 }
 
 TEST(ManifestSchema, NoModulesOrGraphsIsCorrupt) {

@@ -181,6 +181,13 @@ Status ArchiveReader::State::parse() {
                        " is in the reference (pre-aitune) format: its state_dict.pt is a pickle, which can run "
                        "arbitrary code when loaded, so it is refused. Re-tune the model with aitune and save again.");
   }
+  // The one refusal of a pickle beside a manifest: every reader (ait.load, the C++ runtime, the
+  // CLI) opens the archive here first.
+  if (has_pickle) {
+    return unsupported(path + " is a checkpoint of the reference implementation: it stores a pickled state "
+                              "that would execute code when loaded, so aitune refuses it. Re-tune the model and "
+                              "save it with aitune.");
+  }
 
   entries.reserve(raws.size());
   for (const Raw& r : raws) {

@@ -3,14 +3,16 @@
 // writing a checkpoint.
 #pragma once
 
+#include <map>
 #include <string>
 
 namespace aitune {
 
-// "" when the graph's artifact runs here; otherwise why not, naming `where` ("graph 'g' of
-// module 'm'"). A TensorRT plan (artifact "plan") needs a runtime built with TensorRT, which this
-// build is not: the message says so instead of calling the plan an unknown artifact.
-std::string native_unsupported_reason(const std::string& where, const std::string& backend_name,
-                                      bool native_flag, bool has_package, bool has_tensorrt_plan);
+// "" when the graph's artifact runs here (a registered runner kind, runner_registry.h); otherwise
+// why not, naming `where` ("graph 'g' of module 'm'") and the backend's stable name. A TensorRT
+// plan (artifact "plan") needs a runtime built with TensorRT, which this build is not: the message
+// says so instead of calling the plan an unknown artifact.
+std::string native_unsupported_reason(const std::string& where, const std::string& backend_name, bool native_flag,
+                                      const std::map<std::string, std::string>& artifacts);
 
 }  // namespace aitune

@@ -3,19 +3,21 @@
 #include <ATen/ATen.h>
 #include <c10/core/Device.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "bridge/tensor_bridge.h"
 #include "checkpoint/extraction_cache.h"
-#include "checkpoint/manifest_schema.h"
+#include "checkpoint/semantic_path.h"
 #include "checkpoint/zip_archive.h"
 #include "dispatch/graph_dispatch.h"
 #include "env/environment.h"
-#include "runners/aoti_runner.h"
 #include "runners/cuda_graph_runner.h"
 #include "runtime/native_support.h"
+#include "runtime/runner_registry.h"
 #include "runtime/safetensors_io.h"
 
 namespace aitune {
@@ -25,60 +27,10 @@ using json = nlohmann::json;
 
 Status corrupt(std::string m) { return {StatusCode::kCorrupt, std::move(m)}; }
 
-std::string py_repr(const json& v) {
-  if (v.is_string()) return "'" + v.get<std::string>() + "'";
-  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
-  return v.dump();
-}
-
-// "x" or "('options', 'mask')" (Python's repr of the tuple).
-std::string semantic_display(const json& path) {
-  if (path.is_string()) return path.get<std::string>();
-  if (path.is_object() && path.contains("tuple")) {
-    const json& items = path["tuple"];
-    std::string out = "(";
-    for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + py_repr(items[i]);
-    if (items.size() == 1) out += ",";
-    return out + ")";
-  }
-  return path.dump();
-}
-
-std::string short_class(const std::string& qualified) {
-  const auto dot = qualified.rfind('.');
-  return dot == std::string::npos ? qualified : qualified.substr(dot + 1);
-}
-
 std::string shape_str(c10::IntArrayRef s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
-}
-
-std::string strip_local(const std::string& v) { return v.substr(0, v.find('+')); }
-std::string major_of(const json& v) {
-  if (!v.is_string()) return "";
-  std::string s = v.get<std::string>();
-  return s.substr(0, s.find('.'));
-}
-std::string json_text(const json& v) { return v.is_string() ? v.get<std::string>() : (v.is_null() ? "None" : v.dump()); }
-
-LeafInfo parse_leaf(const json& j) {
-  LeafInfo leaf;
-  leaf.semantic_path = semantic_display(j.value("semantic_path", json()));
-  leaf.access_path = j.value("access_path", "");
-  if (j.contains("value")) {
-    leaf.is_tensor = false;
-    leaf.value = j["value"];
-    return leaf;
-  }
-  leaf.name = j.value("name", "");
-  for (const json& d : j.value("shape", json::array())) leaf.shape.push_back(d.is_string() ? d.get<std::string>() : d.dump());
-  leaf.axis_kinds = j.value("axis_kinds", std::vector<std::string>{});
-  leaf.min_shape = j.value("min_shape", std::vector<int64_t>{});
-  leaf.max_shape = j.value("max_shape", std::vector<int64_t>{});
-  leaf.dtype = j.value("dtype", "");
-  return leaf;
 }
 
 std::string default_cache_dir() {
@@ -87,14 +39,18 @@ std::string default_cache_dir() {
   return std::string(home ? home : "/tmp") + "/.cache/aitune";
 }
 
-bool value_equals(const Value& v, const json& node) {
-  if (!node.is_object() || !node.contains("value")) return false;
-  const json& c = node["value"];
-  if (std::holds_alternative<std::monostate>(v)) return c.is_null();
-  if (const bool* b = std::get_if<bool>(&v)) return c.is_boolean() && c.get<bool>() == *b;
-  if (const int64_t* i = std::get_if<int64_t>(&v)) return c.is_number_integer() && c.get<int64_t>() == *i;
-  if (const double* d = std::get_if<double>(&v)) return c.is_number() && c.get<double>() == *d;
-  if (const std::string* s = std::get_if<std::string>(&v)) return c.is_string() && c.get<std::string>() == *s;
+// A call's value against a constant leaf's recorded scalar (nullopt: a node no value equals). An
+// int constant equals a float input of the same value; an int input equals only an int constant.
+bool value_equals(const Value& v, const std::optional<ManifestScalar>& c) {
+  if (!c) return false;
+  if (std::holds_alternative<std::monostate>(v)) return std::holds_alternative<std::monostate>(*c);
+  if (const bool* b = std::get_if<bool>(&v)) return std::holds_alternative<bool>(*c) && std::get<bool>(*c) == *b;
+  if (const int64_t* i = std::get_if<int64_t>(&v)) return std::holds_alternative<int64_t>(*c) && std::get<int64_t>(*c) == *i;
+  if (const double* d = std::get_if<double>(&v)) {
+    if (const int64_t* ci = std::get_if<int64_t>(&*c)) return static_cast<double>(*ci) == *d;
+    return std::holds_alternative<double>(*c) && std::get<double>(*c) == *d;
+  }
+  if (const std::string* s = std::get_if<std::string>(&v)) return std::holds_alternative<std::string>(*c) && std::get<std::string>(*c) == *s;
   return false;
 }
 
@@ -142,11 +98,11 @@ const at::Tensor* Outputs::find(std::string_view access_path) const {
   return nullptr;
 }
 
-json current_fingerprint(int device_index) {
+Fingerprint current_fingerprint(int device_index) {
   const EnvironmentInfo info = probe_environment();
-  json fp = {{"torch", info.torch_version}, {"cuda_runtime", info.torch_cuda_runtime.empty() ? json() : json(info.torch_cuda_runtime)},
-             {"driver_version", info.driver_version.empty() ? json() : json(info.driver_version)},
-             {"gpu_name", json()}, {"gpu_sm", json()}};
+  auto text = [](const std::string& v) { return v.empty() ? std::nullopt : std::optional<std::string>(v); };
+  Fingerprint fp = {{"torch", info.torch_version}, {"cuda_runtime", text(info.torch_cuda_runtime)},
+                    {"driver_version", text(info.driver_version)}, {"gpu_name", std::nullopt}, {"gpu_sm", std::nullopt}};
   for (const GpuInfo& g : info.gpus) {
     if (g.index == std::max(device_index, 0)) {
       fp["gpu_name"] = g.name;
@@ -158,7 +114,8 @@ json current_fingerprint(int device_index) {
 
 struct ModuleHandle::Served {
   std::optional<dispatch::GraphDispatch> dispatch;  // rebuilt by serve() once the runner is loaded
-  std::shared_ptr<AotiRunner> runner;               // null when not native / not loaded
+  std::shared_ptr<Runner> runner;                   // null when not native / not loaded
+  int device_index = -1;                            // the runner's CUDA index; -1: CPU
   std::shared_ptr<CudaGraphRunner> cuda_graphs;     // null when off
   Status unusable;                                  // why the graph cannot be checked (a bad saved dtype)
 };
@@ -182,18 +139,7 @@ StatusOr<const ModuleHandle*> Runtime::module(const std::string& name) const {
   return not_found("No module '" + name + "' in checkpoint " + path_ + " (modules: " + known + ")");
 }
 
-const json& Runtime::fingerprint() const {
-  static const json empty = json::object();
-  return manifest_.contains("fingerprint") ? manifest_["fingerprint"] : empty;
-}
-
-std::vector<FileRecord> Runtime::files() const {
-  std::vector<FileRecord> out;
-  for (const json& f : manifest_.value("files", json::array())) {
-    out.push_back({f.value("path", ""), f.value("size", uint64_t{0}), f.value("sha256", "")});
-  }
-  return out;
-}
+std::vector<FileRecord> Runtime::files() const { return manifest_.files; }
 
 StatusOr<std::string_view> Runtime::read_entry(const std::string& entry) const {
   for (const FileRecord& r : files()) {
@@ -216,163 +162,59 @@ Status Runtime::verify_all() const {
   return Status::Ok();
 }
 
+namespace {
+
+// A graph as the runtime describes it: the manifest's graph plus what this build makes of it.
+GraphInfo describe_graph(const ManifestModule& module, const ManifestGraph& mg) {
+  const ManifestBackend& b = mg.backend;
+  GraphInfo g;
+  g.name = mg.name;
+  g.inputs = mg.inputs;
+  g.outputs = mg.outputs;
+  g.samples = mg.samples;
+  g.backend_class = b.class_path;
+  g.backend_name = b.name;
+  g.backend_config_json = b.config_json;
+  g.precision_class = b.precision_class;
+  g.device = b.device;
+  // Checkpoints written before the validated class was recorded (no "tf32" entry) say "fp32" for
+  // every fp32 model; on CUDA torch computed those outputs with cuDNN's TF32 (on by default),
+  // which is the tf32 class the tuning check used.
+  if (!b.has_tf32 && g.precision_class == "fp32" && g.device.rfind("cuda", 0) == 0) g.precision_class = "tf32";
+  g.required_fields = b.requires_;
+  g.saved_cuda_graphs = b.use_cuda_graphs;
+  g.input_order = b.input_order;
+  g.output_paths = b.output_paths;
+  g.profiles = b.profiles;
+  g.not_native_reason = native_unsupported_reason("graph '" + g.name + "' of module '" + module.name + "'",
+                                                  g.backend_name, b.native, b.artifacts);
+  g.native = g.not_native_reason.empty();
+  return g;
+}
+
+// The fingerprint lines of one graph (docs/reference/checkpoint.md#integrity-and-compatibility), one
+// per required field that differs.
+std::vector<std::string> mismatch_lines(const Fingerprint& saved, const Fingerprint& current, const GraphInfo& g,
+                                        const std::string& module) {
+  std::vector<std::string> lines;
+  for (const FingerprintMismatch& m : fingerprint_mismatches(saved, current, g.required_fields)) {
+    lines.push_back(m.field + ": saved " + fingerprint_value_text(m.saved) + ", current " +
+                    fingerprint_value_text(m.current) + " (" + g.backend_name + " of module '" + module +
+                    "' graph '" + g.name + "')");
+  }
+  return lines;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Runtime>> Runtime::load(const std::string& path, const LoadOptions& options) {
   try {
     if (!std::filesystem::exists(path)) return not_found("Checkpoint file not found: " + path);
     std::unique_ptr<Runtime> rt(new Runtime());
-    rt->path_ = path;
-    AITUNE_ASSIGN_OR_RETURN(ArchiveReader reader, ArchiveReader::open(path));
-    rt->reader_ = std::make_unique<ArchiveReader>(std::move(reader));
-    for (const std::string& n : rt->reader_->entry_names()) {
-      if (n == "state_dict.pt" || (n.size() > 14 && n.substr(n.size() - 14) == "/state_dict.pt"))
-        return unsupported(path + " is a checkpoint of the reference implementation: it stores a pickled state "
-                                  "that would execute code when loaded, so aitune refuses it. Re-tune the model and "
-                                  "save it with aitune.");
-    }
-    // The one manifest check Python's ait.load runs too (nesting, types, names, references).
-    auto parsed = parse_manifest(rt->reader_->manifest_bytes());
-    if (!parsed.ok()) return Status(parsed.status().code(), path + ": " + parsed.status().message());
-    rt->manifest_ = std::move(parsed).value();
-    const json& m = rt->manifest_;
-    AITUNE_RETURN_IF_ERROR(rt->reader_->check_listed(rt->files()));
-
-    const json current = current_fingerprint(options.device_index);
-    const json& saved = rt->fingerprint();
-    std::vector<std::string> mismatch_lines;
+    AITUNE_RETURN_IF_ERROR(rt->open_archive(path));
     std::vector<FileRecord> to_extract;
-    const std::vector<FileRecord> records = rt->files();
-
-    for (const json& mj : m.value("modules", json::array())) {
-      std::unique_ptr<ModuleHandle> handle(new ModuleHandle());
-      handle->name_ = mj.value("name", "");
-      handle->runtime_ = rt.get();
-      for (const json& gj : mj.value("graphs", json::array())) {
-        GraphInfo g;
-        g.name = gj.value("name", "");
-        for (const json& l : gj["input_spec"].value("leaves", json::array())) g.inputs.push_back(parse_leaf(l));
-        for (const json& l : gj["output_spec"].value("leaves", json::array())) g.outputs.push_back(parse_leaf(l));
-        g.samples = gj.value("samples", std::vector<std::string>{});
-        const json& b = gj.value("backend", json::object());
-        g.backend_class = b.value("class", "");
-        g.backend_name = short_class(g.backend_class);
-        g.backend_config = b.value("config", json());
-        g.precision_class = b.value("precision_class", json("fp32")).is_string() ? b.value("precision_class", "fp32") : "fp32";
-        g.device = b.value("device", json()).is_string() ? b["device"].get<std::string>() : "";
-        // Checkpoints written before the validated class was recorded (no "tf32" entry) say
-        // "fp32" for every fp32 model; on CUDA torch computed those outputs with cuDNN's TF32
-        // (on by default), which is the tf32 class the tuning check used.
-        if (!b.contains("tf32") && g.precision_class == "fp32" && g.device.rfind("cuda", 0) == 0) {
-          g.precision_class = "tf32";
-        }
-        g.required_fields = b.value("requires", std::vector<std::string>{});
-        g.saved_cuda_graphs = g.backend_config.is_object() && g.backend_config.value("use_cuda_graphs", json(false)).is_boolean() &&
-                              g.backend_config.value("use_cuda_graphs", false);
-        if (b.value("input_order", json()).is_array()) g.input_order = b["input_order"].get<std::vector<int>>();
-        if (b.value("output_paths", json()).is_array()) g.output_paths = b["output_paths"].get<std::vector<std::string>>();
-        if (b.value("profiles", json()).is_array()) {
-          for (const json& p : b["profiles"]) {
-            ProfileRange r;
-            if (p.is_null()) {  // the schema allows it: no hard range for this input
-              r.bounded = false;
-              g.profiles.push_back(std::move(r));
-              continue;
-            }
-            r.min = p.at(0).get<std::vector<int64_t>>();
-            for (const json& d : p.at(1)) r.max.push_back(d.is_null() ? std::nullopt : std::optional<int64_t>(d.get<int64_t>()));
-            g.profiles.push_back(std::move(r));
-          }
-        }
-        const json artifacts = b.value("artifacts", json::object());
-        const bool native_flag = b.value("native", false);
-        g.not_native_reason = native_unsupported_reason("graph '" + g.name + "' of module '" + handle->name_ + "'",
-                                                        g.backend_name, native_flag, artifacts.contains("package"),
-                                                        artifacts.contains("plan"));
-        g.native = g.not_native_reason.empty();
-        // Fingerprint (docs/reference/checkpoint.md#integrity-and-compatibility).
-        std::vector<std::string> lines;
-        for (const std::string& field : g.required_fields) {
-          std::string a, c;
-          bool differs;
-          if (field == "cuda_major") {
-            a = major_of(saved.value("cuda_runtime", json()));
-            c = major_of(current.value("cuda_runtime", json()));
-            differs = a != c;
-          } else if (field == "torch") {
-            a = json_text(saved.value("torch", json()));
-            c = json_text(current.value("torch", json()));
-            differs = strip_local(a) != strip_local(c);  // libtorch reports no local suffix (+cu130)
-          } else {
-            a = json_text(saved.value(field, json()));
-            c = json_text(current.value(field, json()));
-            differs = a != c;
-          }
-          if (differs)
-            lines.push_back(field + ": saved " + a + ", current " + c + " (" + g.backend_name + " of module '" +
-                            handle->name_ + "' graph '" + g.name + "')");
-        }
-        for (const auto& l : lines) g.incompatible += (g.incompatible.empty() ? "" : "\n") + l;
-        mismatch_lines.insert(mismatch_lines.end(), lines.begin(), lines.end());
-        if (g.native) {
-          const std::string entry = artifacts["package"].get<std::string>();
-          bool listed = false;
-          for (const FileRecord& r : records) {
-            if (r.path == entry) {
-              to_extract.push_back(r);
-              listed = true;
-            }
-          }
-          if (!listed) return corrupt("Artifact '" + entry + "' is not listed in the manifest of " + path);
-        }
-        handle->add_graph(std::move(g));
-      }
-      rt->modules_.push_back(std::move(handle));
-    }
-    if (!mismatch_lines.empty() && !options.allow_incompatible) {
-      std::string msg = "Checkpoint " + path + " is incompatible with this environment:";
-      for (const auto& l : mismatch_lines) msg += "\n" + l;
-      return Status(StatusCode::kIncompatible, msg);
-    }
-    if (!options.load_runners || to_extract.empty()) return rt;
-
-    const std::string cache_dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
-    AITUNE_ASSIGN_OR_RETURN(std::string root,
-                            extract_all(*rt->reader_, to_extract, cache_dir + "/checkpoints", options.verify_full));
-    for (auto& handle : rt->modules_) {
-      for (size_t i = 0; i < handle->graphs_.size(); ++i) {
-        const GraphInfo& g = handle->graphs_[i];
-        if (!g.native || !g.incompatible.empty()) continue;
-        const bool cuda_package = g.device.rfind("cuda", 0) == 0;
-        if (cuda_package && options.device_index < 0)
-          return Status(StatusCode::kBackendUnavailable, "graph '" + g.name + "' of module '" + handle->name_ +
-                                                             "' was compiled for CUDA (" + g.device +
-                                                             ") and cannot run on the CPU");
-        const std::string entry = m["modules"].size() ? "" : "";
-        (void)entry;
-        std::string package;
-        for (const json& mj : m["modules"]) {
-          if (mj.value("name", "") != handle->name_) continue;
-          for (const json& gj : mj["graphs"]) {
-            if (gj.value("name", "") == g.name) package = gj["backend"]["artifacts"]["package"].get<std::string>();
-          }
-        }
-        AITUNE_ASSIGN_OR_RETURN(std::unique_ptr<AotiRunner> loaded,
-                                AotiRunner::load(root + "/" + package, cuda_package ? options.device_index : -1));
-        std::shared_ptr<AotiRunner> runner = std::move(loaded);
-        // CUDA graphs as saved unless the caller says otherwise (docs/reference/native.md#runtime-api); CPU
-        // graphs never.
-        const bool graphs = cuda_package && options.cuda_graphs.enabled.value_or(g.saved_cuda_graphs);
-        std::shared_ptr<CudaGraphRunner> cuda_graphs;
-        if (graphs) {
-          CudaGraphOptions go;
-          go.cache_size = options.cuda_graphs.cache_size;
-          go.clone_outputs = options.cuda_graphs.clone_outputs;
-          go.enabled = !CudaGraphRunner::cuda_graphs_disabled_by_env();
-          cuda_graphs = std::make_shared<CudaGraphRunner>(runner, go);
-        }
-        handle->graphs_[i].cuda_graphs = graphs && !CudaGraphRunner::cuda_graphs_disabled_by_env();
-        handle->serve(i, std::move(runner), std::move(cuda_graphs));
-      }
-    }
+    AITUNE_RETURN_IF_ERROR(rt->build_modules(options, &to_extract));
+    if (options.load_runners && !to_extract.empty()) AITUNE_RETURN_IF_ERROR(rt->load_runners(options, to_extract));
     return rt;
   } catch (const std::exception& e) {
     return corrupt(std::string("Failed to read checkpoint ") + path + ": " + e.what());
@@ -428,7 +270,7 @@ void ModuleHandle::add_graph(GraphInfo g) {
   served_.push_back(std::move(served));
 }
 
-void ModuleHandle::serve(size_t index, std::shared_ptr<AotiRunner> runner,
+void ModuleHandle::serve(size_t index, std::shared_ptr<Runner> runner, int device_index,
                          std::shared_ptr<CudaGraphRunner> cuda_graphs) {
   Served& served = served_[index];
   const dispatch::GraphDispatch& old = *served.dispatch;
@@ -438,7 +280,93 @@ void ModuleHandle::serve(size_t index, std::shared_ptr<AotiRunner> runner,
   served.dispatch.reset();
   served.dispatch.emplace(std::move(record));
   served.runner = std::move(runner);
+  served.device_index = device_index;
   served.cuda_graphs = std::move(cuda_graphs);
+
+// The archive's structure (ArchiveReader::open, which also refuses a pickled reference-format
+// file), the manifest schema (the one check Python's ait.load runs too) and the file listing.
+Status Runtime::open_archive(const std::string& path) {
+  path_ = path;
+  AITUNE_ASSIGN_OR_RETURN(ArchiveReader reader, ArchiveReader::open(path));
+  reader_ = std::make_unique<ArchiveReader>(std::move(reader));
+  auto manifest = read_manifest(reader_->manifest_bytes());
+  if (!manifest.ok()) return Status(manifest.status().code(), path + ": " + manifest.status().message());
+  manifest_ = std::move(manifest).value();
+  return reader_->check_listed(manifest_.files);
+}
+
+// One ModuleHandle per manifest module; compares each graph's required fingerprint fields and
+// collects the artifacts of the natively served graphs.
+Status Runtime::build_modules(const LoadOptions& options, std::vector<FileRecord>* to_extract) {
+  const Fingerprint current = current_fingerprint(options.device_index);
+  std::vector<std::string> all_mismatches;
+  for (const ManifestModule& mm : manifest_.modules) {
+    std::unique_ptr<ModuleHandle> handle(new ModuleHandle());
+    handle->name_ = mm.name;
+    handle->runtime_ = this;
+    for (const ManifestGraph& mg : mm.graphs) {
+      GraphInfo g = describe_graph(mm, mg);
+      const std::vector<std::string> lines = mismatch_lines(manifest_.fingerprint, current, g, mm.name);
+      for (const auto& l : lines) g.incompatible += (g.incompatible.empty() ? "" : "\n") + l;
+      all_mismatches.insert(all_mismatches.end(), lines.begin(), lines.end());
+      if (g.native) {
+        const std::string& entry = mg.backend.artifacts.at(*runnable_artifact(mg.backend.artifacts));
+        const auto record = std::find_if(manifest_.files.begin(), manifest_.files.end(),
+                                         [&](const FileRecord& r) { return r.path == entry; });
+        if (record == manifest_.files.end()) return corrupt("Artifact '" + entry + "' is not listed in the manifest of " + path_);
+        to_extract->push_back(*record);
+      }
+      handle->add_graph(std::move(g));
+    }
+    modules_.push_back(std::move(handle));
+  }
+  if (!all_mismatches.empty() && !options.allow_incompatible) {
+    std::string msg = "Checkpoint " + path_ + " is incompatible with this environment:";
+    for (const auto& l : all_mismatches) msg += "\n" + l;
+    return Status(StatusCode::kIncompatible, msg);
+  }
+  return Status::Ok();
+}
+
+// Extracts the native artifacts once (extraction_cache.h) and loads each compatible native
+// graph's runner through the runner registry, wrapped in a CUDA-graph runner when asked.
+Status Runtime::load_runners(const LoadOptions& options, const std::vector<FileRecord>& to_extract) {
+  const std::string cache_dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
+  AITUNE_ASSIGN_OR_RETURN(std::string root, extract_all(*reader_, to_extract, cache_dir + "/checkpoints", options.verify_full));
+  for (size_t mi = 0; mi < modules_.size(); ++mi) {
+    ModuleHandle& handle = *modules_[mi];
+    for (size_t i = 0; i < handle.graphs_.size(); ++i) {
+      const GraphInfo& g = handle.graphs_[i];
+      if (!g.native || !g.incompatible.empty()) continue;
+      const bool cuda_package = g.device.rfind("cuda", 0) == 0;
+      if (cuda_package && options.device_index < 0)
+        return Status(StatusCode::kBackendUnavailable, "graph '" + g.name + "' of module '" + handle.name_ +
+                                                           "' was compiled for CUDA (" + g.device +
+                                                           ") and cannot run on the CPU");
+      const auto& artifacts = manifest_.modules[mi].graphs[i].backend.artifacts;
+      const std::optional<std::string> key = runnable_artifact(artifacts);
+      const std::optional<RunnerFactory> factory = key ? find_runner_factory(artifact_kind(*key)) : std::nullopt;
+      if (!factory)  // unregistered since build_modules
+        return Status(StatusCode::kBackendUnavailable, "graph '" + g.name + "' of module '" + handle.name_ +
+                                                           "' has no registered runner");
+      AITUNE_ASSIGN_OR_RETURN(LoadedRunner loaded,
+                              (*factory)(root + "/" + artifacts.at(*key), cuda_package ? options.device_index : -1));
+      // CUDA graphs as saved unless the caller says otherwise (docs/reference/native.md#runtime-api); CPU
+      // graphs never.
+      const bool graphs = cuda_package && options.cuda_graphs.enabled.value_or(g.saved_cuda_graphs);
+      std::shared_ptr<CudaGraphRunner> cuda_graphs;
+      if (graphs) {
+        CudaGraphOptions go;
+        go.cache_size = options.cuda_graphs.cache_size;
+        go.clone_outputs = options.cuda_graphs.clone_outputs;
+        go.enabled = !CudaGraphRunner::cuda_graphs_disabled_by_env();
+        cuda_graphs = std::make_shared<CudaGraphRunner>(loaded.runner, go);
+      }
+      handle.graphs_[i].cuda_graphs = graphs && !CudaGraphRunner::cuda_graphs_disabled_by_env();
+      handle.serve(i, std::move(loaded.runner), loaded.device_index, std::move(cuda_graphs));
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::vector<at::Tensor>> ModuleHandle::bind(size_t gi, const Inputs& inputs, bool check_ranks) const {
@@ -454,7 +382,7 @@ StatusOr<std::vector<at::Tensor>> ModuleHandle::bind(size_t gi, const Inputs& in
     if (!i) return graph_not_found("graph '" + g.name + "' has no input '" + key + "'");
     const LeafInfo& leaf = g.inputs[*i];
     if (!leaf.is_tensor) {
-      if (!value_equals(value, leaf.value))
+      if (!value_equals(value, leaf.scalar))
         return graph_not_found("input '" + key + "' differs from the constant recorded for graph '" + g.name +
                                "'");
       continue;
@@ -536,7 +464,7 @@ StatusOr<Outputs> ModuleHandle::run_index(size_t gi, const std::vector<at::Tenso
   if (!g.native) return Status(StatusCode::kBackendUnavailable, g.not_native_reason);
   if (!g.incompatible.empty())
     return Status(StatusCode::kIncompatible, "graph '" + g.name + "' of module '" + name_ + "' is incompatible: " + g.incompatible);
-  const AotiRunner* runner = served.runner.get();
+  Runner* runner = served.runner.get();
   if (runner == nullptr)
     return Status(StatusCode::kBackendUnavailable, "graph '" + g.name + "' of module '" + name_ + "' was not loaded");
   AITUNE_RETURN_IF_ERROR(served.unusable);
@@ -548,7 +476,8 @@ StatusOr<Outputs> ModuleHandle::run_index(size_t gi, const std::vector<at::Tenso
                                              [](const dispatch::InputRule&, const at::Tensor&) {}));
     AITUNE_RETURN_IF_ERROR(core.check_input_order());
     // Unlike the Python path, inputs come from any device: move them to the package's.
-    const c10::Device device = runner->is_cuda() ? c10::Device(c10::kCUDA, runner->device_index()) : c10::Device(c10::kCPU);
+    const c10::Device device =
+        served.device_index >= 0 ? c10::Device(c10::kCUDA, served.device_index) : c10::Device(c10::kCPU);
     const std::vector<at::Tensor> ordered = core.runner_inputs([&](size_t i) { return tensors[i].to(device); });
     AITUNE_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, core.run(ordered));
     Outputs result;
@@ -586,9 +515,8 @@ StatusOr<StoredSample> ModuleHandle::sample(const std::string& graph, size_t ind
   try {
     // Positional arguments are named by the forward signature.
     std::vector<std::string> params;
-    for (const json& mj : runtime_->manifest()["modules"]) {
-      if (mj.value("name", "") != name_) continue;
-      for (const json& p : mj.value("forward_signature", json::array())) params.push_back(p.value("name", ""));
+    for (const ManifestModule& mm : runtime_->manifest().modules) {
+      if (mm.name == name_) params = mm.forward_params;
     }
     std::vector<std::pair<json, std::string>> found;
     std::vector<json> steps;

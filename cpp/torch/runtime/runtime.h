@@ -3,6 +3,7 @@
 // graphs whose backend needs Python report kBackendUnavailable.
 //
 // Never throws: every fallible call returns Status / StatusOr; torch exceptions are caught.
+// Exposes no third-party types but torch's: the manifest is the typed one of checkpoint/manifest.h.
 // Thread-safety: load() is not to be raced on one path with itself in-process (the extraction
 // cache serialises processes); ModuleHandle::run may be called from several threads at once.
 #pragma once
@@ -12,7 +13,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,15 +20,16 @@
 #include <variant>
 #include <vector>
 
+#include "checkpoint/fingerprint.h"
+#include "checkpoint/manifest.h"
 #include "common/status.h"
 #include "runners/cuda_graph_stats.h"
 
 namespace aitune {
 
 class ArchiveReader;
-class AotiRunner;
 class CudaGraphRunner;
-struct FileRecord;
+class Runner;
 
 using Value = std::variant<std::monostate, at::Tensor, bool, int64_t, double, std::string>;
 // Keyed by a leaf's semantic form ("x", "('options', 'mask')"), its access form
@@ -60,31 +61,17 @@ struct LoadOptions {
   CudaGraphLoadOptions cuda_graphs;  // applies to CUDA graphs (device_index >= 0) only
 };
 
-// One leaf of an input or output spec (docs/reference/recording.md#binding-flattening-and-names).
-struct LeafInfo {
-  std::string semantic_path;  // display form: "x" or "('options', 'mask')"
-  std::string access_path;    // `options["mask"]`
-  std::string name;           // tensor name `input_options_mask`; empty for constants
-  bool is_tensor = true;
-  std::vector<std::string> shape;  // per axis: a number or a dynamic-axis name ("batch0")
-  std::vector<std::string> axis_kinds;
-  std::vector<int64_t> min_shape;
-  std::vector<int64_t> max_shape;
-  std::string dtype;   // "float32"
-  nlohmann::json value;  // constants: the recorded skeleton node
-};
-
-struct ProfileRange {
-  bool bounded = true;  // false: the checkpoint saved no range for this input (any shape goes)
-  std::vector<int64_t> min;
-  std::vector<std::optional<int64_t>> max;  // nullopt: unbounded
-};
+// One leaf of an input or output spec (docs/reference/recording.md#binding-flattening-and-names),
+// as the manifest holds it; a constant's recorded node is `value_json` (and `scalar`).
+using LeafInfo = ManifestLeaf;
+// A tensor input's saved range; `bounded` false: the checkpoint saved none (any shape goes).
+using ProfileRange = ManifestProfile;
 
 struct GraphInfo {
   std::string name;
-  std::string backend_class;  // qualified Python class name
-  std::string backend_name;   // short class name
-  nlohmann::json backend_config;
+  std::string backend_class;  // format 1: the qualified Python class name it stored; format 2: empty
+  std::string backend_name;   // stable name: "torch_inductor_aot", "custom:<module>.<qualname>"
+  std::string backend_config_json;  // the backend's config object, JSON text
   std::string precision_class;  // "fp32", ...
   bool native = false;
   std::string not_native_reason;  // empty when native
@@ -144,7 +131,8 @@ class ModuleHandle {
   // Adds graph `g` (not served until serve()); called while loading.
   void add_graph(GraphInfo g);
   // Serves graph `index` with `runner`, through `cuda_graphs` (wrapping it) when not null.
-  void serve(size_t index, std::shared_ptr<AotiRunner> runner, std::shared_ptr<CudaGraphRunner> cuda_graphs);
+  void serve(size_t index, std::shared_ptr<Runner> runner, int device_index,
+             std::shared_ptr<CudaGraphRunner> cuda_graphs);
   StatusOr<Outputs> run_index(size_t graph_index, const std::vector<at::Tensor>& tensors) const;
   // Tensor inputs of graph `g` in tensor-leaf order, or an explanation why they do not fit.
   StatusOr<std::vector<at::Tensor>> bind(size_t g, const Inputs& inputs, bool check_ranks) const;
@@ -163,8 +151,8 @@ class Runtime {
 
   std::vector<std::string> modules() const;
   StatusOr<const ModuleHandle*> module(const std::string& name) const;
-  const nlohmann::json& manifest() const { return manifest_; }
-  const nlohmann::json& fingerprint() const;
+  const Manifest& manifest() const { return manifest_; }
+  const Fingerprint& fingerprint() const { return manifest_.fingerprint; }
   const std::string& path() const { return path_; }
   std::vector<FileRecord> files() const;
   // Reads and verifies an entry's bytes (SHA-256 against the manifest).
@@ -174,14 +162,19 @@ class Runtime {
 
  private:
   Runtime() = default;
+  // Load steps (runtime.cc), in order.
+  Status open_archive(const std::string& path);
+  Status build_modules(const LoadOptions& options, std::vector<FileRecord>* to_extract);
+  Status load_runners(const LoadOptions& options, const std::vector<FileRecord>& to_extract);
+
   std::string path_;
-  nlohmann::json manifest_;
+  Manifest manifest_;
   std::unique_ptr<ArchiveReader> reader_;
   std::vector<std::unique_ptr<ModuleHandle>> modules_;
 };
 
 // The current environment as a docs/reference/checkpoint.md#integrity-and-compatibility fingerprint (for
-// device_index's GPU, when any).
-nlohmann::json current_fingerprint(int device_index);
+// device_index's GPU, when any): torch, cuda_runtime, driver_version, gpu_name, gpu_sm.
+Fingerprint current_fingerprint(int device_index);
 
 }  // namespace aitune

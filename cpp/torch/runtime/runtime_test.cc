@@ -1,11 +1,18 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/zip_archive.h"
+#include "runners/runner.h"
 #include "runtime/native_support.h"
+#include "runtime/runner_registry.h"
 #include "runtime/runtime.h"
 #include "runtime/safetensors_io.h"
 
@@ -89,14 +96,107 @@ TEST(Runtime, OutputsFindByAccessPath) {
 
 TEST(Runtime, TensorRtPlanNeedsABuildWithTensorRt) {
   const std::string where = "graph '0' of module 'm'";
-  const std::string reason = native_unsupported_reason(where, "TensorRTBackend", true, false, true);
-  EXPECT_EQ(reason.rfind(where + " uses TensorRTBackend: running a TensorRT plan from C++ needs aitune built with "
+  const std::string reason = native_unsupported_reason(where, "tensorrt", true, {{"plan", "p"}});
+  EXPECT_EQ(reason.rfind(where + " uses tensorrt: running a TensorRT plan from C++ needs aitune built with "
                          "TensorRT", 0), 0u) << reason;
-  EXPECT_EQ(native_unsupported_reason(where, "TorchInductorAotBackend", true, true, false), "");
-  EXPECT_NE(native_unsupported_reason(where, "TorchEagerBackend", false, false, false).find("needs Python"),
-            std::string::npos);
-  EXPECT_NE(native_unsupported_reason(where, "MyBackend", true, false, false).find("only AOTInductor"),
-            std::string::npos);
+  EXPECT_EQ(native_unsupported_reason(where, "torch_inductor_aot", true, {{"package", "p"}}), "");
+  EXPECT_NE(native_unsupported_reason(where, "torch_eager", false, {}).find("needs Python"), std::string::npos);
+}
+
+TEST(Runtime, AnArtifactWithoutARegisteredRunnerIsNotNative) {
+  const std::string reason =
+      native_unsupported_reason("graph '0' of module 'm'", "onnx_runtime", true, {{"model", "m"}, {"io", "i"}});
+  EXPECT_EQ(reason, "graph '0' of module 'm' uses onnx_runtime, whose artifact kinds io, onnx_model have no runner "
+                    "in this C++ runtime (runners are registered for: aoti_package)");
+}
+
+TEST(RunnerRegistry, AotInductorPackagesAreBuiltIn) {
+  EXPECT_EQ(artifact_kind("package"), "aoti_package");
+  EXPECT_EQ(artifact_kind("exported_model"), "torch_tensorrt_program");
+  EXPECT_EQ(artifact_kind("weird"), "weird");
+  const auto kinds = registered_runner_kinds();
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "aoti_package"), kinds.end());
+  EXPECT_EQ(runnable_artifact({{"plan", "a"}, {"package", "b"}}), "package");
+  EXPECT_EQ(runnable_artifact({{"plan", "a"}}), std::nullopt);
+}
+
+// Doubles its one input.
+class DoublingRunner : public Runner {
+ public:
+  StatusOr<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs) override { return std::vector<at::Tensor>{inputs.at(0) * 2}; }
+  std::string describe() const override { return "DoublingRunner"; }
+};
+
+// A checkpoint whose one graph has an artifact of kind "fake_kind" (its key), for the CPU.
+std::string write_fake_kind_checkpoint(const std::string& path) {
+  using json = nlohmann::json;
+  auto writer = ArchiveWriter::create(path, ZipWriteOptions{});
+  EXPECT_TRUE(writer.ok());
+  const std::string artifact = "modules/0/graphs/g/backend/fake.bin";
+  EXPECT_TRUE(writer->add_bytes(artifact, "fake runner payload").ok());
+  json files = json::array();
+  for (const FileRecord& f : writer->files()) files.push_back({{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}});
+  auto leaf = [](const std::string& n) {
+    return json{{"semantic_path", n}, {"access_path", n}, {"name", "input_" + n}, {"shape", {"batch0", 3}},
+                {"axis_kinds", {"batch", "static"}}, {"min_shape", {1, 3}}, {"max_shape", {4, 3}},
+                {"multipliers", {1, 1}}, {"dtype", "float32"}, {"dtypes", {"float32"}}};
+  };
+  json backend = {{"name", "custom:tests.FakeBackend"}, {"config", json::object()}, {"precision_class", "fp32"},
+                  {"is_jit", false}, {"native", true}, {"requires", json::array()}, {"device", "cpu"},
+                  {"artifacts", {{"fake_kind", artifact}}}, {"input_order", nullptr}, {"output_paths", {"out"}},
+                  {"profiles", nullptr}};
+  json graph = {{"name", "g"}, {"key_tokens", json::array()}, {"input_spec", {{"leaves", {leaf("x")}}}},
+                {"output_spec", {{"leaves", {leaf("out")}}}}, {"backend", backend}, {"samples", json::array()}};
+  json module = {{"name", "m"}, {"prefix", ""}, {"class", "t.Net"}, {"strict_mode", true}, {"fallback_policy", "raise"},
+                 {"weights", nullptr}, {"forward_signature", json::array()}, {"graphs", {graph}}};
+  json manifest = {{"format", "aitune.checkpoint"}, {"format_version", 2}, {"aitune_version", "0"},
+                   {"created_at", "2026-12-01T00:00:00Z"}, {"fingerprint", json::object()},
+                   {"root", {{"kind", "module"}, {"class", "t.Net"}, {"weights", nullptr}}}, {"modules", {module}},
+                   {"files", files}};
+  EXPECT_TRUE(writer->finish(manifest.dump()).ok());
+  return artifact;
+}
+
+TEST(RunnerRegistry, TheRuntimeServesARegisteredKind) {
+  const std::string path = temp_path("fake_kind.ait");
+  const std::string cache = temp_path("fake_kind_cache");
+  const std::string artifact = write_fake_kind_checkpoint(path);
+  LoadOptions options;
+  options.device_index = -1;
+  options.cache_dir = cache;
+
+  // Unregistered: described, not native, and running says why (CLI exit 5).
+  auto unserved = Runtime::load(path, options);
+  ASSERT_TRUE(unserved.ok()) << unserved.status().to_string();
+  const GraphInfo& before = (*(*unserved)->module("m"))->graphs().at(0);
+  EXPECT_FALSE(before.native);
+  EXPECT_EQ(before.backend_name, "custom:tests.FakeBackend");
+  EXPECT_NE(before.not_native_reason.find("artifact kind fake_kind has no runner"), std::string::npos)
+      << before.not_native_reason;
+  auto refused = (*(*unserved)->module("m"))->run({{"x", at::ones({2, 3})}});
+  EXPECT_EQ(refused.status().code(), StatusCode::kBackendUnavailable);
+
+  std::vector<std::string> loaded_from;
+  register_runner_kind("fake_kind", [&](const std::string& file, int device) -> StatusOr<LoadedRunner> {
+    loaded_from.push_back(file);
+    return LoadedRunner{std::make_shared<DoublingRunner>(), device};
+  });
+  auto rt = Runtime::load(path, options);
+  unregister_runner_kind("fake_kind");
+  ASSERT_TRUE(rt.ok()) << rt.status().to_string();
+  const ModuleHandle* m = *(*rt)->module("m");
+  EXPECT_TRUE(m->graphs().at(0).native) << m->graphs().at(0).not_native_reason;
+  ASSERT_EQ(loaded_from.size(), 1u);
+  EXPECT_TRUE(loaded_from[0].size() > artifact.size() &&
+              loaded_from[0].compare(loaded_from[0].size() - artifact.size(), artifact.size(), artifact) == 0)
+      << loaded_from[0];
+  auto out = m->run({{"x", at::full({2, 3}, 1.5)}});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_NE(out->find("out"), nullptr);
+  EXPECT_TRUE(at::equal(*out->find("out"), at::full({2, 3}, 3.0)));
+  // Not std::filesystem::remove_all: libtorch.so exports a broken copy that this binary binds to.
+  EXPECT_EQ(std::system(("rm -rf '" + cache + "'").c_str()), 0);
+  std::remove(path.c_str());
 }
 
 }  // namespace

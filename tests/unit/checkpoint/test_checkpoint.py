@@ -187,9 +187,9 @@ def test_missing_and_unlisted_entries_are_detected(saved, tmp_path):
 
 def test_unknown_format_version_and_truncation(saved, tmp_path):
     path, _ = saved
-    future = _rewrite(path, tmp_path / "future.ait", edit_manifest=lambda m: m.update(format_version=2))
+    future = _rewrite(path, tmp_path / "future.ait", edit_manifest=lambda m: m.update(format_version=3))
     _untouched_after(future, errors.UnsupportedCheckpointError,
-                     r"Unsupported checkpoint format_version 2 \(this aitune reads 1\)")
+                     r"Unsupported checkpoint format_version 3 \(this aitune reads 1 and 2\)")
     truncated = tmp_path / "truncated.ait"
     truncated.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     _untouched_after(truncated, errors.CorruptCheckpointError, "")

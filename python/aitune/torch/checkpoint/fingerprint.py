@@ -38,31 +38,11 @@ def current_fingerprint(device: torch.device | None = None) -> dict[str, Any]:
     }
 
 
-def _major(version: str | None) -> str | None:
-    return version.split(".")[0] if version else None
-
-
-def _ampere_plus(sm: Any) -> bool:
-    try:
-        return int(str(sm).split(".")[0]) >= 8
-    except ValueError:
-        return False
-
-
 def mismatches(saved: dict[str, Any], current: dict[str, Any], requires: list[str], context: str) -> list[tuple]:
-    """(component, saved, current, context) for every required field that differs."""
-    out = []
-    for field in requires:
-        if field == "cuda_major":
-            a, b = _major(saved.get("cuda_runtime")), _major(current.get("cuda_runtime"))
-        elif field == "gpu_sm_ampere_plus":
-            # A TensorRT plan built with HardwareCompatibilityLevel.AMPERE_PLUS runs on any SM >= 8.
-            field = "gpu_sm"
-            a, b = saved.get(field), current.get(field)
-            if _ampere_plus(a) and _ampere_plus(b):
-                continue
-        else:
-            a, b = saved.get(field), current.get(field)
-        if a != b:
-            out.append((field, a, b, context))
-    return out
+    """(component, saved, current, context) for every required field that differs.
+
+    The comparison is the C++ core's (`_C.fingerprint_mismatches`), which the C++ runtime applies
+    too: `cuda_major` compares the CUDA runtime's major, `gpu_sm_ampere_plus` passes any SM >= 8
+    on both sides (reported as `gpu_sm`), `torch` ignores the local suffix (`+cu130`), other
+    fields compare exactly (docs/reference/checkpoint.md#integrity-and-compatibility)."""
+    return [(field, a, b, context) for field, a, b in _C.fingerprint_mismatches(saved, current, list(requires))]

@@ -357,7 +357,7 @@ int bench(int argc, char** argv) {
     json j = json::parse(to_json(*result));
     j["module"] = module->name();
     j["graph"] = graph->name;
-    j["backend"] = graph->backend_class;
+    j["backend"] = graph->backend_name;
     j["device"] = device;
     j["inputs_source"] = source_name(o.source);
     j["shapes"] = shapes_json;

@@ -77,8 +77,14 @@ def main() -> None:
             Path(args.out).write_text(json.dumps(result, indent=2))
 
     # The first run extracts the archive into the cache; the later ones reuse the extraction.
-    cold = [json.loads(subprocess.run([sys.executable, "-c", COLD_LOAD, str(path)], check=True, capture_output=True,
-                                      text=True).stdout.strip().splitlines()[-1]) for _ in range(3)]
+    cold = [
+        json.loads(
+            subprocess.run([sys.executable, "-c", COLD_LOAD, str(path)], check=True, capture_output=True, text=True)
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        for _ in range(3)
+    ]
     result["cold_load_phases_s"] = cold
     result["cold_load_to_first_inference_s"] = [c["first_inference"] for c in cold]
     report()
@@ -100,8 +106,11 @@ def main() -> None:
     from safetensors.torch import load_file
 
     cli_start = time.perf_counter()
-    run = subprocess.run([cli, "run", str(path), "--device", "0", "--outputs", str(work / "out.safetensors")],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [cli, "run", str(path), "--device", "0", "--outputs", str(work / "out.safetensors")],
+        capture_output=True,
+        text=True,
+    )
     # Process start, libtorch and CUDA initialisation, open, first inference, write: the C++ cold path.
     result["cpp_cli_run_wall_s"] = round(time.perf_counter() - cli_start, 3)
     if run.returncode != 0:
@@ -113,10 +122,16 @@ def main() -> None:
     with torch.no_grad():
         py_out = wrapped(sample)
     result["cpp_vs_python_max_abs"] = (cpp_out.float() - py_out.float()).abs().max().item()
-    result["cpp_bench"] = json.loads(subprocess.run(
-        [cli, "bench", str(path), "--device", "0", "--batch-size", "1", "--iterations", "200", "--json"],
-        check=True, capture_output=True, text=True).stdout)
+    result["cpp_bench"] = json.loads(
+        subprocess.run(
+            [cli, "bench", str(path), "--device", "0", "--batch-size", "1", "--iterations", "200", "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     report()
+
 
 if __name__ == "__main__":
     main()

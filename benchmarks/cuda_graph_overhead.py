@@ -158,6 +158,7 @@ def main() -> None:
         def call():
             i = turn[0] = (turn[0] + 1) % 3
             kept[i] = fn(xs[i])
+
         return call
 
     assert with_clone.tuned_module.backends[0][1]._cuda_graph.runner.clone_outputs
@@ -167,22 +168,28 @@ def main() -> None:
         assert torch.allclose(no_clone(x), eager(x), atol=1e-5)
         assert torch.allclose(apart_clone.run([x])[0], eager(x), atol=1e-5)
         assert torch.allclose(apart_no_clone.run([x])[0], eager(x), atol=1e-5)
-        cases = {"bare_replay": bare_replay, "bare_replay_clone": bare_replay_clone, "copy_replay": copy_replay,
-                 "kernel_copy_replay": kernel_copy_replay,
-                 "tuned_no_clone": lambda: no_clone(x), "tuned_clone": lambda: with_clone(x),
-                 "tuned_no_clone_fresh_tensors": fresh(no_clone), "tuned_clone_fresh_tensors": fresh(with_clone),
-                 # The native dispatcher called directly (no nn.Module.__call__, proxy or router):
-                 # splits the overhead between the Python module call and the C++ path.
-                 "dispatcher_no_clone": lambda: no_clone_dispatch(x),
-                 # The native CudaGraphRunner alone (key, mutex, copy-in, replay), called from Python.
-                 "runner_no_clone": lambda: native_runner.run([x]),
-                 "runner_clone": lambda: clone_runner.run([x]),
-                 # The same runners with the copies launched apart from the graph (as before).
-                 "runner_no_clone_copies_apart": lambda: apart_no_clone.run([x]),
-                 "runner_clone_copies_apart": lambda: apart_clone.run([x]),
-                 "runner_clone_fresh_tensors": fresh(lambda t: clone_runner.run([t])),
-                 "runner_clone_copies_apart_fresh_tensors": fresh(lambda t: apart_clone.run([t])),
-                 "eager": lambda: eager(x)}
+        cases = {
+            "bare_replay": bare_replay,
+            "bare_replay_clone": bare_replay_clone,
+            "copy_replay": copy_replay,
+            "kernel_copy_replay": kernel_copy_replay,
+            "tuned_no_clone": lambda: no_clone(x),
+            "tuned_clone": lambda: with_clone(x),
+            "tuned_no_clone_fresh_tensors": fresh(no_clone),
+            "tuned_clone_fresh_tensors": fresh(with_clone),
+            # The native dispatcher called directly (no nn.Module.__call__, proxy or router):
+            # splits the overhead between the Python module call and the C++ path.
+            "dispatcher_no_clone": lambda: no_clone_dispatch(x),
+            # The native CudaGraphRunner alone (key, mutex, copy-in, replay), called from Python.
+            "runner_no_clone": lambda: native_runner.run([x]),
+            "runner_clone": lambda: clone_runner.run([x]),
+            # The same runners with the copies launched apart from the graph (as before).
+            "runner_no_clone_copies_apart": lambda: apart_no_clone.run([x]),
+            "runner_clone_copies_apart": lambda: apart_clone.run([x]),
+            "runner_clone_fresh_tensors": fresh(lambda t: clone_runner.run([t])),
+            "runner_clone_copies_apart_fresh_tensors": fresh(lambda t: apart_clone.run([t])),
+            "eager": lambda: eager(x),
+        }
         for fn in cases.values():
             for _ in range(100):
                 fn()
@@ -190,15 +197,24 @@ def main() -> None:
         for mode in ("pipelined", "single"):
             for name, us in per_call_us(cases, args.iterations, mode == "pipelined").items():
                 result[f"{mode}_{name}_us"] = round(us, 2)
-            result[f"{mode}_overhead_no_clone_us"] = round(result[f"{mode}_tuned_no_clone_us"]
-                                                           - result[f"{mode}_bare_replay_us"], 2)
-            result[f"{mode}_overhead_clone_us"] = round(result[f"{mode}_tuned_clone_us"]
-                                                        - result[f"{mode}_bare_replay_us"], 2)
+            result[f"{mode}_overhead_no_clone_us"] = round(
+                result[f"{mode}_tuned_no_clone_us"] - result[f"{mode}_bare_replay_us"], 2
+            )
+            result[f"{mode}_overhead_clone_us"] = round(
+                result[f"{mode}_tuned_clone_us"] - result[f"{mode}_bare_replay_us"], 2
+            )
             for kind in ("no_clone", "clone"):  # every call re-points the in-graph copies
                 result[f"{mode}_overhead_{kind}_fresh_tensors_us"] = round(
-                    result[f"{mode}_tuned_{kind}_fresh_tensors_us"] - result[f"{mode}_bare_replay_us"], 2)
-        for name in ("bare_replay", "copy_replay", "runner_no_clone", "tuned_clone", "tuned_clone_fresh_tensors",
-                     "runner_clone_copies_apart"):
+                    result[f"{mode}_tuned_{kind}_fresh_tensors_us"] - result[f"{mode}_bare_replay_us"], 2
+                )
+        for name in (
+            "bare_replay",
+            "copy_replay",
+            "runner_no_clone",
+            "tuned_clone",
+            "tuned_clone_fresh_tensors",
+            "runner_clone_copies_apart",
+        ):
             try:
                 result[f"profile_{name}"] = device_profile(cases[name])
             except Exception as e:  # noqa: BLE001 - the profile is a diagnosis, not the benchmark
@@ -218,7 +234,8 @@ def main() -> None:
         "clone": with_clone.tuned_module.backends[0][1].cuda_graph_stats.get("in_graph_copies"),
         "no_clone": no_clone.tuned_module.backends[0][1].cuda_graph_stats.get("in_graph_copies"),
         "runner_clone_copies_apart": dict(apart_clone.stats()).get("in_graph_copies"),
-        "runner_no_clone_copies_apart": dict(apart_no_clone.stats()).get("in_graph_copies")}
+        "runner_no_clone_copies_apart": dict(apart_no_clone.stats()).get("in_graph_copies"),
+    }
     print(json.dumps(result))
     if args.out:
         with open(args.out, "w") as f:

@@ -92,8 +92,11 @@ def measure(row: str, name: str, device: str, result: dict[str, Any]) -> None:
 
         args4 = zoo.to(make_inputs(4), dtype, device)
         dataset = [tuple(a[i] for a in args4) for i in range(4)]  # unbatched; ait.tune stacks them
-        strategy = {"ait_defaults": None, "min_latency": ait.MinLatencyStrategy,
-                    "max_throughput": ait.MaxThroughputStrategy}[row]
+        strategy = {
+            "ait_defaults": None,
+            "min_latency": ait.MinLatencyStrategy,
+            "max_throughput": ait.MaxThroughputStrategy,
+        }[row]
         fn = wrapped = ait.Module(model, strategy=strategy()) if strategy else ait.Module(model)
         kwargs: dict[str, Any] = {"batch_sizes": [batch]} if re.search(r"_b\d+$", name) else {}
         start = time.perf_counter()
@@ -102,15 +105,19 @@ def measure(row: str, name: str, device: str, result: dict[str, Any]) -> None:
         result["state"] = wrapped.state.name
         picks = [b.describe() for _, b in wrapped.tuned_module.backends] if wrapped.tuned_module else []
         result["picks"] = picks
-        result["pick"] = (picks[0] + (f" (+{len(picks) - 1} graphs)" if len(picks) > 1 else "")) if picks \
+        result["pick"] = (
+            (picks[0] + (f" (+{len(picks) - 1} graphs)" if len(picks) > 1 else ""))
+            if picks
             else "passthrough (original module)"
+        )
     with torch.no_grad():
         result["latency_ms"] = zoo.cuda_median_ms(lambda: fn(*args)) if not cpu else host_median_ms(lambda: fn(*args))
         out = tensors(fn(*args))
     sync()
     if len(out) != len(reference) or any(a.shape != b.shape for a, b in zip(out, reference)):
-        result["max_abs_diff"] = f"outputs differ: {[tuple(t.shape) for t in out]} vs eager's " \
-                                 f"{[tuple(t.shape) for t in reference]}"
+        result["max_abs_diff"] = (
+            f"outputs differ: {[tuple(t.shape) for t in out]} vs eager's {[tuple(t.shape) for t in reference]}"
+        )
     else:
         diffs = [(a.float() - b.float()).abs().max() for a, b in zip(out, reference)]
         result["max_abs_diff"] = float(torch.stack(diffs).max()) if diffs else 0.0
@@ -177,9 +184,13 @@ def telemetry_outcome() -> dict[str, Any]:
         return {"outcome": f"no telemetry ({type(e).__name__})"}
     graphs = [g for m in data.get("modules") or [] for g in m.get("graphs") or []]
     outcomes = [str(g.get("outcome", "n/a")) for g in graphs]
-    return {"outcome": "n/a" if all(o == "n/a" for o in outcomes) and outcomes else ",".join(outcomes) or "no graphs",
-            "graphs": [{k: g.get(k) for k in ("display_name", "outcome", "selected_backend", "speedup", "duration_s")}
-                       for g in graphs]}
+    return {
+        "outcome": "n/a" if all(o == "n/a" for o in outcomes) and outcomes else ",".join(outcomes) or "no graphs",
+        "graphs": [
+            {k: g.get(k) for k in ("display_name", "outcome", "selected_backend", "speedup", "duration_s")}
+            for g in graphs
+        ],
+    }
 
 
 # -- parent: rows in child processes ----------------------------------------------------------
@@ -197,13 +208,26 @@ def run_row(row: str, model: str, device: str, inductor_dir: Path, timeout_s: fl
     work = Path(tempfile.mkdtemp(prefix=f"aitune-defaults-{model}-{row}-"))
     out = work / "row.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AITUNE_")}  # no options: no AITUNE_*
-    env.update(PYTHONUNBUFFERED="1", AITUNE_CRASH_REPORT="1", AITUNE_CACHE_DIR=str(work / "aitune-cache"),
-               AITUNE_TUNING_DATA_PATH=str(work / "aitune-cache" / "tuning_data.json"),
-               TORCHINDUCTOR_CACHE_DIR=str(inductor_dir), TRITON_CACHE_DIR=str(inductor_dir / "triton"))
+    env.update(
+        PYTHONUNBUFFERED="1",
+        AITUNE_CRASH_REPORT="1",
+        AITUNE_CACHE_DIR=str(work / "aitune-cache"),
+        AITUNE_TUNING_DATA_PATH=str(work / "aitune-cache" / "tuning_data.json"),
+        TORCHINDUCTOR_CACHE_DIR=str(inductor_dir),
+        TRITON_CACHE_DIR=str(inductor_dir / "triton"),
+    )
     cmd = [sys.executable, __file__, "--row", row, "--model", model, "--device", device, "--out", str(out)]
     # Own process group: a timeout kills the child's compile workers too.
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            errors="replace", start_new_session=True, preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
     error = None
     try:
         _, stderr = proc.communicate(timeout=timeout_s)
@@ -228,8 +252,13 @@ def git_commit() -> dict[str, Any]:
     repo = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return {"aitune_commit": None}
     commit = head.stdout.strip() or None
@@ -246,8 +275,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     def cell(value: Any) -> str:
         return str(value).replace("|", "\\|").replace("\n", " ")
 
-    lines = ["| model | batch | dtype | row | latency ms | vs best ref | setup s | torch cache | pick | outcome | "
-             "max abs diff |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | batch | dtype | row | latency ms | vs best ref | setup s | torch cache | pick | outcome | "
+        "max abs diff |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     verdicts = []
     for model in dict.fromkeys(r["model"] for r in rows):
         mine = sorted((r for r in rows if r["model"] == model), key=lambda r: DISPLAY.index(r["row"]))
@@ -259,11 +291,26 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             note = r.get("skipped") or (f"ERROR: {r['error'][:120]}" if r.get("error") else r.get("pick", ""))
             outcome = r.get("outcome", "") + (f" [{r['state']}]" if r.get("state") else "")
             diff = r.get("max_abs_diff")
-            lines.append("| " + " | ".join(cell(v) for v in (
-                model, known.get("batch", ""), known.get("dtype", ""), r["row"],
-                f"{lat:.4f}" if isinstance(lat, float) else "-", f"{ratio:.2f}×" if ratio else "-",
-                f"{r['setup_s']:.1f}" if isinstance(r.get("setup_s"), float) else "-", r.get("torch_cache", "-"),
-                note, outcome, f"{diff:.2e}" if isinstance(diff, float) else diff or "-")) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    cell(v)
+                    for v in (
+                        model,
+                        known.get("batch", ""),
+                        known.get("dtype", ""),
+                        r["row"],
+                        f"{lat:.4f}" if isinstance(lat, float) else "-",
+                        f"{ratio:.2f}×" if ratio else "-",
+                        f"{r['setup_s']:.1f}" if isinstance(r.get("setup_s"), float) else "-",
+                        r.get("torch_cache", "-"),
+                        note,
+                        outcome,
+                        f"{diff:.2e}" if isinstance(diff, float) else diff or "-",
+                    )
+                )
+                + " |"
+            )
         parts = []
         for row in ("ait_defaults", "min_latency"):
             r = next((x for x in mine if x["row"] == row and isinstance(x.get("latency_ms"), float)), None)
@@ -308,8 +355,14 @@ def main() -> None:
     # SIGTERM (gpu_run.sh's timeout) as SystemExit, so run_row's finally kills the child's group.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     start = time.monotonic()
-    header = {"device": args.device, "gpu": None, "torch": None, **git_commit(), "cold_all": args.cold_all,
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    header = {
+        "device": args.device,
+        "gpu": None,
+        "torch": None,
+        **git_commit(),
+        "cold_all": args.cold_all,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
     rows: list[dict[str, Any]] = []
     for model in args.models:
         model_cache = Path(tempfile.mkdtemp(prefix=f"aitune-defaults-inductor-{model}-"))
@@ -321,8 +374,14 @@ def main() -> None:
     print(markdown(rows), flush=True)
 
 
-def run_model(args: argparse.Namespace, model: str, model_cache: Path, start: float, header: dict[str, Any],
-              rows: list[dict[str, Any]]) -> None:
+def run_model(
+    args: argparse.Namespace,
+    model: str,
+    model_cache: Path,
+    start: float,
+    header: dict[str, Any],
+    rows: list[dict[str, Any]],
+) -> None:
     """The model's rows in ROWS order (ait_defaults first: cold torch caches), one child each."""
     cache_used = False
     for row in (r for r in ROWS if r in args.rows):

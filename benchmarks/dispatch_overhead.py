@@ -44,8 +44,18 @@ def _envelope_rules(names: str, shape: list[int]) -> list:
     (cpp/torch/dispatch) too, so one run can measure this commit beside the previous one."""
     if not hasattr(_C, "InputRule"):
         return [(i, ["float32"], repr(n), shape, shape) for i, n in enumerate(names)]
-    return [_C.InputRule(leaf=i, dtypes=["float32"], path=repr(n), tensor_name=f"input_{n}",
-                         range=_C.ShapeRange.ENVELOPE, min_shape=shape, max_shape=shape) for i, n in enumerate(names)]
+    return [
+        _C.InputRule(
+            leaf=i,
+            dtypes=["float32"],
+            path=repr(n),
+            tensor_name=f"input_{n}",
+            range=_C.ShapeRange.ENVELOPE,
+            min_shape=shape,
+            max_shape=shape,
+        )
+        for i, n in enumerate(names)
+    ]
 
 
 def _samples_ns(fn, arg_sets, iterations: int, sync: bool) -> list[int]:
@@ -95,8 +105,9 @@ def main() -> None:
     wrapped_four.tune(device=device)
     graph = wrapped_four.graph_specs[0]
     identity = lambda x, y, mask, pos: x  # noqa: E731 - the cheapest possible runner
-    dispatcher = _C.Dispatcher(_C.Signature(graph.forward_params), True, -1, "four", lambda *a, **k: None,
-                               lambda a, b: a == b, lambda *a: None)
+    dispatcher = _C.Dispatcher(
+        _C.Signature(graph.forward_params), True, -1, "four", lambda *a, **k: None, lambda a, b: a == b, lambda *a: None
+    )
     dispatcher.add_graph(graph.key, "0", identity, [], _envelope_rules("xyzw", [1, 8]))
     with torch.no_grad():
         runner_us = _median_us(identity, [inputs], args.iterations, sync=False)

@@ -48,8 +48,9 @@ class BenchEmbedder(torch.nn.Module):
     def __init__(self, vocabulary: int, width: int, layers: int) -> None:
         super().__init__()
         self.tokens = torch.nn.Embedding(vocabulary, width)
-        layer = torch.nn.TransformerEncoderLayer(width, nhead=max(1, width // 64), dim_feedforward=4 * width,
-                                                 batch_first=True)
+        layer = torch.nn.TransformerEncoderLayer(
+            width, nhead=max(1, width // 64), dim_feedforward=4 * width, batch_first=True
+        )
         self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -82,10 +83,12 @@ def candidates(names: str) -> list:
     )
 
     known = {
-        "eager": lambda: TorchEagerBackend(), "eager-graphs": lambda: TorchEagerBackend(
-            TorchEagerBackendConfig(use_cuda_graphs=True)),
-        "inductor-jit": lambda: TorchInductorJitBackend(), "inductor-aot": lambda: TorchInductorAotBackend(),
-        "onnxruntime": lambda: ONNXRuntimeBackend(), "tensorrt": lambda: TensorRTBackend(),
+        "eager": lambda: TorchEagerBackend(),
+        "eager-graphs": lambda: TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True)),
+        "inductor-jit": lambda: TorchInductorJitBackend(),
+        "inductor-aot": lambda: TorchInductorAotBackend(),
+        "onnxruntime": lambda: ONNXRuntimeBackend(),
+        "tensorrt": lambda: TensorRTBackend(),
         "tensorrt-trace": lambda: TensorRTBackend(TensorRTBackendConfig(use_dynamo=False)),
     }
     unknown = [n for n in names.split(",") if n not in known]
@@ -105,8 +108,13 @@ def tune_once(args: argparse.Namespace, devices: list[str], checkpoint: Path | N
     strategy = ait.MaxThroughputStrategy(candidates(args.candidates))
     model = ait.Module(make_model().to(devices[0]), "embedder", strategy=strategy)
     start = time.perf_counter()
-    ait.tune(model, dataset(args.size), batch_sizes=args.batch_sizes, device=devices[0],
-             devices=devices if len(devices) > 1 else None)
+    ait.tune(
+        model,
+        dataset(args.size),
+        batch_sizes=args.batch_sizes,
+        device=devices[0],
+        devices=devices if len(devices) > 1 else None,
+    )
     wall = time.perf_counter() - start
     picked = model.tuned_module.backends[0][1].describe() if model.tuned_module else "eager (kept)"
     if checkpoint is not None:
@@ -124,12 +132,33 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serving(checkpoint: Path, devices: list[str], size: str, log: Path):
     port = free_port()
-    env = dict(os.environ, DYNAMO_SCALE_SIZE=size, DYN_DISCOVERY_BACKEND="file", DYN_REQUEST_PLANE="tcp",
-               DYN_FILE_KV=tempfile.mkdtemp(prefix="dynamo-scale-kv-"),
-               PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    command = [sys.executable, "-m", "aitune.dynamo", "serve", "--model", "dynamo_scale:make_model",
-               "--checkpoint", str(checkpoint), "--devices", ",".join(devices), "--frontend",
-               "--http-host", "127.0.0.1", "--http-port", str(port), "--model-name", "bench"]
+    env = dict(
+        os.environ,
+        DYNAMO_SCALE_SIZE=size,
+        DYN_DISCOVERY_BACKEND="file",
+        DYN_REQUEST_PLANE="tcp",
+        DYN_FILE_KV=tempfile.mkdtemp(prefix="dynamo-scale-kv-"),
+        PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "aitune.dynamo",
+        "serve",
+        "--model",
+        "dynamo_scale:make_model",
+        "--checkpoint",
+        str(checkpoint),
+        "--devices",
+        ",".join(devices),
+        "--frontend",
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        str(port),
+        "--model-name",
+        "bench",
+    ]
     with open(log, "wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -187,10 +216,16 @@ def load(port: int, size: str, clients: int, items: int, seconds: float, warmup_
         list(pool.map(lambda _: client(), range(clients)))
     latencies.sort()
     count = len(latencies)
-    return {"requests_per_s": round(count / seconds, 1), "items_per_s": round(count * items / seconds, 1),
-            "p50_ms": round(1000 * statistics.median(latencies), 2) if count else None,
-            "p99_ms": round(1000 * latencies[min(count - 1, int(0.99 * count))], 2) if count else None,
-            "requests": count, "errors": errors[0], "clients": clients, "items_per_request": items}
+    return {
+        "requests_per_s": round(count / seconds, 1),
+        "items_per_s": round(count * items / seconds, 1),
+        "p50_ms": round(1000 * statistics.median(latencies), 2) if count else None,
+        "p99_ms": round(1000 * latencies[min(count - 1, int(0.99 * count))], 2) if count else None,
+        "requests": count,
+        "errors": errors[0],
+        "clients": clients,
+        "items_per_request": items,
+    }
 
 
 def main() -> int:
@@ -211,9 +246,15 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="dynamo-scale-"))
     checkpoint = work / "bench.ait"
 
-    report: dict = {"size": args.size, "devices": devices, "torch": torch.__version__,
-                    "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-                    "cpus": os.cpu_count(), "tuning": [], "serving": []}
+    report: dict = {
+        "size": args.size,
+        "devices": devices,
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "cpus": os.cpu_count(),
+        "tuning": [],
+        "serving": [],
+    }
     report["tuning"].append(tune_once(args, devices[:1], checkpoint))
     print(json.dumps(report["tuning"][-1]), flush=True)
     if not args.skip_tuning_comparison and len(devices) > 1:
@@ -231,8 +272,10 @@ def main() -> int:
         args.out.write_text(json.dumps(report, indent=2))
     print("\n| workers | requests/s | items/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|")
     for r in report["serving"]:
-        print(f"| {r['workers']} | {r['requests_per_s']} | {r['items_per_s']} | {r['p50_ms']} | {r['p99_ms']} | "
-              f"{r['errors']} |")
+        print(
+            f"| {r['workers']} | {r['requests_per_s']} | {r['items_per_s']} | {r['p50_ms']} | {r['p99_ms']} | "
+            f"{r['errors']} |"
+        )
     for t in report["tuning"]:
         print(f"tuning on {t['devices']}: {t['wall_s']} s, picked {t['picked']}")
     return 0

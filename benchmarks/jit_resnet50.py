@@ -61,8 +61,9 @@ def build_model(depth: str):
     class ResNet(nn.Module):
         def __init__(self, blocks: list[int], num_classes: int = 1000) -> None:
             super().__init__()
-            self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
-                                      nn.MaxPool2d(3, 2, 1))
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)
+            )
             layers, cin = [], 64
             for i, n in enumerate(blocks):
                 width = 64 * 2**i
@@ -105,13 +106,16 @@ def child(args: argparse.Namespace) -> None:
     from aitune.torch.tune_strategy import FirstWinsStrategy
 
     if not patcher.is_patching():
-        raise SystemExit("AUTOWRAPT_BOOTSTRAP did not enable JIT tuning (is autowrapt installed, and the "
-                         f"`{GROUP}` entry point visible?)")
+        raise SystemExit(
+            "AUTOWRAPT_BOOTSTRAP did not enable JIT tuning (is autowrapt installed, and the "
+            f"`{GROUP}` entry point visible?)"
+        )
     # Without TensorRT (the GPU image has none) the default JIT strategy is Inductor JIT alone,
     # which at batch 1 is launch-bound like eager and failed the eager gate (3.3 vs 3.1 ms, H200,
     # 2026-11-30); served through CUDA graphs it is not.
-    strategy = FirstWinsStrategy([TorchInductorJitBackend(
-        TorchInductorJitBackendConfig(use_cuda_graphs=args.cuda_graphs == "on"))])
+    strategy = FirstWinsStrategy(
+        [TorchInductorJitBackend(TorchInductorJitBackendConfig(use_cuda_graphs=args.cuda_graphs == "on"))]
+    )
     # see wide_tolerance.py; "default" keeps docs/reference/validation.md#numeric-comparison
     if args.tolerance == "wide":
         from wide_tolerance import wide_tolerances
@@ -146,17 +150,31 @@ def child(args: argparse.Namespace) -> None:
             for bs, x in ((1, x1), (2, x2)):
                 _latency_ms(fn, x, max(3, args.iters // 5), cuda)  # warm-up
                 latency[name][str(bs)] = round(_latency_ms(fn, x, args.iters, cuda), 4)
-    report = json.loads(Path(os.environ["AITUNE_TUNING_DATA_PATH"]).read_text()) \
-        if Path(os.environ["AITUNE_TUNING_DATA_PATH"]).exists() else {"modules": []}
+    report = (
+        json.loads(Path(os.environ["AITUNE_TUNING_DATA_PATH"]).read_text())
+        if Path(os.environ["AITUNE_TUNING_DATA_PATH"]).exists()
+        else {"modules": []}
+    )
     graphs = [g for m in report["modules"] for g in m["graphs"]]
-    print("RESULT " + json.dumps({
-        "model": source, "state": head.state.name if head else None, "head": head.name if head else None,
-        "backend": head.tuned.backends[0][1].describe() if head is not None and head.tuned else None,
-        "reason": head.reason if head else None, "first_call_s": round(first_call_s, 3),
-        "second_batch_size_call_s": round(second_shape_s, 3),
-        "reused": bool(graphs) and all(g["selection_rule"].startswith("reused stored tuning result") for g in graphs),
-        "builds": sum(len(g["builds"]) for g in graphs), "latency_ms": latency,
-    }), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "model": source,
+                "state": head.state.name if head else None,
+                "head": head.name if head else None,
+                "backend": head.tuned.backends[0][1].describe() if head is not None and head.tuned else None,
+                "reason": head.reason if head else None,
+                "first_call_s": round(first_call_s, 3),
+                "second_batch_size_call_s": round(second_shape_s, 3),
+                "reused": bool(graphs)
+                and all(g["selection_rule"].startswith("reused stored tuning result") for g in graphs),
+                "builds": sum(len(g["builds"]) for g in graphs),
+                "latency_ms": latency,
+            }
+        ),
+        flush=True,
+    )
 
 
 # -- the driver ---------------------------------------------------------------------------------
@@ -197,11 +215,18 @@ def main() -> None:
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--depth", choices=["resnet50", "tiny"], default="resnet50")
     parser.add_argument("--iters", type=int, default=50)
-    parser.add_argument("--cuda-graphs", choices=["on", "off"], default=None,
-                        help="serve the Inductor JIT candidate through aitune's CUDA-graph runner "
-                             "(default: on for a CUDA device)")
-    parser.add_argument("--tolerance", choices=["default", "wide"], default="wide",
-                        help="numeric check: the default tolerances, or wide_tolerance.py's")
+    parser.add_argument(
+        "--cuda-graphs",
+        choices=["on", "off"],
+        default=None,
+        help="serve the Inductor JIT candidate through aitune's CUDA-graph runner (default: on for a CUDA device)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        choices=["default", "wide"],
+        default="wide",
+        help="numeric check: the default tolerances, or wide_tolerance.py's",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--work-dir", type=Path, default=None, help="caches and reports (default: a temp dir)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -215,12 +240,31 @@ def main() -> None:
     paths = _child_paths(work)
     runs = []
     for run in (1, 2):
-        env = dict(os.environ, AUTOWRAPT_BOOTSTRAP=GROUP, PYTHONPATH=os.pathsep.join(p for p in paths if p),
-                   AITUNE_CACHE_DIR=str(work / "cache"), AITUNE_JIT_CACHE_DIR=str(work / "jit"),
-                   AITUNE_TUNING_DATA_PATH=str(work / f"report_run{run}.json"))
-        command = [sys.executable, __file__, "--child", "--device", args.device, "--image-size", str(args.image_size),
-                   "--depth", args.depth, "--iters", str(args.iters), "--tolerance", args.tolerance,
-                   "--cuda-graphs", args.cuda_graphs]
+        env = dict(
+            os.environ,
+            AUTOWRAPT_BOOTSTRAP=GROUP,
+            PYTHONPATH=os.pathsep.join(p for p in paths if p),
+            AITUNE_CACHE_DIR=str(work / "cache"),
+            AITUNE_JIT_CACHE_DIR=str(work / "jit"),
+            AITUNE_TUNING_DATA_PATH=str(work / f"report_run{run}.json"),
+        )
+        command = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--device",
+            args.device,
+            "--image-size",
+            str(args.image_size),
+            "--depth",
+            args.depth,
+            "--iters",
+            str(args.iters),
+            "--tolerance",
+            args.tolerance,
+            "--cuda-graphs",
+            args.cuda_graphs,
+        ]
         start = time.perf_counter()
         proc = subprocess.run(command, env=env, capture_output=True, text=True, errors="replace")
         wall = time.perf_counter() - start
@@ -229,15 +273,22 @@ def main() -> None:
         if proc.returncode != 0 or line is None:
             sys.stderr.write((proc.stdout + proc.stderr)[-6000:])
             raise SystemExit(f"run {run} failed (rc={proc.returncode}); log: {work / f'run{run}.log'}")
-        runs.append({"run": run, "process_wall_s": round(wall, 2), **json.loads(line[len("RESULT "):])})
+        runs.append({"run": run, "process_wall_s": round(wall, 2), **json.loads(line[len("RESULT ") :])})
     first, second = runs
     summary = {
-        "device": args.device, "image_size": args.image_size, "depth": args.depth, "model": first["model"],
-        "tolerance": args.tolerance, "cuda_graphs": args.cuda_graphs,
-        "first_run_tune_s": first["first_call_s"], "second_run_first_call_s": second["first_call_s"],
-        "second_run_reused": second["reused"], "second_run_builds": second["builds"],
+        "device": args.device,
+        "image_size": args.image_size,
+        "depth": args.depth,
+        "model": first["model"],
+        "tolerance": args.tolerance,
+        "cuda_graphs": args.cuda_graphs,
+        "first_run_tune_s": first["first_call_s"],
+        "second_run_first_call_s": second["first_call_s"],
+        "second_run_reused": second["reused"],
+        "second_run_builds": second["builds"],
         "speedup_bs1": round(first["latency_ms"]["eager"]["1"] / first["latency_ms"]["tuned"]["1"], 3),
-        "runs": runs, "work_dir": str(work),
+        "runs": runs,
+        "work_dir": str(work),
     }
     text = json.dumps(summary, indent=2)
     print(text)

@@ -19,10 +19,27 @@ def main() -> int:
     if bench is None:
         print("aitune_core_bench not found: build with -DAITUNE_BUILD_BENCHMARKS=ON (./run bench does)")
         return 1
-    subprocess.run([str(bench), "--benchmark_repetitions=5", "--benchmark_report_aggregates_only=true",
-                    f"--benchmark_out={out / 'core_bench_cpu.json'}", "--benchmark_out_format=json"], check=True)
-    subprocess.run([sys.executable, str(here / "dispatch_overhead.py"), "--device", "cpu",
-                    "--out", str(out / "dispatch_overhead_cpu.json")], check=True)
+    subprocess.run(
+        [
+            str(bench),
+            "--benchmark_repetitions=5",
+            "--benchmark_report_aggregates_only=true",
+            f"--benchmark_out={out / 'core_bench_cpu.json'}",
+            "--benchmark_out_format=json",
+        ],
+        check=True,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            str(here / "dispatch_overhead.py"),
+            "--device",
+            "cpu",
+            "--out",
+            str(out / "dispatch_overhead_cpu.json"),
+        ],
+        check=True,
+    )
     print(json.dumps(json.loads((out / "dispatch_overhead_cpu.json").read_text()), indent=2))
     return 0
 

@@ -44,8 +44,10 @@ def _models() -> dict[str, tuple[Callable[[], Any], Callable[[int, int], Any]]]:
     if importlib.util.find_spec("torchvision"):
         import torchvision
 
-        models["resnet50"] = (lambda: torchvision.models.resnet50().eval().cuda(),
-                              lambda b, s: torch.randn(b, 3, s, s, device="cuda"))
+        models["resnet50"] = (
+            lambda: torchvision.models.resnet50().eval().cuda(),
+            lambda b, s: torch.randn(b, 3, s, s, device="cuda"),
+        )
     if importlib.util.find_spec("transformers"):
         from transformers import BertConfig, BertModel
 
@@ -53,8 +55,10 @@ def _models() -> dict[str, tuple[Callable[[], Any], Callable[[int, int], Any]]]:
             return BertModel(BertConfig(), add_pooling_layer=False).eval().cuda()
 
         def tokens(b: int, s: int) -> Any:
-            return {"input_ids": torch.randint(0, 30000, (b, s), device="cuda"),
-                    "attention_mask": torch.ones(b, s, dtype=torch.long, device="cuda")}
+            return {
+                "input_ids": torch.randint(0, 30000, (b, s), device="cuda"),
+                "attention_mask": torch.ones(b, s, dtype=torch.long, device="cuda"),
+            }
 
         models["bert-base"] = (bert, tokens)
     return models
@@ -67,14 +71,19 @@ def _variants(name: str) -> list[tuple[str, dict]]:
         custom = [TensorRTProfile().add_input_shape("x", (1, 3, 224, 224), (4, 3, 224, 224), (8, 3, 224, 224))]
     else:
         # BertModel.forward(input_ids, attention_mask, ...): top-level paths are the parameter names.
-        custom = [TensorRTProfile().add_input_shape("input_ids", (1, 128), (4, 128), (8, 128))
-                  .add_input_shape("attention_mask", (1, 128), (4, 128), (8, 128))]
+        custom = [
+            TensorRTProfile()
+            .add_input_shape("input_ids", (1, 128), (4, 128), (8, 128))
+            .add_input_shape("attention_mask", (1, 128), (4, 128), (8, 128))
+        ]
     return [
         ("fp32-single", {}),
         ("fp32-single-cudagraphs", {"use_cuda_graphs": True}),
         ("fp16-single", {"quantization_config": ONNXAutoCastConfig(precision="fp16")}),
-        ("fp16-single-cudagraphs", {"quantization_config": ONNXAutoCastConfig(precision="fp16"),
-                                    "use_cuda_graphs": True}),
+        (
+            "fp16-single-cudagraphs",
+            {"quantization_config": ONNXAutoCastConfig(precision="fp16"), "use_cuda_graphs": True},
+        ),
         ("fp32-samples-used", {"profiles": ProfileMode.SAMPLES_USED}),
         ("fp32-custom", {"profiles": custom}),
     ]
@@ -133,8 +142,11 @@ def main() -> int:
         print("skipped: no CUDA GPU")
         return 0
     iters = 20 if args.quick else 200
-    report: dict[str, Any] = {"tensorrt": __import__("tensorrt").__version__, "gpu": torch.cuda.get_device_name(0),
-                              "results": {}}
+    report: dict[str, Any] = {
+        "tensorrt": __import__("tensorrt").__version__,
+        "gpu": torch.cuda.get_device_name(0),
+        "results": {},
+    }
     tempfile.tempdir = tempfile.mkdtemp(prefix="aitune-trt-verify-")
     for name, (factory, sample) in _models().items():
         for label, fields in _variants(name):
@@ -142,8 +154,11 @@ def main() -> int:
             try:
                 report["results"][key] = _run_variant(name, factory, sample, label, fields, iters)
             except Exception as e:  # noqa: BLE001 - one failing variant must not hide the others
-                report["results"][key] = {"ok": False, "error": f"{type(e).__name__}: {e}",
-                                          "traceback": traceback.format_exc()[-2000:]}
+                report["results"][key] = {
+                    "ok": False,
+                    "error": f"{type(e).__name__}: {e}",
+                    "traceback": traceback.format_exc()[-2000:],
+                }
             print(key, json.dumps({k: v for k, v in report["results"][key].items() if k != "traceback"}), flush=True)
     text = json.dumps(report, indent=2)
     if args.out:

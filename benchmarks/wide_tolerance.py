@@ -14,5 +14,7 @@ import dataclasses
 def wide_tolerances() -> dict:
     from aitune.torch.validation import DEFAULT_TOLERANCES
 
-    return {cls: dataclasses.replace(t, max_mismatch_fraction=max(t.max_mismatch_fraction, 1e-2))
-            for cls, t in DEFAULT_TOLERANCES.items()}
+    return {
+        cls: dataclasses.replace(t, max_mismatch_fraction=max(t.max_mismatch_fraction, 1e-2))
+        for cls, t in DEFAULT_TOLERANCES.items()
+    }

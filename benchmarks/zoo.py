@@ -80,11 +80,19 @@ def build(name: str) -> tuple[torch.nn.Module, Callable[[int], tuple], int, torc
         from transformers import BertConfig, BertModel
 
         model = BertModel(BertConfig(), add_pooling_layer=False)
-        return model, lambda b: (torch.randint(0, 30000, (b, 128)), torch.ones(b, 128, dtype=torch.long)), batch, \
-            torch.float16
+        return (
+            model,
+            lambda b: (torch.randint(0, 30000, (b, 128)), torch.ones(b, 128, dtype=torch.long)),
+            batch,
+            torch.float16,
+        )
     if base == "llama_step":
-        return LlamaStyleStep(), lambda b: (torch.randn(b, 1, 1024), torch.randn(b, 16, 255, 64),
-                                            torch.randn(b, 16, 255, 64)), batch, torch.float16
+        return (
+            LlamaStyleStep(),
+            lambda b: (torch.randn(b, 1, 1024), torch.randn(b, 16, 255, 64), torch.randn(b, 16, 255, 64)),
+            batch,
+            torch.float16,
+        )
     raise ValueError(f"unknown model {name}")
 
 
@@ -140,14 +148,18 @@ def run_isolated(name: str, argv: list[str]) -> dict[str, Any]:
     import tempfile
 
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        proc = subprocess.run([sys.executable, __file__, "--models", name, "--out", out.name, "--in-process", *argv],
-                              env=dict(os.environ, AITUNE_CRASH_REPORT="1"), capture_output=True, text=True,
-                              errors="replace", preexec_fn=_die_with_parent)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--models", name, "--out", out.name, "--in-process", *argv],
+            env=dict(os.environ, AITUNE_CRASH_REPORT="1"),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            preexec_fn=_die_with_parent,
+        )
         try:
             return json.load(open(out.name))["rows"][0]
         except (OSError, ValueError, KeyError, IndexError):
-            return {"model": name, "error": f"child exited with {proc.returncode}",
-                    "stderr_tail": proc.stderr[-2500:]}
+            return {"model": name, "error": f"child exited with {proc.returncode}", "stderr_tail": proc.stderr[-2500:]}
 
 
 def run_model(name: str, strategies: list[str]) -> dict[str, Any]:
@@ -172,8 +184,12 @@ def run_model(name: str, strategies: list[str]) -> dict[str, Any]:
     row["candidates"] = {}
     for kind in strategies:
         strategy_cls = {"min_latency": ait.MinLatencyStrategy, "max_throughput": ait.MaxThroughputStrategy}[kind]
-        strategy = strategy_cls(candidates(), profiling_config=ProfilingConfig(
-            batch_sizes=[batch], measurement_stop_strategy=NumStepsMeasuringStopStrategy(50, 10)))
+        strategy = strategy_cls(
+            candidates(),
+            profiling_config=ProfilingConfig(
+                batch_sizes=[batch], measurement_stop_strategy=NumStepsMeasuringStopStrategy(50, 10)
+            ),
+        )
         strategy.enable_find_max_batch_size(False)
         if WIDE_TOLERANCE:
             strategy.set_tolerance(wide_tolerances())
@@ -193,7 +209,10 @@ def run_model(name: str, strategies: list[str]) -> dict[str, Any]:
     # The first strategy's numbers also under the plain keys the table prints.
     first = strategies[0]
     row["aitune_ms"], row["aitune_pick"] = row[f"aitune_{first}_ms"], row[f"aitune_{first}_pick"]
-    row["aitune_tuning_s"], row["aitune_vs_best_ref"] = row[f"aitune_{first}_tuning_s"], row[f"aitune_{first}_vs_best_ref"]
+    row["aitune_tuning_s"], row["aitune_vs_best_ref"] = (
+        row[f"aitune_{first}_tuning_s"],
+        row[f"aitune_{first}_vs_best_ref"],
+    )
     row["throughput_per_s"] = round(batch / (row["aitune_ms"] / 1e3), 1)
     return row
 
@@ -201,15 +220,28 @@ def run_model(name: str, strategies: list[str]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", nargs="+", default=["mlp", "resnet50", "bert"])
-    parser.add_argument("--strategies", nargs="+", choices=["min_latency", "max_throughput"],
-                        default=["min_latency", "max_throughput"],
-                        help="aitune's pick with each (issue 3: both); the first fills the table's aitune columns")
-    parser.add_argument("--aot-cuda-graphs", choices=["on", "off"], default="on",
-                        help="serve the Inductor-AOT candidate through CUDA graphs")
-    parser.add_argument("--tolerance", choices=["default", "wide"], default="default",
-                        help="numeric check: the default tolerances, or wide_tolerance.py's")
-    parser.add_argument("--in-process", action="store_true",
-                        help="measure in this process (default: one child process per model)")
+    parser.add_argument(
+        "--strategies",
+        nargs="+",
+        choices=["min_latency", "max_throughput"],
+        default=["min_latency", "max_throughput"],
+        help="aitune's pick with each (issue 3: both); the first fills the table's aitune columns",
+    )
+    parser.add_argument(
+        "--aot-cuda-graphs",
+        choices=["on", "off"],
+        default="on",
+        help="serve the Inductor-AOT candidate through CUDA graphs",
+    )
+    parser.add_argument(
+        "--tolerance",
+        choices=["default", "wide"],
+        default="default",
+        help="numeric check: the default tolerances, or wide_tolerance.py's",
+    )
+    parser.add_argument(
+        "--in-process", action="store_true", help="measure in this process (default: one child process per model)"
+    )
     parser.add_argument("--out")
     args = parser.parse_args()
     global AOT_CUDA_GRAPHS, WIDE_TOLERANCE
@@ -219,8 +251,19 @@ def main() -> None:
     rows = []
     for name in args.models:
         if not args.in_process:
-            rows.append(run_isolated(name, ["--strategies", *args.strategies, "--aot-cuda-graphs", args.aot_cuda_graphs,
-                                            "--tolerance", args.tolerance]))
+            rows.append(
+                run_isolated(
+                    name,
+                    [
+                        "--strategies",
+                        *args.strategies,
+                        "--aot-cuda-graphs",
+                        args.aot_cuda_graphs,
+                        "--tolerance",
+                        args.tolerance,
+                    ],
+                )
+            )
         else:
             try:
                 rows.append(run_model(name, args.strategies))
@@ -233,19 +276,55 @@ def main() -> None:
     table = []
     for r in rows:  # one line per model and strategy
         for kind in args.strategies:
-            table.append([r["model"], r.get("batch"), r.get("dtype"), r.get("eager_ms"), r.get("compile_default_ms"),
-                          r.get("compile_reduce-overhead_ms"), kind, r.get(f"aitune_{kind}_ms"),
-                          r.get(f"aitune_{kind}_vs_best_ref"), r.get(f"aitune_{kind}_tuning_s"),
-                          str(r.get(f"aitune_{kind}_pick", r.get("error", "")))[:70]])
-    print(tabulate(table, headers=["model", "batch", "dtype", "eager ms", "compile ms", "reduce-overhead ms",
-                                   "strategy", "aitune ms", "vs best", "tuning s", "aitune pick"], tablefmt="github",
-                   floatfmt=".3f"))
+            table.append(
+                [
+                    r["model"],
+                    r.get("batch"),
+                    r.get("dtype"),
+                    r.get("eager_ms"),
+                    r.get("compile_default_ms"),
+                    r.get("compile_reduce-overhead_ms"),
+                    kind,
+                    r.get(f"aitune_{kind}_ms"),
+                    r.get(f"aitune_{kind}_vs_best_ref"),
+                    r.get(f"aitune_{kind}_tuning_s"),
+                    str(r.get(f"aitune_{kind}_pick", r.get("error", "")))[:70],
+                ]
+            )
+    print(
+        tabulate(
+            table,
+            headers=[
+                "model",
+                "batch",
+                "dtype",
+                "eager ms",
+                "compile ms",
+                "reduce-overhead ms",
+                "strategy",
+                "aitune ms",
+                "vs best",
+                "tuning s",
+                "aitune pick",
+            ],
+            tablefmt="github",
+            floatfmt=".3f",
+        )
+    )
 
 
 def write(path: str, rows: list[dict[str, Any]]) -> None:
     with open(path, "w") as f:
-        json.dump({"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__, "rows": rows}, f, indent=2,
-                  default=str)
+        json.dump(
+            {
+                "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+                "torch": torch.__version__,
+                "rows": rows,
+            },
+            f,
+            indent=2,
+            default=str,
+        )
 
 
 if __name__ == "__main__":

@@ -42,9 +42,11 @@ def _isolate_aitune(tmp_path):
 def cpu_eager_strategy():
     # Serving tests need the eager backend itself: no max-batch search (it would widen the
     # recorded ranges) and no gate (eager against eager never clears 1.01x).
-    return (ait.OneBackendStrategy(TorchEagerBackend())
-            .enable_find_max_batch_size(False)
-            .enable_performance_validation(False))
+    return (
+        ait.OneBackendStrategy(TorchEagerBackend())
+        .enable_find_max_batch_size(False)
+        .enable_performance_validation(False)
+    )
 
 
 @pytest.fixture

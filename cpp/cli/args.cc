@@ -29,7 +29,8 @@ int exit_code(const aitune::Status& s) {
 }
 
 int fail(const std::string& command, const aitune::Status& s) {
-  std::cerr << "aitune " << command << ": " << aitune::status_code_name(s.code()) << ": " << s.message() << "\n";
+  std::cerr << "aitune " << command << ": " << aitune::status_code_name(s.code()) << ": " << s.message()
+            << "\n";
   return exit_code(s);
 }
 
@@ -45,7 +46,9 @@ std::optional<Args> parse(const std::string& command, int argc, char** argv,
   Args a;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto is = [&](const std::vector<std::string>& v) { return std::find(v.begin(), v.end(), arg) != v.end(); };
+    auto is = [&](const std::vector<std::string>& v) {
+      return std::find(v.begin(), v.end(), arg) != v.end();
+    };
     if (is(bool_flags)) {
       a.flags[arg] = true;
     } else if (is(value_flags) || is(list_flags)) {
@@ -94,13 +97,14 @@ std::optional<int> parse_device(const Args& a) {
 }
 
 aitune::Status check_device(const Args& a, int device, const aitune::GraphInfo& graph) {
-  if (!a.values.count("--device") || device < 0) return aitune::Status::Ok();  // default: where the graph was built
+  if (!a.values.count("--device") || device < 0)
+    return aitune::Status::Ok();  // default: where the graph was built
   const std::string asked = a.values.at("--device");
   const int count = at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
   if (device >= count) {
-    return {aitune::StatusCode::kIncompatible, "--device " + asked + ": this machine has " +
-                                                   (count == 0 ? std::string("no CUDA device") :
-                                                                 std::to_string(count) + " CUDA device(s)")};
+    return {aitune::StatusCode::kIncompatible,
+            "--device " + asked + ": this machine has " +
+                (count == 0 ? std::string("no CUDA device") : std::to_string(count) + " CUDA device(s)")};
   }
   if (graph.device.rfind("cuda", 0) != 0) {
     return aitune::invalid_argument("--device " + asked + " asks for a GPU, but graph '" + graph.name +

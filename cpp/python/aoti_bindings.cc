@@ -16,8 +16,8 @@ namespace aitune::python {
 namespace py = pybind11;
 
 void register_aoti_bindings(py::module_& m) {
-  py::class_<AotiRunner, Runner, std::shared_ptr<AotiRunner>>(m, "AotiRunner",
-                                                              "Serves a model.pt2 AOTInductor package natively.")
+  py::class_<AotiRunner, Runner, std::shared_ptr<AotiRunner>>(
+      m, "AotiRunner", "Serves a model.pt2 AOTInductor package natively.")
       .def_static(
           "load",
           [](const std::string& package_path, int device_index) {
@@ -29,7 +29,8 @@ void register_aoti_bindings(py::module_& m) {
             return std::shared_ptr<AotiRunner>(value_or_throw(std::move(*loaded)));
           },
           py::arg("package_path"), py::arg("device_index") = -1,
-          "Loads a .pt2 package; device_index -1 means the CPU (or the current CUDA device for a CUDA package).")
+          "Loads a .pt2 package; device_index -1 means the CPU (or the current CUDA device for a CUDA "
+          "package).")
       .def(
           "run",
           [](AotiRunner& runner, std::vector<at::Tensor> inputs) {

@@ -23,28 +23,34 @@ namespace py = pybind11;
 namespace {
 
 // str or os.PathLike -> str.
-std::string fspath(py::handle path) { return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>(); }
+std::string fspath(py::handle path) {
+  return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+}
 
 // Records come from a manifest, so a malformed one is a damaged checkpoint, not a usage error.
 // Extra keys are ignored so later manifest versions can add fields.
 FileRecord record_from_python(py::handle obj) {
   if (!py::isinstance<py::dict>(obj)) {
-    throw_status({StatusCode::kCorrupt, "Invalid file record in checkpoint manifest: expected a dict with path, "
-                                        "size and sha256, got " + std::string(py::str(py::repr(obj)))});
+    throw_status({StatusCode::kCorrupt,
+                  "Invalid file record in checkpoint manifest: expected a dict with path, "
+                  "size and sha256, got " +
+                      std::string(py::str(py::repr(obj)))});
   }
   const auto d = py::reinterpret_borrow<py::dict>(obj);
   for (const char* key : {"path", "size", "sha256"}) {
     if (!d.contains(key)) {
-      throw_status({StatusCode::kCorrupt, std::string("Invalid file record in checkpoint manifest: missing '") + key +
-                                              "' in " + std::string(py::str(py::repr(obj)))});
+      throw_status(
+          {StatusCode::kCorrupt, std::string("Invalid file record in checkpoint manifest: missing '") + key +
+                                     "' in " + std::string(py::str(py::repr(obj)))});
     }
   }
   try {
-    return FileRecord{d["path"].cast<std::string>(), d["size"].cast<uint64_t>(), d["sha256"].cast<std::string>()};
+    return FileRecord{d["path"].cast<std::string>(), d["size"].cast<uint64_t>(),
+                      d["sha256"].cast<std::string>()};
   } catch (const py::cast_error&) {
-    throw_status({StatusCode::kCorrupt, "Invalid file record in checkpoint manifest: " +
-                                            std::string(py::str(py::repr(obj))) +
-                                            "; expected path: str, size: int >= 0, sha256: str"});
+    throw_status({StatusCode::kCorrupt,
+                  "Invalid file record in checkpoint manifest: " + std::string(py::str(py::repr(obj))) +
+                      "; expected path: str, size: int >= 0, sha256: str"});
   }
 }
 
@@ -72,7 +78,9 @@ class BufferView {
   BufferView(const BufferView&) = delete;
   BufferView& operator=(const BufferView&) = delete;
   ~BufferView() { PyBuffer_Release(&view_); }
-  std::string_view data() const { return {static_cast<const char*>(view_.buf), static_cast<size_t>(view_.len)}; }
+  std::string_view data() const {
+    return {static_cast<const char*>(view_.buf), static_cast<size_t>(view_.len)};
+  }
 
  private:
   Py_buffer view_{};
@@ -105,7 +113,9 @@ Fingerprint fingerprint_from_python(py::handle obj, const char* what) {
   return out;
 }
 
-py::object optional_text(const std::optional<std::string>& v) { return v ? py::object(py::str(*v)) : py::none(); }
+py::object optional_text(const std::optional<std::string>& v) {
+  return v ? py::object(py::str(*v)) : py::none();
+}
 
 }  // namespace
 
@@ -172,9 +182,10 @@ void register_checkpoint_bindings(py::module_& m) {
       .def_property_readonly("path", [](const PyArchiveWriter& w) { return w.writer.final_path(); })
       .def_property_readonly("temp_path", [](const PyArchiveWriter& w) { return w.writer.temp_path(); });
 
-  py::class_<ArchiveReader>(m, "ArchiveReader",
-                            "Reads a .ait archive through a memory mapping; entries are verified against their "
-                            "manifest record the first time they are read or extracted. Thread-safe.")
+  py::class_<ArchiveReader>(
+      m, "ArchiveReader",
+      "Reads a .ait archive through a memory mapping; entries are verified against their "
+      "manifest record the first time they are read or extracted. Thread-safe.")
       .def(py::init([](py::handle path) {
              std::string p = fspath(path);
              StatusOr<ArchiveReader> reader = Status(StatusCode::kInternal, "not opened");
@@ -189,10 +200,12 @@ void register_checkpoint_bindings(py::module_& m) {
       .def("manifest",
            [](const ArchiveReader& r) {
              const std::string_view bytes = r.manifest_bytes();
-             PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "strict");
+             PyObject* text =
+                 PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "strict");
              if (text == nullptr) {
                PyErr_Clear();
-               throw_status({StatusCode::kCorrupt, "Checkpoint '" + r.path() + "' is corrupt: manifest.json is not UTF-8"});
+               throw_status({StatusCode::kCorrupt,
+                             "Checkpoint '" + r.path() + "' is corrupt: manifest.json is not UTF-8"});
              }
              return py::reinterpret_steal<py::str>(text);
            })
@@ -203,11 +216,15 @@ void register_checkpoint_bindings(py::module_& m) {
             // Python parses the text only after it passed.
             const std::string_view bytes = r.manifest_bytes();
             auto parsed = parse_manifest(bytes);
-            if (!parsed.ok()) throw_status({parsed.status().code(), "Checkpoint '" + r.path() + "': " + parsed.status().message()});
-            PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "strict");
+            if (!parsed.ok())
+              throw_status(
+                  {parsed.status().code(), "Checkpoint '" + r.path() + "': " + parsed.status().message()});
+            PyObject* text =
+                PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "strict");
             if (text == nullptr) {
               PyErr_Clear();
-              throw_status({StatusCode::kCorrupt, "Checkpoint '" + r.path() + "' is corrupt: manifest.json is not UTF-8"});
+              throw_status({StatusCode::kCorrupt,
+                            "Checkpoint '" + r.path() + "' is corrupt: manifest.json is not UTF-8"});
             }
             return py::reinterpret_steal<py::str>(text);
           },
@@ -218,7 +235,9 @@ void register_checkpoint_bindings(py::module_& m) {
       .def("entry_size", &ArchiveReader::entry_size, py::arg("name"))
       .def(
           "check_listed",
-          [](const ArchiveReader& r, py::handle files) { ok_or_throw(r.check_listed(records_from_python(files))); },
+          [](const ArchiveReader& r, py::handle files) {
+            ok_or_throw(r.check_listed(records_from_python(files)));
+          },
           py::arg("files"))
       .def(
           "read",
@@ -269,7 +288,9 @@ void register_checkpoint_bindings(py::module_& m) {
           "Extracts `files` into <cache_root>/<digest>/ once and returns that folder.");
   m.def(
       "check_json_nesting",
-      [](const std::string& text, const std::string& what) { ok_or_throw(check_json_nesting(text, kMaxJsonNesting, what)); },
+      [](const std::string& text, const std::string& what) {
+        ok_or_throw(check_json_nesting(text, kMaxJsonNesting, what));
+      },
       py::arg("text"), py::arg("what"),
       "CorruptCheckpointError when `text` nests arrays/objects deeper than the checkpoint limit (64).");
   m.def(
@@ -278,7 +299,8 @@ void register_checkpoint_bindings(py::module_& m) {
         const auto found = fingerprint_mismatches(fingerprint_from_python(saved, "saved"),
                                                   fingerprint_from_python(current, "current"), requires_);
         py::list out;
-        for (const FingerprintMismatch& f : found) out.append(py::make_tuple(f.field, optional_text(f.saved), optional_text(f.current)));
+        for (const FingerprintMismatch& f : found)
+          out.append(py::make_tuple(f.field, optional_text(f.saved), optional_text(f.current)));
         return out;
       },
       py::arg("saved"), py::arg("current"), py::arg("requires"),
@@ -293,8 +315,9 @@ void register_checkpoint_bindings(py::module_& m) {
     for (int v = kManifestFormatMin; v <= kManifestFormatMax; ++v) versions.append(v);
     m.attr("MANIFEST_FORMAT_VERSIONS") = py::tuple(versions);
   }
-  m.def("is_safe_name", [](const std::string& name) { return is_safe_name(name); }, py::arg("name"),
-        "True for a module or graph name that can be a folder name.");
+  m.def(
+      "is_safe_name", [](const std::string& name) { return is_safe_name(name); }, py::arg("name"),
+      "True for a module or graph name that can be a folder name.");
 }
 
 }  // namespace aitune::python

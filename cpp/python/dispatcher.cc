@@ -32,8 +32,8 @@ struct ScratchReset {
 
 }  // namespace
 
-Dispatcher::Dispatcher(Signature signature, bool strict, int llm_param, std::string module_name, py::object on_miss,
-                       py::object equal, py::object on_outside)
+Dispatcher::Dispatcher(Signature signature, bool strict, int llm_param, std::string module_name,
+                       py::object on_miss, py::object equal, py::object on_outside)
     : signature_(std::move(signature)),
       module_name_(std::move(module_name)),
       on_miss_(std::move(on_miss)),
@@ -73,10 +73,11 @@ const GraphEntry* Dispatcher::select(const FlatCall& flat) const {
   for (uint32_t index : table_.find(flat.key)) {
     const GraphEntry& entry = entries_[index];
     if (!fits(entry, flat)) {
-      raise_python_error("CorruptCheckpointError",
-                         "graph '" + entry.dispatch.graph() + "' of module '" + module_name_ +
-                             "' does not fit the calls its own key matches (its input spec names other leaves): "
-                             "the checkpoint it was loaded from is inconsistent");
+      raise_python_error(
+          "CorruptCheckpointError",
+          "graph '" + entry.dispatch.graph() + "' of module '" + module_name_ +
+              "' does not fit the calls its own key matches (its input spec names other leaves): "
+              "the checkpoint it was loaded from is inconsistent");
     }
     bool equal = true;
     for (const auto& [leaf, expected] : entry.eq_checks) {
@@ -95,7 +96,9 @@ const GraphEntry* Dispatcher::select(const FlatCall& flat) const {
 void Dispatcher::check_inputs(const GraphEntry& entry, const FlatCall& flat) const {
   const std::vector<dispatch::InputRule>& rules = entry.dispatch.rules();
   const Status status = entry.dispatch.check_inputs(
-      [&](size_t i) -> const at::Tensor& { return THPVariable_Unpack(flat.leaves[rules[i].leaf].value.ptr()); },
+      [&](size_t i) -> const at::Tensor& {
+        return THPVariable_Unpack(flat.leaves[rules[i].leaf].value.ptr());
+      },
       [&](const dispatch::InputRule& rule, const at::Tensor& tensor) {
         const auto sizes = tensor.sizes();
         on_outside_(entry.dispatch.graph(), rule.path_repr, std::vector<int64_t>(sizes.begin(), sizes.end()),
@@ -128,7 +131,8 @@ py::object Dispatcher::run_native(const GraphEntry& entry, const std::vector<at:
     return py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move((*outputs)[0])));
   }
   py::list result;
-  for (auto& tensor : *outputs) result.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(tensor))));
+  for (auto& tensor : *outputs)
+    result.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(tensor))));
   return entry.rebuild(result);
 }
 
@@ -145,8 +149,9 @@ py::object Dispatcher::call(const py::tuple& args, const py::dict& kwargs) const
       check_inputs(*entry, s.flat);
       if (entry->dispatch.runner()) {
         const std::vector<dispatch::InputRule>& rules = entry->dispatch.rules();
-        native_inputs = entry->dispatch.runner_inputs(
-            [&](size_t i) -> const at::Tensor& { return THPVariable_Unpack(s.flat.leaves[rules[i].leaf].value.ptr()); });
+        native_inputs = entry->dispatch.runner_inputs([&](size_t i) -> const at::Tensor& {
+          return THPVariable_Unpack(s.flat.leaves[rules[i].leaf].value.ptr());
+        });
       }
     }
   }

@@ -39,6 +39,8 @@ void raise_python_error(const char* class_name, const std::string& message) {
   throw py::error_already_set();
 }
 
-void throw_status(const Status& status) { raise_python_error(exception_class_for(status.code()), status.message()); }
+void throw_status(const Status& status) {
+  raise_python_error(exception_class_for(status.code()), status.message());
+}
 
 }  // namespace aitune::python

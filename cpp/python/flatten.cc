@@ -133,8 +133,8 @@ struct Walker {
     for (Py_ssize_t i = 0; i < n; ++i) {
       // A list can be mutated by a callee only while we call into Python, which the walk does
       // not do for builtin items; hold a reference anyway for user-type children.
-      py::object item = py::reinterpret_borrow<py::object>(is_tuple ? PyTuple_GET_ITEM(obj, i)
-                                                                    : PyList_GET_ITEM(obj, i));
+      py::object item =
+          py::reinterpret_borrow<py::object>(is_tuple ? PyTuple_GET_ITEM(obj, i) : PyList_GET_ITEM(obj, i));
       out.key.add_index(i);
       if (options.want_paths) push_step('i', py::int_(i));
       walk(item.ptr());
@@ -189,7 +189,8 @@ struct Walker {
       } else {
         out.key.add_key(item.sort_text);
       }
-      held.emplace_back(py::reinterpret_borrow<py::object>(item.key), py::reinterpret_borrow<py::object>(item.value));
+      held.emplace_back(py::reinterpret_borrow<py::object>(item.key),
+                        py::reinterpret_borrow<py::object>(item.value));
     }
     ++depth;
     try {
@@ -227,25 +228,24 @@ struct Walker {
     }
     if (PyTuple_Check(obj) || PyList_Check(obj)) return sequence(obj);
     if (PyDict_Check(obj)) return mapping(obj);
-    if (obj == Py_None || PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj) || PyUnicode_Check(obj)) {
+    if (obj == Py_None || PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj) ||
+        PyUnicode_Check(obj)) {
       return constant(obj);
     }
     const TypeEntry& entry = entry_for(Py_TYPE(obj));
     switch (entry.rule) {
-      case TypeRule::kLeaf:
-        return constant(obj);
-      case TypeRule::kIgnore:
-        return;
+      case TypeRule::kLeaf: return constant(obj);
+      case TypeRule::kIgnore: return;
       case TypeRule::kMappingData: {
         py::object data = py::reinterpret_borrow<py::object>(obj).attr("data");
         if (!PyDict_Check(data.ptr())) return constant(obj);
         return mapping(data.ptr());
       }
-      case TypeRule::kFields:
-        return attributes(obj, entry.fields);
+      case TypeRule::kFields: return attributes(obj, entry.fields);
       case TypeRule::kUserType: {
         std::vector<py::str> names;
-        for (auto name : type_rules().attrs_fn(py::handle(obj))) names.push_back(py::reinterpret_borrow<py::str>(name));
+        for (auto name : type_rules().attrs_fn(py::handle(obj)))
+          names.push_back(py::reinterpret_borrow<py::str>(name));
         return attributes(obj, names);
       }
     }
@@ -260,8 +260,8 @@ bool is_prefill(PyObject* cache_position) {
 
 }  // namespace
 
-void flatten_arguments(const Signature& sig, const std::vector<BoundArg>& bound, const FlattenOptions& options,
-                       FlatCall& out) {
+void flatten_arguments(const Signature& sig, const std::vector<BoundArg>& bound,
+                       const FlattenOptions& options, FlatCall& out) {
   out.clear();
   Walker walker{options, out, {}};
   out.key.add_container(ContainerKind::kArguments, bound.size());

@@ -48,14 +48,14 @@ struct FlatCall {
 };
 
 struct FlattenOptions {
-  bool strict = true;        // non-tensor values take part in identity
-  bool want_paths = false;   // record each leaf's path (recording), not needed on the call path
-  int llm_param = -1;        // index of a `cache_position` parameter: identity is the LLM phase
+  bool strict = true;       // non-tensor values take part in identity
+  bool want_paths = false;  // record each leaf's path (recording), not needed on the call path
+  int llm_param = -1;       // index of a `cache_position` parameter: identity is the LLM phase
 };
 
 // Flattens bound arguments (from Signature::bind) into `out`.
-void flatten_arguments(const Signature& sig, const std::vector<BoundArg>& bound, const FlattenOptions& options,
-                       FlatCall& out);
+void flatten_arguments(const Signature& sig, const std::vector<BoundArg>& bound,
+                       const FlattenOptions& options, FlatCall& out);
 
 // Flattens a forward's output (root path is the whole output).
 void flatten_value(py::handle value, const FlattenOptions& options, FlatCall& out);

@@ -77,7 +77,8 @@ MeasureStopRule stop_rule_from_dict(const py::dict& d) {
     r.max_samples = optional_key(d, "max_samples", r.max_samples);
     rule = r;
   } else {
-    throw_status(invalid_argument("Unknown measure stop rule kind '" + kind + "'; expected 'fixed' or 'stable'"));
+    throw_status(
+        invalid_argument("Unknown measure stop rule kind '" + kind + "'; expected 'fixed' or 'stable'"));
   }
   ok_or_throw(validate_stop_rule(rule));
   return rule;
@@ -129,14 +130,11 @@ py::dict tolerance_dict(const NumericTolerance& t) {
 // has_nan and numel may be left out (a leaf without NaN, size unknown); the errors may not.
 LeafMetrics leaf_metrics_from_dict(const py::dict& d) {
   const char* what = "leaf metrics";
-  reject_unknown_keys(d, what,
-                      {"max_abs_error", "max_rel_error", "rel_l2_error", "mismatch_fraction", "has_nan", "numel"});
-  return {required<double>(d, what, "max_abs_error"),
-          required<double>(d, what, "max_rel_error"),
-          required<double>(d, what, "rel_l2_error"),
-          required<double>(d, what, "mismatch_fraction"),
-          optional_key<bool>(d, "has_nan", false),
-          optional_key<int64_t>(d, "numel", 0)};
+  reject_unknown_keys(
+      d, what, {"max_abs_error", "max_rel_error", "rel_l2_error", "mismatch_fraction", "has_nan", "numel"});
+  return {required<double>(d, what, "max_abs_error"), required<double>(d, what, "max_rel_error"),
+          required<double>(d, what, "rel_l2_error"),  required<double>(d, what, "mismatch_fraction"),
+          optional_key<bool>(d, "has_nan", false),    optional_key<int64_t>(d, "numel", 0)};
 }
 
 MetricKind metric_kind_from_name(const std::string& kind) {
@@ -178,7 +176,8 @@ py::dict measure_batch_py(const py::function& call, int64_t batch_size, const py
   if (!result.ok()) {
     // kBackendError only comes from the stable-window rule giving up; docs/reference/errors.md raises it as a
     // plain RuntimeError with the rule's message.
-    if (result.status().code() == StatusCode::kBackendError) throw std::runtime_error(result.status().message());
+    if (result.status().code() == StatusCode::kBackendError)
+      throw std::runtime_error(result.status().message());
     throw_status(result.status());
   }
   return batch_result_dict(*result);
@@ -191,7 +190,8 @@ void register_measure_bindings(py::module_& m) {
       "compute_stats", [](const std::vector<double>& values) { return stats_dict(compute_stats(values)); },
       py::arg("values"), "mean, median, p90, p99, min, max, std (population) and cv of `values`.");
   m.def(
-      "percentile", [](std::vector<double> values, double q) {
+      "percentile",
+      [](std::vector<double> values, double q) {
         std::sort(values.begin(), values.end());
         return percentile(std::move(values), q);
       },

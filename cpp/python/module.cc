@@ -3,25 +3,25 @@
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-
-#include <cmath>
 #include <torch/headeronly/version.h>
 
-#include "bridge/tensor_bridge.h"
-#include "common/crash_report.h"
+#include <cmath>
+
 #include "aoti_bindings.h"
+#include "bridge/tensor_bridge.h"
 #include "checkpoint_bindings.h"
+#include "common/crash_report.h"
 #include "dispatcher.h"
-#include "measure_bindings.h"
-#include "torch_runtime_bindings.h"
-#include "trt_profile_bindings.h"
 #include "env/environment.h"
 #include "errors.h"
 #include "flatten.h"
+#include "measure_bindings.h"
 #include "signature.h"
 #include "spec/dynamic_dims.h"
 #include "spec/graph_key.h"
 #include "spec/tensor_spec.h"
+#include "torch_runtime_bindings.h"
+#include "trt_profile_bindings.h"
 
 namespace py = pybind11;
 using namespace aitune;
@@ -94,8 +94,8 @@ PYBIND11_MODULE(_C, m) {
       .def_static("from_tokens", &GraphKey::from_tokens, py::arg("tokens"))
       .def("__repr__", [](const GraphKey& k) {
         char buf[64];
-        std::snprintf(buf, sizeof(buf), "GraphKey(%016llx, %zu tokens)", static_cast<unsigned long long>(k.hash()),
-                      k.size());
+        std::snprintf(buf, sizeof(buf), "GraphKey(%016llx, %zu tokens)",
+                      static_cast<unsigned long long>(k.hash()), k.size());
         return std::string(buf);
       });
 
@@ -128,7 +128,8 @@ PYBIND11_MODULE(_C, m) {
         flatten_value(value, FlattenOptions{false, true, -1}, flat);
         return flat_to_python(flat);
       },
-      py::arg("value"), "Flattens a forward's output: (GraphKey, [(path, value, is_tensor, needs_eq), ...]).");
+      py::arg("value"),
+      "Flattens a forward's output: (GraphKey, [(path, value, is_tensor, needs_eq), ...]).");
   m.def("set_type_rules", &set_type_rules, py::arg("classify"), py::arg("attributes"));
   m.def("invalidate_type_rules", &invalidate_type_rules);
 
@@ -139,22 +140,26 @@ PYBIND11_MODULE(_C, m) {
             return TensorSpec::from_sample(std::move(shape), std::move(dtype), batch_size_arg(bs));
           },
           py::arg("shape"), py::arg("dtype"), py::arg("batch_size"))
-      .def_static(
-          "from_parts",
-          [](std::vector<std::string> kinds, Shape min_shape, Shape max_shape, std::vector<double> multipliers,
-             std::string dtype) {
-            std::vector<AxisKind> k;
-            for (const auto& s : kinds) {
-              if (s == "static") k.push_back(AxisKind::kStatic);
-              else if (s == "batch") k.push_back(AxisKind::kBatch);
-              else if (s == "dim") k.push_back(AxisKind::kDynamic);
-              else throw py::value_error("axis kind must be static, batch or dim; got '" + s + "'");
-            }
-            return value_or_throw(TensorSpec::from_parts(std::move(k), std::move(min_shape), std::move(max_shape),
-                                                         std::move(multipliers), std::move(dtype)));
-          })
-      .def("update",
-           [](TensorSpec& s, const Shape& shape, py::object bs) { ok_or_throw(s.update(shape, batch_size_arg(bs))); })
+      .def_static("from_parts",
+                  [](std::vector<std::string> kinds, Shape min_shape, Shape max_shape,
+                     std::vector<double> multipliers, std::string dtype) {
+                    std::vector<AxisKind> k;
+                    for (const auto& s : kinds) {
+                      if (s == "static")
+                        k.push_back(AxisKind::kStatic);
+                      else if (s == "batch")
+                        k.push_back(AxisKind::kBatch);
+                      else if (s == "dim")
+                        k.push_back(AxisKind::kDynamic);
+                      else
+                        throw py::value_error("axis kind must be static, batch or dim; got '" + s + "'");
+                    }
+                    return value_or_throw(TensorSpec::from_parts(std::move(k), std::move(min_shape),
+                                                                 std::move(max_shape), std::move(multipliers),
+                                                                 std::move(dtype)));
+                  })
+      .def("update", [](TensorSpec& s, const Shape& shape,
+                        py::object bs) { ok_or_throw(s.update(shape, batch_size_arg(bs))); })
       .def("extend_max", [](TensorSpec& s, const Shape& shape) { ok_or_throw(s.extend_max(shape)); })
       .def("copy", [](const TensorSpec& s) { return TensorSpec(s); })
       .def_property_readonly("rank", &TensorSpec::rank)
@@ -162,14 +167,15 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("max_shape", &TensorSpec::max_shape)
       .def_property_readonly("dtype", &TensorSpec::dtype)
       .def_property_readonly("shape", &symbolic_list)
-      .def_property_readonly("axis_kinds",
-                             [](const TensorSpec& s) {
-                               std::vector<std::string> out;
-                               for (auto k : s.axis_kinds()) {
-                                 out.push_back(k == AxisKind::kStatic ? "static" : k == AxisKind::kBatch ? "batch" : "dim");
-                               }
-                               return out;
-                             })
+      .def_property_readonly(
+          "axis_kinds",
+          [](const TensorSpec& s) {
+            std::vector<std::string> out;
+            for (auto k : s.axis_kinds()) {
+              out.push_back(k == AxisKind::kStatic ? "static" : k == AxisKind::kBatch ? "batch" : "dim");
+            }
+            return out;
+          })
       .def_property_readonly("multipliers", &TensorSpec::multipliers)
       .def_property_readonly("batch_multipliers",
                              [](const TensorSpec& s) {
@@ -192,14 +198,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("validate_dim_def", [](const py::tuple& dim) {
     ok_or_throw(validate_dim_def(std::get<DimDef>(axis_def_from_python(dim))));
   });
-  m.def("validate_shape_defs", [](const py::list& defs) { ok_or_throw(validate_shape_defs(shape_defs_from_python(defs))); });
-  m.def("check_call_against_defs",
-        [](const std::string& module, const py::list& defs, const std::vector<std::pair<std::string, Shape>>& inputs) {
-          ok_or_throw(check_call_against_defs(module, shape_defs_from_python(defs), inputs));
-        });
-  m.def("check_defs_observed", [](const std::string& module, const py::list& defs, const std::vector<std::string>& paths) {
-    ok_or_throw(check_defs_observed(module, shape_defs_from_python(defs), paths));
+  m.def("validate_shape_defs",
+        [](const py::list& defs) { ok_or_throw(validate_shape_defs(shape_defs_from_python(defs))); });
+  m.def("check_call_against_defs", [](const std::string& module, const py::list& defs,
+                                      const std::vector<std::pair<std::string, Shape>>& inputs) {
+    ok_or_throw(check_call_against_defs(module, shape_defs_from_python(defs), inputs));
   });
+  m.def("check_defs_observed",
+        [](const std::string& module, const py::list& defs, const std::vector<std::string>& paths) {
+          ok_or_throw(check_defs_observed(module, shape_defs_from_python(defs), paths));
+        });
   m.def("effective_shape", [](const py::tuple& def) {
     py::list one;
     one.append(def);
@@ -223,20 +231,22 @@ PYBIND11_MODULE(_C, m) {
       .value("ENVELOPE", dispatch::ShapeRange::kEnvelope)
       .value("PROFILE", dispatch::ShapeRange::kProfile);
   py::class_<dispatch::InputRule>(m, "InputRule")
-      .def(py::init([](size_t leaf, const std::vector<std::string>& dtypes, std::string path, std::string tensor_name,
-                       dispatch::ShapeRange range, std::vector<int64_t> min_shape,
+      .def(py::init([](size_t leaf, const std::vector<std::string>& dtypes, std::string path,
+                       std::string tensor_name, dispatch::ShapeRange range, std::vector<int64_t> min_shape,
                        const std::vector<std::optional<int64_t>>& max_shape) {
              if (min_shape.size() != max_shape.size()) {
                throw py::value_error("input rule for " + path + ": min and max shapes differ in rank");
              }
              dispatch::InputRule rule;
              rule.leaf = leaf;
-             for (const std::string& dtype : dtypes) rule.dtypes.push_back(value_or_throw(dtype_from_name(dtype)));
+             for (const std::string& dtype : dtypes)
+               rule.dtypes.push_back(value_or_throw(dtype_from_name(dtype)));
              rule.path_repr = std::move(path);
              rule.tensor_name = std::move(tensor_name);
              rule.range = range;
              rule.min_shape = std::move(min_shape);
-             for (const auto& size : max_shape) rule.max_shape.push_back(size.value_or(dispatch::kNoUpperBound));
+             for (const auto& size : max_shape)
+               rule.max_shape.push_back(size.value_or(dispatch::kNoUpperBound));
              return rule;
            }),
            py::arg("leaf"), py::arg("dtypes"), py::arg("path"), py::arg("tensor_name"), py::arg("range"),
@@ -254,26 +264,31 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("min_shape", &dispatch::InputRule::min_shape)
       .def_property_readonly("max_shape", [](const dispatch::InputRule& r) {
         std::vector<std::optional<int64_t>> out;
-        for (int64_t size : r.max_shape) out.push_back(size == dispatch::kNoUpperBound ? std::nullopt : std::optional(size));
+        for (int64_t size : r.max_shape)
+          out.push_back(size == dispatch::kNoUpperBound ? std::nullopt : std::optional(size));
         return out;
       });
 
   py::class_<Dispatcher>(m, "Dispatcher")
       .def(py::init([](const Signature& sig, bool strict, int llm_param, std::string name, py::object on_miss,
                        py::object equal, py::object on_outside) {
-             return new Dispatcher(sig, strict, llm_param, std::move(name), std::move(on_miss), std::move(equal),
-                                   std::move(on_outside));
+             return new Dispatcher(sig, strict, llm_param, std::move(name), std::move(on_miss),
+                                   std::move(equal), std::move(on_outside));
            }),
-           py::arg("signature"), py::arg("strict"), py::arg("llm_param"), py::arg("module_name"), py::arg("on_miss"),
-           py::arg("equal"), py::arg("on_outside"))
+           py::arg("signature"), py::arg("strict"), py::arg("llm_param"), py::arg("module_name"),
+           py::arg("on_miss"), py::arg("equal"), py::arg("on_outside"))
       .def(
           "add_graph",
-          [](Dispatcher& d, const GraphKey& key, std::string name, py::object runner, const py::list& eq_checks,
-             std::vector<dispatch::InputRule> input_rules, std::shared_ptr<Runner> native,
-             std::vector<int64_t> input_order, py::object rebuild, std::string backend_desc) {
-            GraphEntry entry{dispatch::GraphDispatch(std::move(name), d.module_name(), std::move(backend_desc),
-                                                     std::move(input_rules), std::move(native), std::move(input_order)),
-                             std::move(runner), std::move(rebuild), {}};
+          [](Dispatcher& d, const GraphKey& key, std::string name, py::object runner,
+             const py::list& eq_checks, std::vector<dispatch::InputRule> input_rules,
+             std::shared_ptr<Runner> native, std::vector<int64_t> input_order, py::object rebuild,
+             std::string backend_desc) {
+            GraphEntry entry{
+                dispatch::GraphDispatch(std::move(name), d.module_name(), std::move(backend_desc),
+                                        std::move(input_rules), std::move(native), std::move(input_order)),
+                std::move(runner),
+                std::move(rebuild),
+                {}};
             for (auto item : eq_checks) {
               auto t = item.cast<py::tuple>();
               entry.eq_checks.emplace_back(t[0].cast<size_t>(), py::reinterpret_borrow<py::object>(t[1]));
@@ -281,9 +296,10 @@ PYBIND11_MODULE(_C, m) {
             d.add_graph(key, std::move(entry));
           },
           py::arg("key"), py::arg("name"), py::arg("runner"), py::arg("eq_checks"), py::arg("input_rules"),
-          py::arg("native") = nullptr, py::arg("input_order") = std::vector<int64_t>{}, py::arg("rebuild") = py::none(),
-          py::arg("backend_desc") = "")
-      .def("__call__", [](const Dispatcher& d, py::args args, py::kwargs kwargs) { return d.call(args, kwargs); })
+          py::arg("native") = nullptr, py::arg("input_order") = std::vector<int64_t>{},
+          py::arg("rebuild") = py::none(), py::arg("backend_desc") = "")
+      .def("__call__",
+           [](const Dispatcher& d, py::args args, py::kwargs kwargs) { return d.call(args, kwargs); })
       .def("call", &Dispatcher::call)
       .def("key_of", &Dispatcher::key_of)
       .def_property_readonly("num_graphs", &Dispatcher::num_graphs);

@@ -32,23 +32,25 @@ StatusOr<std::vector<at::Tensor>> tensors_from(py::handle result, const std::str
     size_t index = 0;
     for (py::handle item : result) {
       if (!THPVariable_Check(item.ptr())) {
-        return Status(StatusCode::kBackendError, "output of Python runner '" + name + "' is not a tensor at index " +
-                                                     std::to_string(index) + "; expected torch.Tensor, got " +
-                                                     type_name(item));
+        return Status(StatusCode::kBackendError, "output of Python runner '" + name +
+                                                     "' is not a tensor at index " + std::to_string(index) +
+                                                     "; expected torch.Tensor, got " + type_name(item));
       }
       out.push_back(THPVariable_Unpack(item.ptr()));
       ++index;
     }
     return out;
   }
-  return Status(StatusCode::kBackendError, "output of Python runner '" + name +
-                                               "' has the wrong type; expected a tensor or a list/tuple of tensors, got " +
-                                               type_name(result));
+  return Status(StatusCode::kBackendError,
+                "output of Python runner '" + name +
+                    "' has the wrong type; expected a tensor or a list/tuple of tensors, got " +
+                    type_name(result));
 }
 
 }  // namespace
 
-PyCallableRunner::PyCallableRunner(py::object fn, std::string name) : fn_(std::move(fn)), name_(std::move(name)) {
+PyCallableRunner::PyCallableRunner(py::object fn, std::string name)
+    : fn_(std::move(fn)), name_(std::move(name)) {
   if (name_.empty()) {
     py::object qualname = py::getattr(fn_, "__qualname__", py::none());
     name_ = qualname.is_none() ? type_name(fn_) : py::str(qualname).cast<std::string>();

@@ -5,8 +5,8 @@ namespace aitune::python {
 Signature::Signature(const py::list& params) {
   for (const auto& item : params) {
     auto triple = item.cast<py::tuple>();
-    Param p{triple[0].cast<std::string>(), py::str(triple[0]),
-            static_cast<ParamKind>(triple[1].cast<int>()), triple[2].cast<bool>()};
+    Param p{triple[0].cast<std::string>(), py::str(triple[0]), static_cast<ParamKind>(triple[1].cast<int>()),
+            triple[2].cast<bool>()};
     if (static_cast<int>(p.kind) < 0 || static_cast<int>(p.kind) > 4) {
       throw py::value_error("invalid parameter kind for '" + p.name + "'");
     }
@@ -41,8 +41,8 @@ void Signature::bind(const py::tuple& args, const py::dict& kwargs, std::vector<
   }
   if (i < nargs) {
     if (var_positional_ < 0) throw py::type_error("too many positional arguments");
-    rest = py::reinterpret_steal<py::tuple>(PyTuple_GetSlice(args.ptr(), static_cast<Py_ssize_t>(i),
-                                                             static_cast<Py_ssize_t>(nargs)));
+    rest = py::reinterpret_steal<py::tuple>(
+        PyTuple_GetSlice(args.ptr(), static_cast<Py_ssize_t>(i), static_cast<Py_ssize_t>(nargs)));
   }
 
   for (auto item : kwargs) {
@@ -61,7 +61,8 @@ void Signature::bind(const py::tuple& args, const py::dict& kwargs, std::vector<
     }
     if (placed) continue;
     if (var_keyword_ < 0) {
-      throw py::type_error("got an unexpected keyword argument '" + py::str(item.first).cast<std::string>() + "'");
+      throw py::type_error("got an unexpected keyword argument '" + py::str(item.first).cast<std::string>() +
+                           "'");
     }
     extra[item.first] = item.second;
   }

@@ -54,7 +54,8 @@ void register_torch_runtime_bindings(py::module_& m) {
         }();
         return metrics_to_dict(value_or_throw(std::move(metrics)));
       },
-      py::arg("candidate"), py::arg("reference"), py::arg("atol"), py::arg("rtol"), py::arg("use_fp64") = false,
+      py::arg("candidate"), py::arg("reference"), py::arg("atol"), py::arg("rtol"),
+      py::arg("use_fp64") = false,
       "Numeric metrics of one output leaf against its eager reference, as a dict.");
 
   m.def(
@@ -75,7 +76,8 @@ void register_torch_runtime_bindings(py::module_& m) {
             cuda_device);
         if (raised) throw std::move(*raised);
         const TimedCall t = value_or_throw(std::move(timed));
-        return py::make_tuple(t.host_ns, t.device_ms ? py::object(py::float_(*t.device_ms)) : py::object(py::none()));
+        return py::make_tuple(t.host_ns,
+                              t.device_ms ? py::object(py::float_(*t.device_ms)) : py::object(py::none()));
       },
       py::arg("fn"), py::arg("cuda_device") = py::none(),
       "Times one call of fn() under no_grad: (host_ns, device_ms or None).");
@@ -87,10 +89,13 @@ void register_torch_runtime_bindings(py::module_& m) {
              options.clone_outputs = clone_outputs;
              // None: on unless AITUNE_DISABLE_CUDA_GRAPHS is set. The kill switch also wins over
              // True (the C++ runner reads it at construction).
-             options.enabled = enabled.is_none() ? !CudaGraphRunner::cuda_graphs_disabled_by_env() : enabled.cast<bool>();
-             return std::make_shared<CudaGraphRunner>(std::make_shared<PyCallableRunner>(std::move(fn)), options);
+             options.enabled =
+                 enabled.is_none() ? !CudaGraphRunner::cuda_graphs_disabled_by_env() : enabled.cast<bool>();
+             return std::make_shared<CudaGraphRunner>(std::make_shared<PyCallableRunner>(std::move(fn)),
+                                                      options);
            }),
-           py::arg("fn"), py::arg("cache_size") = 8, py::arg("clone_outputs") = true, py::arg("enabled") = py::none())
+           py::arg("fn"), py::arg("cache_size") = 8, py::arg("clone_outputs") = true,
+           py::arg("enabled") = py::none())
       .def(
           "run",
           [](CudaGraphRunner& runner, const std::vector<at::Tensor>& inputs) {
@@ -110,7 +115,8 @@ void register_torch_runtime_bindings(py::module_& m) {
       .def_property_readonly("last_warning", &CudaGraphRunner::last_warning)
       .def_property_readonly("num_cached_graphs", &CudaGraphRunner::num_cached_graphs)
       .def_property_readonly("cache_size", [](const CudaGraphRunner& r) { return r.options().cache_size; })
-      .def_property_readonly("clone_outputs", [](const CudaGraphRunner& r) { return r.options().clone_outputs; })
+      .def_property_readonly("clone_outputs",
+                             [](const CudaGraphRunner& r) { return r.options().clone_outputs; })
       .def_static("disabled_by_env", &CudaGraphRunner::cuda_graphs_disabled_by_env)
       .def("__repr__", &CudaGraphRunner::describe);
 }

@@ -79,8 +79,10 @@ def doctor(as_json: bool) -> int:
     trt = python["tensorrt"]
     if trt["version"]:
         dists = ", ".join(f"{name} {version}" for name, version in trt["distributions"].items()) or "none found"
-        print(f"  TensorRT {trt['major']}.x ({trt['version']}) from {trt['module']} (distributions: {dists}); "
-              f"libnvinfer: {', '.join(trt['libnvinfer']) or 'not loaded'}")
+        print(
+            f"  TensorRT {trt['major']}.x ({trt['version']}) from {trt['module']} (distributions: {dists}); "
+            f"libnvinfer: {', '.join(trt['libnvinfer']) or 'not loaded'}"
+        )
     if python["onnxruntime_providers"]:
         print(f"  onnxruntime providers: {', '.join(python['onnxruntime_providers'])}")
     print("Backends:")

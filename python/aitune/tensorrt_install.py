@@ -17,8 +17,15 @@ from pathlib import Path
 from typing import Any
 
 # Distributions that install the `tensorrt` module (the meta package and its parts, per CUDA major).
-DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu13-bindings", "tensorrt-cu12-bindings",
-                 "tensorrt-cu13-libs", "tensorrt-cu12-libs")
+DISTRIBUTIONS = (
+    "tensorrt",
+    "tensorrt-cu13",
+    "tensorrt-cu12",
+    "tensorrt-cu13-bindings",
+    "tensorrt-cu12-bindings",
+    "tensorrt-cu13-libs",
+    "tensorrt-cu12-libs",
+)
 
 
 def tensorrt_module(import_it: bool = True) -> Any | None:
@@ -65,7 +72,8 @@ def tensorrt_report() -> dict[str, Any]:
     return {
         "version": version,
         "major": int(version.split(".")[0]) if version and version.split(".")[0].isdigit() else None,
-        "module": str(Path(module.__file__).parent) if module is not None and getattr(module, "__file__", None)
+        "module": str(Path(module.__file__).parent)
+        if module is not None and getattr(module, "__file__", None)
         else None,
         "distributions": distributions,
         "libnvinfer": _loaded_libraries("libnvinfer"),

@@ -5,6 +5,7 @@ compiles stay short, and small pipelines with named children."""
 import torch
 from torch import nn
 
+
 class BasicBlock(nn.Module):
     """Two 3x3 convolutions with a (projected) shortcut."""
 
@@ -18,11 +19,13 @@ class BasicBlock(nn.Module):
         self.down = None
         if stride != 1 or cin != cout:
             self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
     def forward(self, x):
         idt = x if self.down is None else self.down(x)
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         return self.relu(out + idt)
+
 
 class ResNet18(nn.Module):
     """conv 7x7/2, max-pool, four stages of two basic blocks (strides 1, 2, 2, 2), global pool, fc."""
@@ -42,6 +45,7 @@ class ResNet18(nn.Module):
         self.layer1, self.layer2, self.layer3, self.layer4 = layers
         self.global_pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(cin, num_classes)
+
     def forward(self, x):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))

@@ -45,10 +45,14 @@ def _state(tmp_path):
     (folder / "engine").mkdir(parents=True)
     (folder / "engine" / "model.plan").write_bytes(b"\x00plan")
     (folder / "engine" / "profiles.json").write_text("{}")
-    return {"weights": {"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(2, dtype=torch.float16)},
-            "engine": ArtifactPath.from_existing(folder / "engine", root=folder),
-            "file": ArtifactPath(folder, "engine/model.plan"), "device": torch.device("cpu"),
-            "dtype": torch.bfloat16, "steps": [1, 2.5, "three", None, (True, Path("/x/y"))]}
+    return {
+        "weights": {"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(2, dtype=torch.float16)},
+        "engine": ArtifactPath.from_existing(folder / "engine", root=folder),
+        "file": ArtifactPath(folder, "engine/model.plan"),
+        "device": torch.device("cpu"),
+        "dtype": torch.bfloat16,
+        "steps": [1, 2.5, "three", None, (True, Path("/x/y"))],
+    }
 
 
 @pytest.mark.parametrize("sha_type", ["256", "512"])
@@ -87,8 +91,9 @@ def test_sha512_mismatch_is_reported_by_name(tmp_path, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(storage_module.Sha512Recorder, "add_bytes", record_a_wrong_digest)
         storage.save("state", {"blob": torch.tensor([1.0])})
-    with pytest.raises(CorruptCheckpointError,
-                       match=r"Failed to verify SHA hashes for files: \['state/state.safetensors'\]"):
+    with pytest.raises(
+        CorruptCheckpointError, match=r"Failed to verify SHA hashes for files: \['state/state.safetensors'\]"
+    ):
         storage.load("state")
     LocalTorchStorage(base_folder=tmp_path, sha_type="512").save("state", {"blob": torch.tensor([1.0])})
     assert storage.load("state")["blob"].tolist() == [1.0]

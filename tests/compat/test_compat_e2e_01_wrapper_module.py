@@ -40,14 +40,19 @@ def do_test(backend, device: torch.device, model_factory, tmp_path) -> None:
     loaded = load(fresh, output_path, disable_external_logging=False)
     assert loaded.state == ModuleState.TUNED
     with torch.no_grad():
-        torch.testing.assert_close(torch.nn.functional.softmax(loaded(data.unsqueeze(0))[0], dim=0), expected_probs,
-                                   rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            torch.nn.functional.softmax(loaded(data.unsqueeze(0))[0], dim=0), expected_probs, rtol=1e-4, atol=1e-5
+        )
 
 
 def test_tune_resnet_torch_eager(tmp_path):
     try:
-        do_test(TorchEagerBackend(config=TorchEagerBackendConfig()), torch.device("cpu"),
-                lambda: ResNet18(width=8), tmp_path)
+        do_test(
+            TorchEagerBackend(config=TorchEagerBackendConfig()),
+            torch.device("cpu"),
+            lambda: ResNet18(width=8),
+            tmp_path,
+        )
     finally:
         MODULE_REGISTRY.clear()
 
@@ -58,8 +63,9 @@ def test_tune_resnet18_torch_eager_cuda(tmp_path):
         pytest.skip("needs a CUDA GPU")
     timm = pytest.importorskip("timm", reason="AITune's script uses timm; the GPU image has it")
     try:
-        do_test(TorchEagerBackend(), torch.device("cuda"), lambda: timm.create_model("resnet18", pretrained=False),
-                tmp_path)
+        do_test(
+            TorchEagerBackend(), torch.device("cuda"), lambda: timm.create_model("resnet18", pretrained=False), tmp_path
+        )
     finally:
         MODULE_REGISTRY.clear()
 

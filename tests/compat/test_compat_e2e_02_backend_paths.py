@@ -39,8 +39,9 @@ logger = getLogger(__name__)
 class ConvNet(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.features = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
-                                            torch.nn.AdaptiveAvgPool2d(1))
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1)
+        )
         self.fc = torch.nn.Linear(8, 10)
 
     def forward(self, x):
@@ -56,8 +57,15 @@ def do_test(backend: ONNXRuntimeBackend) -> None:
     strategy = OneBackendStrategy(backend)
     strategy.enable_performance_validation(False)
     module = Module(model, "functional-convnet-onnx", strategy=strategy)
-    tune(module, data, batch_sizes=[2, 1], device="cpu", dry_run=False, disable_external_logging=False,
-         ignore_failing_modules=False)
+    tune(
+        module,
+        data,
+        batch_sizes=[2, 1],
+        device="cpu",
+        dry_run=False,
+        disable_external_logging=False,
+        ignore_failing_modules=False,
+    )
     assert module.state == ModuleState.TUNED
     assert isinstance(module.tuned_module.backends[0][1], ONNXRuntimeBackend)
     with torch.no_grad():
@@ -65,9 +73,14 @@ def do_test(backend: ONNXRuntimeBackend) -> None:
     torch.testing.assert_close(actual_probs, expected_probs, rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize("config", [ONNXRuntimeBackendConfig(execution_provider=ONNXExecutionProvider.CPU),
-                                    ONNXRuntimeBackendConfig(use_dynamo=False, execution_provider="cpu")],
-                         ids=["dynamo", "trace"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        ONNXRuntimeBackendConfig(execution_provider=ONNXExecutionProvider.CPU),
+        ONNXRuntimeBackendConfig(use_dynamo=False, execution_provider="cpu"),
+    ],
+    ids=["dynamo", "trace"],
+)
 def test_tune_convnet_onnx_runtime(config):
     try:
         logger.info("Testing config: %s", config.describe() or "default")
@@ -85,8 +98,9 @@ def test_backend_configurations_from_aitunes_paths():
         TensorRTBackendConfig(quantization_config=TorchQuantizationConfig(quantization_config="FP8_DEFAULT_CFG")),
     ]
     backends = [TensorRTBackend(config=c) for c in configs] + [
-        TorchTensorRTJitBackend(config=TorchTensorRTJitBackendConfig(
-            compile_config=TorchTensorRTConfig(enabled_precisions={torch.float16}))),
+        TorchTensorRTJitBackend(
+            config=TorchTensorRTJitBackendConfig(compile_config=TorchTensorRTConfig(enabled_precisions={torch.float16}))
+        ),
         TorchTensorRTAotBackend(config=TorchTensorRTAotBackendConfig()),
         TorchInductorJitBackend(config=TorchInductorJitBackendConfig(mode="max-autotune-no-cudagraphs")),
     ]

@@ -35,8 +35,14 @@ def test_profile_transformers_kwargs(tmp_path):
         with torch.inference_mode():
             return model(**kwargs)
 
-    result = profile(obj=model, input_data=dict(encoded_inputs), inference_function=inference_function,
-                     warmup_runs=1, measured_runs=2, trace_file=tmp_path / "trace.json")
+    result = profile(
+        obj=model,
+        input_data=dict(encoded_inputs),
+        inference_function=inference_function,
+        warmup_runs=1,
+        measured_runs=2,
+        trace_file=tmp_path / "trace.json",
+    )
 
     json_path = tmp_path / "transformers_profile.json"
     markdown_path = tmp_path / "transformers_profile.md"

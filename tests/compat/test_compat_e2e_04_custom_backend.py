@@ -50,8 +50,13 @@ class TorchScriptBackend(Backend):
         return False
 
     def to_dict(self) -> dict:
-        return {"type": self.__class__.__name__, "artifact": self._artifact, "device": self._device,
-                "config": dataclasses.asdict(self._config), "dtype": torch.float32}
+        return {
+            "type": self.__class__.__name__,
+            "artifact": self._artifact,
+            "device": self._device,
+            "config": dataclasses.asdict(self._config),
+            "dtype": torch.float32,
+        }
 
     @classmethod
     def from_dict(cls, module, state_dict: dict) -> "TorchScriptBackend":
@@ -126,7 +131,9 @@ def test_custom_backend_builds_validates_saves_and_loads(tmp_path) -> None:
 
     path = ait.save(module, tmp_path / "custom.ait")
     manifest_text = json.loads(_manifest(path))["modules"][0]["graphs"][0]["backend"]
-    assert manifest_text["own_state"] is True and (manifest_text.get("name") or manifest_text["class"]).endswith("TorchScriptBackend")
+    assert manifest_text["own_state"] is True and (manifest_text.get("name") or manifest_text["class"]).endswith(
+        "TorchScriptBackend"
+    )
 
     fresh = SmallNet().eval()
     fresh.load_state_dict(weights)
@@ -150,8 +157,9 @@ def test_custom_backend_state_that_cannot_be_stored_names_the_value(tmp_path) ->
             return {**super().to_dict(), "handle": Opaque()}
 
     model = SmallNet().eval()
-    module = ait.Module(model, "opaque-state", strategy=OneBackendStrategy(OpaqueStateBackend())
-                        .enable_performance_validation(False))
+    module = ait.Module(
+        model, "opaque-state", strategy=OneBackendStrategy(OpaqueStateBackend()).enable_performance_validation(False)
+    )
     ait.tune(module, [torch.randn(8) for _ in range(2)], batch_sizes=[1, 2], device="cpu")
     assert module.state is ModuleState.TUNED
     with pytest.raises(ValueError, match=r"OpaqueStateBackend.to_dict\(\)\['handle'\].*Opaque"):

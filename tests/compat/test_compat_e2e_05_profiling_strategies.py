@@ -56,8 +56,15 @@ def test_profiling_strategy_resnet18_cpu(strategy_factory, module_name):
     backends = [ONNXRuntimeBackend(ONNXRuntimeBackendConfig(execution_provider="cpu")), TorchEagerBackend()]
     # A short measurement: the CPU suite has a time budget; the GPU test below uses the defaults.
     quick = ProfilingConfig(batch_sizes=[1, 2], measurement_stop_strategy=NumStepsMeasuringStopStrategy(5, 2))
-    run_strategy(strategy_factory, module_name, backends, ResNet18(width=8).eval(), torch.device("cpu"), [1, 2],
-                 profiling_config=quick)
+    run_strategy(
+        strategy_factory,
+        module_name,
+        backends,
+        ResNet18(width=8).eval(),
+        torch.device("cpu"),
+        [1, 2],
+        profiling_config=quick,
+    )
 
 
 @pytest.mark.gpu
@@ -67,8 +74,14 @@ def test_profiling_strategy_resnet18_cuda(strategy_factory, module_name):
         pytest.skip("needs a CUDA GPU")
     timm = pytest.importorskip("timm", reason="AITune's script uses timm; the GPU image has it")
     model = timm.create_model("resnet18", pretrained=False).to("cuda").eval()
-    run_strategy(strategy_factory, module_name, [TorchInductorJitBackend(), TorchEagerBackend()], model,
-                 torch.device("cuda"), [1, 2, 4])
+    run_strategy(
+        strategy_factory,
+        module_name,
+        [TorchInductorJitBackend(), TorchEagerBackend()],
+        model,
+        torch.device("cuda"),
+        [1, 2, 4],
+    )
 
 
 if __name__ == "__main__":

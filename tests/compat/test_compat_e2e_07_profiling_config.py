@@ -16,10 +16,12 @@ from aitune.torch.tune_strategy.max_throughput_strategy import MaxThroughputStra
 def test_max_throughput_with_a_custom_profiling_config():
     config = ProfilingConfig(
         batch_sizes=(2**n for n in range(4)),
-        measurement_stop_strategy=StableWindowMeasuringStopStrategy(window_size=5, max_cv_ratio=0.5, warmup_samples=2,
-                                                                    max_samples=40),
-        profiling_stop_strategy=ThroughputSaturatedProfilingStopStrategy(min_throughput_gain_ratio=0.05,
-                                                                         throughput_backoff_limit=1),
+        measurement_stop_strategy=StableWindowMeasuringStopStrategy(
+            window_size=5, max_cv_ratio=0.5, warmup_samples=2, max_samples=40
+        ),
+        profiling_stop_strategy=ThroughputSaturatedProfilingStopStrategy(
+            min_throughput_gain_ratio=0.05, throughput_backoff_limit=1
+        ),
     )
     assert config.batch_sizes == [1, 2, 4, 8]
     strategy = MaxThroughputStrategy(backends=[TorchEagerBackend()], profiling_config=config)

@@ -35,14 +35,20 @@ def test_artifacts_through_local_torch_storage(tmp_path):
 
     storage = LocalTorchStorage(base_folder=tmp_path / "checkpoints", sha_type="512")
     ait.save(module, "onnx-net", storage=storage)
-    loaded = ait.load(torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.ReLU(), torch.nn.Linear(12, 3)).eval(),
-                      "onnx-net", storage=storage)
+    loaded = ait.load(
+        torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.ReLU(), torch.nn.Linear(12, 3)).eval(),
+        "onnx-net",
+        storage=storage,
+    )
     with torch.no_grad():
         torch.testing.assert_close(loaded(x), expected, rtol=1e-4, atol=1e-5)
 
     # A custom backend's state, stored the way AITune's storage API is called.
-    state = {"type": "MyBackend", "model": ArtifactPath.from_existing(artifact.path, root=artifact.root),
-             "device": torch.device("cpu")}
+    state = {
+        "type": "MyBackend",
+        "model": ArtifactPath.from_existing(artifact.path, root=artifact.root),
+        "device": torch.device("cpu"),
+    }
     storage.save("my-backend-state", state)
     restored = storage.load("my-backend-state")
     assert restored["type"] == "MyBackend" and restored["device"] == torch.device("cpu")

@@ -22,9 +22,9 @@ class SeqNet(torch.nn.Module):
 def test_declared_dims_tune_and_serve_in_range(cpu_eager_strategy):
     batch, seq = BatchDim("batch", min=1, max=4, opt=2), DynamicDim("seq", min=4, max=32)
     shapes = {"x": (batch, seq, 16), "mask": (batch, seq)}
-    assert json.loads(json.dumps({k: [d.to_dict() if hasattr(d, "to_dict") else d for d in v]
-                                  for k, v in shapes.items()}))["x"][1] == \
-        {"type": "DynamicDim", "name": "seq", "min": 4, "max": 32, "opt": None}
+    assert json.loads(
+        json.dumps({k: [d.to_dict() if hasattr(d, "to_dict") else d for d in v] for k, v in shapes.items()})
+    )["x"][1] == {"type": "DynamicDim", "name": "seq", "min": 4, "max": 32, "opt": None}
     model = SeqNet().eval()
     module = ait.Module(model, "declared", strategy=cpu_eager_strategy, dynamic_shapes=shapes)
     data = [{"x": torch.randn(8, 16), "mask": torch.ones(8)}]

@@ -26,8 +26,9 @@ def _tune_and_serve_unseen_shape(model: torch.nn.Module, device: torch.device, r
     strategy.enable_performance_validation(False)
     strategy.enable_find_max_batch_size(False)
     try:
-        module = Module(model, "compat-resnet18-user-dynamic", strategy=strategy,
-                        dynamic_shapes={"x": (batch, 3, spatial, spatial)})
+        module = Module(
+            model, "compat-resnet18-user-dynamic", strategy=strategy, dynamic_shapes={"x": (batch, 3, spatial, spatial)}
+        )
         tune(module, [data_224], batch_sizes=[1], device=str(device), dry_run=False, disable_external_logging=False)
         # Without this the numeric check below would compare eager with itself.
         assert module.state == ModuleState.TUNED, f"tuning failed, module state is {module.state}"

@@ -57,8 +57,15 @@ def test_inspect_results_have_aitunes_module_info_fields():
 
 def test_module_info_constructed_as_aitune_does():
     model = nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 5))
-    info = ModuleInfo(name="test_module", module=model, parent=None, forward_called=False, execution_count=0,
-                      total_execution_time=0.0, output_types=[])
+    info = ModuleInfo(
+        name="test_module",
+        module=model,
+        parent=None,
+        forward_called=False,
+        execution_count=0,
+        total_execution_time=0.0,
+        output_types=[],
+    )
     assert info.module_type is nn.Sequential and info.average_execution_time == 0.0
     assert info.num_layers == 3 and info.num_parameters == 325 and torch.float32 in info.precisions
     info.execution_count, info.total_execution_time = 2, 4.0
@@ -67,7 +74,7 @@ def test_module_info_constructed_as_aitune_does():
     assert info.output_types == [{"type": "Tensor", "shape": [1, 5]}]
 
 
-INSPECT_SCRIPT = textwrap.dedent('''
+INSPECT_SCRIPT = textwrap.dedent("""
     import sys
     import torch
     import aitune.torch.jit.enable_inspection as inspection
@@ -87,7 +94,7 @@ INSPECT_SCRIPT = textwrap.dedent('''
             model(torch.randn(batch, 3, 8, 8))
     if len(sys.argv) > 1:
         inspection.save_report(sys.argv[1], "ResNet")
-''')
+""")
 
 
 def test_jit_inspection_page_names_the_model(tmp_path):

@@ -69,8 +69,9 @@ def test_profile_inputs_and_arguments():
     model = nn.Linear(4, 2).eval()
     positional = ait.profile(model, (torch.randn(1, 4),), warmup_runs=0, measured_runs=1)
     assert positional.data["input"] == {"args_count": 1, "kwargs": []}
-    nothing = ait.profile(model, None, inference_function=lambda: model(torch.randn(1, 4)), warmup_runs=0,
-                          measured_runs=1)
+    nothing = ait.profile(
+        model, None, inference_function=lambda: model(torch.randn(1, 4)), warmup_runs=0, measured_runs=1
+    )
     assert nothing.data["input"]["args_count"] == 0 and nothing.trace_file is None
     with pytest.raises(ValueError, match="warmup_runs must be an integer >= 0"):
         ait.profile(model, torch.randn(1, 4), warmup_runs=-1)
@@ -96,9 +97,14 @@ def test_kernel_profiler_needs_a_module_and_cuda():
 
 def test_kernels_are_attributed_to_the_nearest_module_and_function():
     """The attribution on the profiler's event tree (CPU ops with the kernels they launched)."""
+
     def event(name, parent=None, kernels=()):
-        return SimpleNamespace(name=name, cpu_parent=parent, device_type="DeviceType.CPU",
-                               kernels=[SimpleNamespace(name=k, duration=d) for k, d in kernels])
+        return SimpleNamespace(
+            name=name,
+            cpu_parent=parent,
+            device_type="DeviceType.CPU",
+            kernels=[SimpleNamespace(name=k, duration=d) for k, d in kernels],
+        )
 
     root = event("ait_nn_module:Net")
     block = event("ait_nn_module:block", root)
@@ -108,7 +114,9 @@ def test_kernels_are_attributed_to_the_nearest_module_and_function():
     modules = {"Net": nn.Identity(), "block": nn.Linear(2, 2)}
     rows = attribute_kernels([root, block, linear, addmm, stray], modules)
     assert [(r["module_name"], r["function_name"], r["op"], r["kernel"], r["kernel_us"]) for r in rows] == [
-        ("block", "linear", "aten::addmm", "sm90_gemm", 12.5), ("block", "linear", "aten::addmm", "splitK_reduce", 1.5)]
+        ("block", "linear", "aten::addmm", "sm90_gemm", 12.5),
+        ("block", "linear", "aten::addmm", "splitK_reduce", 1.5),
+    ]
     assert rows[0]["module"] is modules["block"]
 
 

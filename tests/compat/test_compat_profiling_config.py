@@ -22,8 +22,18 @@ from aitune.torch.task.profiling.profiling_stop_strategy import (
 
 
 def events(batch_size: int, *times_ns: float, phase: str = "inference") -> list[ProfilingResultEvent]:
-    return [ProfilingResultEvent(timestamp=i, model_name="m", backend_details="b", batch_size=batch_size, phase=phase,
-                                 measurement_id=i, execution_time=t) for i, t in enumerate(times_ns)]
+    return [
+        ProfilingResultEvent(
+            timestamp=i,
+            model_name="m",
+            backend_details="b",
+            batch_size=batch_size,
+            phase=phase,
+            measurement_id=i,
+            execution_time=t,
+        )
+        for i, t in enumerate(times_ns)
+    ]
 
 
 def test_metrics_of_events():
@@ -61,33 +71,50 @@ def test_stable_window_stops_when_stable_and_raises_when_not():
     assert stable.should_stop(events(1, 1.01e6))
     unstable = StableWindowMeasuringStopStrategy(window_size=2, max_cv_ratio=0.01, warmup_samples=1, max_samples=3)
     assert not unstable.should_stop(events(1, 1e6, 1e6, 3e6))
-    with pytest.raises(RuntimeError, match=r"Unable to collect stable results. Current CV of last window: .*"
-                                           r"Expected max CV: 1.00%."):
+    with pytest.raises(
+        RuntimeError,
+        match=r"Unable to collect stable results. Current CV of last window: .*"
+        r"Expected max CV: 1.00%.",
+    ):
         unstable.should_stop(events(1, 1e6))
 
 
 def test_throughput_saturated_sweep_stops_after_the_backoff():
     rule = ThroughputSaturatedProfilingStopStrategy(min_throughput_gain_ratio=0.05, throughput_backoff_limit=1)
     # 1 -> 2 doubles throughput, then the same 2 ms at every size halves it each time: saturated twice -> stop
-    assert [rule.should_stop(events(bs, t)) for bs, t in ((1, 1e6), (2, 1e6), (4, 4e6), (8, 8e6))] == \
-        [False, False, False, True]
+    assert [rule.should_stop(events(bs, t)) for bs, t in ((1, 1e6), (2, 1e6), (4, 4e6), (8, 8e6))] == [
+        False,
+        False,
+        False,
+        True,
+    ]
     copy.deepcopy(rule)  # strategies (and their profiling config) are deep-copied
     no_backoff = ThroughputSaturatedProfilingStopStrategy(throughput_backoff_limit=0)
     assert [no_backoff.should_stop(events(bs, t)) for bs, t in ((1, 1e6), (2, 4e6))] == [False, True]
     assert not AllSamplesProfilingStopStrategy().should_stop(events(2, 1e9))
 
 
-@pytest.mark.parametrize(("factory", "message"), [
-    (lambda: NumStepsMeasuringStopStrategy(num_steps=0), "num_steps must be a positive integer, got 0"),
-    (lambda: NumStepsMeasuringStopStrategy(warmup_samples=-1), "warmup_samples must be a positive integer, got -1"),
-    (lambda: StableWindowMeasuringStopStrategy(max_cv_ratio=1.5), r"max_cv_ratio must be in \(0, 1\], got 1.5"),
-    (lambda: StableWindowMeasuringStopStrategy(window_size=30, max_samples=20), "max_samples must be >= window_size"),
-    (lambda: ThroughputSaturatedProfilingStopStrategy(min_throughput_gain_ratio=1.5),
-     r"min_throughput_gain_ratio must be in \[0, 1\), got 1.5"),
-    (lambda: ThroughputSaturatedProfilingStopStrategy(throughput_backoff_limit=-1),
-     "throughput_backoff_limit must be >= 0, got -1"),
-    (lambda: ProfilingConfig(batch_sizes=[]), "ProfilingConfig.batch_sizes must be positive ints"),
-])
+@pytest.mark.parametrize(
+    ("factory", "message"),
+    [
+        (lambda: NumStepsMeasuringStopStrategy(num_steps=0), "num_steps must be a positive integer, got 0"),
+        (lambda: NumStepsMeasuringStopStrategy(warmup_samples=-1), "warmup_samples must be a positive integer, got -1"),
+        (lambda: StableWindowMeasuringStopStrategy(max_cv_ratio=1.5), r"max_cv_ratio must be in \(0, 1\], got 1.5"),
+        (
+            lambda: StableWindowMeasuringStopStrategy(window_size=30, max_samples=20),
+            "max_samples must be >= window_size",
+        ),
+        (
+            lambda: ThroughputSaturatedProfilingStopStrategy(min_throughput_gain_ratio=1.5),
+            r"min_throughput_gain_ratio must be in \[0, 1\), got 1.5",
+        ),
+        (
+            lambda: ThroughputSaturatedProfilingStopStrategy(throughput_backoff_limit=-1),
+            "throughput_backoff_limit must be >= 0, got -1",
+        ),
+        (lambda: ProfilingConfig(batch_sizes=[]), "ProfilingConfig.batch_sizes must be positive ints"),
+    ],
+)
 def test_invalid_settings_raise_value_error_naming_the_setting(factory, message):
     with pytest.raises(ValueError, match=message) as info:
         factory()
@@ -105,6 +132,7 @@ def test_profiling_config_takes_a_generator_and_fills_in_the_rules():
 
 def test_model_execution_time_measurement_is_one_event():
     (event,) = ModelExecutionTimeMeasuringStrategy().do_measurement(
-        3, torch.nn.functional.relu, ((torch.ones(3, 4),), {}), model_name="relu", backend_details="eager")
+        3, torch.nn.functional.relu, ((torch.ones(3, 4),), {}), model_name="relu", backend_details="eager"
+    )
     assert event.batch_size == 3 and event.phase == "inference" and event.execution_time > 0
     assert (event.model_name, event.backend_details) == ("relu", "eager")

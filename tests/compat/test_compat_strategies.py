@@ -24,27 +24,34 @@ def test_describe_in_aitunes_form():
         "description: evaluate backends in order, return first working backend\n"
         "backends:\n"
         "  TorchEagerBackend()\n"
-        "  TorchEagerBackend(autocast_enabled=True)")
+        "  TorchEagerBackend(autocast_enabled=True)"
+    )
     assert ait.OneBackendStrategy(EAGER).describe() == (
-        "name: One Backend Strategy\ndescription: Use only one backend\nbackend: TorchEagerBackend()")
+        "name: One Backend Strategy\ndescription: Use only one backend\nbackend: TorchEagerBackend()"
+    )
     assert MaxThroughputStrategy([EAGER]).describe() == (
         "name: Max Throughput Strategy\ndescription: evaluate all backends, return backend with max throughput\n"
-        "backends:\n  TorchEagerBackend()")
+        "backends:\n  TorchEagerBackend()"
+    )
     assert MinLatencyStrategy([EAGER]).describe() == (
         "name: Min Latency Strategy\ndescription: evaluate all backends, return backend with min latency\n"
-        "backends:\n  TorchEagerBackend()")
+        "backends:\n  TorchEagerBackend()"
+    )
     assert LatencyBudgetStrategy(12.5, [EAGER]).describe() == (
         "name: Latency Budget Strategy\n"
         "description: evaluate all backends, return max throughput backend within latency budget\n"
-        "backends:\n  TorchEagerBackend()\nlatency_budget_ms: 12.5")
+        "backends:\n  TorchEagerBackend()\nlatency_budget_ms: 12.5"
+    )
 
 
 def test_the_tuning_log_shows_the_description(aitune_log, cpu_eager_strategy):
     module = ait.Module(torch.nn.Linear(4, 2).eval(), "described", strategy=cpu_eager_strategy)
     ait.tune(module, [torch.randn(4)], batch_sizes=[1, 2], device="cpu")
     text = aitune_log.text
-    assert "  strategy:\n    name: One Backend Strategy\n    description: Use only one backend\n" \
-           "    backend: TorchEagerBackend()" in text
+    assert (
+        "  strategy:\n    name: One Backend Strategy\n    description: Use only one backend\n"
+        "    backend: TorchEagerBackend()" in text
+    )
 
 
 def test_profiling_result_classes():
@@ -73,15 +80,19 @@ def _tuned(strategy, name):
     return module
 
 
-@pytest.mark.parametrize("factory", [MaxThroughputStrategy, MinLatencyStrategy,
-                                     lambda **kw: LatencyBudgetStrategy(latency_budget_ms=1000.0, **kw)])
+@pytest.mark.parametrize(
+    "factory",
+    [MaxThroughputStrategy, MinLatencyStrategy, lambda **kw: LatencyBudgetStrategy(latency_budget_ms=1000.0, **kw)],
+)
 def test_profiling_strategies_report_one_perf_result_per_candidate(factory):
     strategy = factory(backends=[EAGER, AUTOCAST], profiling_config=_quick())
     strategy.enable_find_max_batch_size(False)
     _tuned(strategy, "profiled")
     results = strategy.perf_validation_results
-    assert [r.backend_description for r in results] == ["TorchEagerBackend()",
-                                                        "TorchEagerBackend(autocast_enabled=True)"]
+    assert [r.backend_description for r in results] == [
+        "TorchEagerBackend()",
+        "TorchEagerBackend(autocast_enabled=True)",
+    ]
     for r in results:
         assert isinstance(r, BackendPerfResult)
         assert r.metric > 0 and r.baseline_metric > 0 and r.speedup > 0 and isinstance(r.passed, bool)

@@ -64,8 +64,10 @@ def diff(old: dict, new: dict) -> list[str]:
         lines += [f"- {name}.{m}" for m in sorted(set(a) - set(b))] + [f"+ {name}.{m}" for m in sorted(set(b) - set(a))]
         for m in sorted(set(a) & set(b)):
             if a[m].get("signatures") != b[m].get("signatures") or a[m].get("setter") != b[m].get("setter"):
-                lines.append(f"~ {name}.{m}: {a[m].get('signatures') or a[m].get('setter')} -> "
-                             f"{b[m].get('signatures') or b[m].get('setter')}")
+                lines.append(
+                    f"~ {name}.{m}: {a[m].get('signatures') or a[m].get('setter')} -> "
+                    f"{b[m].get('signatures') or b[m].get('setter')}"
+                )
     for name in sorted(set(old["enums"]) & set(new["enums"])):
         a, b = old["enums"][name], new["enums"][name]
         lines += [f"- {name}.{m}" for m in sorted(set(a) - set(b))] + [f"+ {name}.{m}" for m in sorted(set(b) - set(a))]

@@ -37,15 +37,18 @@ def _tool(*names: str) -> str:
         found = shutil.which(name)
         if found:
             return found
-    raise StubsUnavailable(f"none of {list(names)} is on PATH; the real TensorRT bindings cannot be imported here "
-                           "without stand-ins for libnvinfer (install a C compiler and binutils)")
+    raise StubsUnavailable(
+        f"none of {list(names)} is on PATH; the real TensorRT bindings cannot be imported here "
+        "without stand-ins for libnvinfer (install a C compiler and binutils)"
+    )
 
 
 def tensorrt_symbols(bindings_so: Path) -> list[str]:
     """The undefined, unversioned symbols of the bindings module that TensorRT's libraries provide."""
     nm = _tool("nm")
-    out = subprocess.run([nm, "-D", "--undefined-only", str(bindings_so)], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [nm, "-D", "--undefined-only", str(bindings_so)], capture_output=True, text=True, check=True
+    ).stdout
     symbols = []
     for line in out.splitlines():
         parts = line.split()
@@ -80,8 +83,12 @@ def stub_dir(bindings_so: Path) -> Path:
             source = Path(tmp) / "stub.c"
             source.write_text("".join(f"void *{name}(void) {{ return 0; }}\n" for name in symbols))
             for soname in sonames:
-                subprocess.run([cc, "-shared", "-fPIC", "-o", str(target / soname), f"-Wl,-soname,{soname}",
-                                str(source)], check=True, capture_output=True, text=True)
+                subprocess.run(
+                    [cc, "-shared", "-fPIC", "-o", str(target / soname), f"-Wl,-soname,{soname}", str(source)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
         (target / ".complete").touch()
     return target
 

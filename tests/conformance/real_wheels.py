@@ -76,8 +76,9 @@ def _find(dist: str, version: str) -> Path | None:
 
 
 def _registry_answers(dist: str) -> tuple[bool, str]:
-    result = subprocess.run([sys.executable, "-m", "pip", "index", "versions", dist], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", dist], capture_output=True, text=True, timeout=120
+    )
     return result.returncode == 0, (result.stdout + result.stderr).strip()
 
 
@@ -101,8 +102,21 @@ def _fetch(dist: str, version: str) -> Path:
         if found is not None:
             return found
         with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
-                   _python_tag(), "--platform", _platform_tag(), "-d", tmp, f"{dist}=={version}"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--python-version",
+                _python_tag(),
+                "--platform",
+                _platform_tag(),
+                "-d",
+                tmp,
+                f"{dist}=={version}",
+            ]
             try:
                 result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             except subprocess.TimeoutExpired:
@@ -113,11 +127,14 @@ def _fetch(dist: str, version: str) -> Path:
                 tail = " | ".join(output[-3:]) or f"exit status {result.returncode}"
                 answers, index_output = _registry_answers(dist)
                 if answers:
-                    raise WheelMissing(f"the registry lists {dist} ({index_output.splitlines()[0]}) but `pip download "
-                                       f"{dist}=={version}` for Python {_python_tag()} {_platform_tag()} "
-                                       f"failed: {tail}")
-                raise WheelUnavailable(f"the package registry is unreachable: `pip download {dist}=={version}` "
-                                       f"failed: {tail}")
+                    raise WheelMissing(
+                        f"the registry lists {dist} ({index_output.splitlines()[0]}) but `pip download "
+                        f"{dist}=={version}` for Python {_python_tag()} {_platform_tag()} "
+                        f"failed: {tail}"
+                    )
+                raise WheelUnavailable(
+                    f"the package registry is unreachable: `pip download {dist}=={version}` failed: {tail}"
+                )
             target = cache_dir() / wheels[0].name
             shutil.move(str(wheels[0]), target)
             return target

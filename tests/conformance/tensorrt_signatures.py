@@ -14,8 +14,11 @@ import re
 from typing import Any, Callable
 
 _ALIASES = {
-    "typing.SupportsInt": "int", "typing.SupportsFloat": "float", "buffer": "Buffer",
-    "typing_extensions.Buffer": "Buffer", "collections.abc.Buffer": "Buffer",
+    "typing.SupportsInt": "int",
+    "typing.SupportsFloat": "float",
+    "buffer": "Buffer",
+    "typing_extensions.Buffer": "Buffer",
+    "collections.abc.Buffer": "Buffer",
     "nvonnxparser::IParserError": "ParserError",
 }
 
@@ -46,7 +49,7 @@ def normalize_type(text: str) -> frozenset[str]:
         return frozenset({f"Sequence[{'|'.join(sorted(normalize_type(sequence.group(1))))}]"})
     text = _ALIASES.get(text, text)
     if text.startswith("tensorrt."):
-        text = text[len("tensorrt."):]
+        text = text[len("tensorrt.") :]
     return frozenset({text})
 
 
@@ -87,8 +90,9 @@ def of_function(function: Callable) -> Signature:
         annotation = p.annotation if p.annotation is not inspect.Parameter.empty else "object"
         params.append(Param(p.name, normalize_type(str(annotation)), p.default is not inspect.Parameter.empty))
     returns = inspect.signature(function).return_annotation
-    return Signature(tuple(params), normalize_type(str(returns)) if returns is not inspect.Parameter.empty
-                     else frozenset({"object"}))
+    return Signature(
+        tuple(params), normalize_type(str(returns)) if returns is not inspect.Parameter.empty else frozenset({"object"})
+    )
 
 
 def accepts(real: Signature, fake: Signature, enum_names: set[str], return_subtypes: Any = None) -> str | None:
@@ -111,7 +115,7 @@ def accepts(real: Signature, fake: Signature, enum_names: set[str], return_subty
             return f"parameter {mine.name!r} accepts {sorted(extra)}, TensorRT only {sorted(theirs.types)}"
         if mine.has_default and not theirs.has_default:
             return f"parameter {mine.name!r} has a default, TensorRT's has none"
-    missing = [p.name for p in real.params[len(fake.params):] if not p.has_default]
+    missing = [p.name for p in real.params[len(fake.params) :] if not p.has_default]
     if missing:
         return f"lacks the required parameters {missing}"
     allowed = set(real.returns)

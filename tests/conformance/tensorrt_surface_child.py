@@ -42,21 +42,37 @@ def _describe_class(qualname: str, cls: type, surface: dict) -> None:
         return
     members = {}
     for name, attr in vars(cls).items():
-        if name.startswith("_") and name not in ("__init__", "__len__", "__getitem__", "__iter__", "__str__",
-                                                 "__bool__", "__int__", "__index__", "__buffer__"):
+        if name.startswith("_") and name not in (
+            "__init__",
+            "__len__",
+            "__getitem__",
+            "__iter__",
+            "__str__",
+            "__bool__",
+            "__int__",
+            "__index__",
+            "__buffer__",
+        ):
             continue
         if isinstance(attr, property):
-            members[name] = {"kind": "property", "readonly": attr.fset is None,
-                             "getter": signatures(attr.fget, "") if attr.fget else [],
-                             "setter": signatures(attr.fset, "") if attr.fset else [],
-                             "doc": _clean(attr.__doc__ or "")}
+            members[name] = {
+                "kind": "property",
+                "readonly": attr.fset is None,
+                "getter": signatures(attr.fget, "") if attr.fget else [],
+                "setter": signatures(attr.fset, "") if attr.fset else [],
+                "doc": _clean(attr.__doc__ or ""),
+            }
         elif isinstance(attr, type):
             _describe_class(f"{qualname}.{name}", attr, surface)
             members[name] = {"kind": "nested", "qualname": f"{qualname}.{name}"}
         elif isinstance(attr, (staticmethod, classmethod)) or callable(attr):
             function = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
-            members[name] = {"kind": "method", "static": isinstance(attr, staticmethod),
-                             "signatures": signatures(function, name), "doc": _clean(function.__doc__ or "")}
+            members[name] = {
+                "kind": "method",
+                "static": isinstance(attr, staticmethod),
+                "signatures": signatures(function, name),
+                "doc": _clean(function.__doc__ or ""),
+            }
         else:
             members[name] = {"kind": "attribute", "type": type(attr).__name__}
     bases = [base.__name__ for base in cls.__mro__[1:] if base.__module__.startswith("tensorrt")]
@@ -64,8 +80,14 @@ def _describe_class(qualname: str, cls: type, surface: dict) -> None:
 
 
 def main() -> None:
-    surface: dict = {"version": trt.__version__, "module": {}, "classes": {}, "enums": {}, "functions": {},
-                     "constants": {}}
+    surface: dict = {
+        "version": trt.__version__,
+        "module": {},
+        "classes": {},
+        "enums": {},
+        "functions": {},
+        "constants": {},
+    }
     for name in sorted(dir(trt)):
         if name.startswith("_") and name != "__version__":
             continue

@@ -27,8 +27,11 @@ def _is_enum(obj: object) -> bool:
 def _own_members(cls: type) -> dict[str, object]:
     """The members the fake class defines itself: public ones, and the dunders TensorRT defines."""
     dunders = {"__init__", "__len__", "__getitem__", "__bool__", "__str__"}
-    return {name: attr for name, attr in vars(cls).items()
-            if (not name.startswith("_") or name in dunders) and not getattr(attr, "__trt_refusal__", False)}
+    return {
+        name: attr
+        for name, attr in vars(cls).items()
+        if (not name.startswith("_") or name in dunders) and not getattr(attr, "__trt_refusal__", False)
+    }
 
 
 def _merged_overloads(signatures: list[str]) -> list[sig.Signature]:
@@ -40,8 +43,10 @@ def _merged_overloads(signatures: list[str]) -> list[sig.Signature]:
         groups[tuple(p.name for p in parsed.params)].append(parsed)
     merged = []
     for overloads in groups.values():
-        params = tuple(sig.Param(ps[0].name, frozenset().union(*(p.types for p in ps)), all(p.has_default for p in ps))
-                       for ps in zip(*(o.params for o in overloads)))
+        params = tuple(
+            sig.Param(ps[0].name, frozenset().union(*(p.types for p in ps)), all(p.has_default for p in ps))
+            for ps in zip(*(o.params for o in overloads))
+        )
         merged.append(sig.Signature(params, frozenset().union(*(o.returns for o in overloads))))
     return merged
 
@@ -56,11 +61,14 @@ def _check_method(surface: dict, where: str, real: dict, function: object) -> li
     if not getattr(function, "__trt_checked__", False):
         return [f"{where}: the fake does not check its arguments (decorate it with @api)"]
     fake_sig = sig.of_function(function)
-    reasons = [sig.accepts(real_sig, fake_sig, _enum_names(surface)) for real_sig in
-               _merged_overloads(real["signatures"])]
+    reasons = [
+        sig.accepts(real_sig, fake_sig, _enum_names(surface)) for real_sig in _merged_overloads(real["signatures"])
+    ]
     if real["signatures"] and None not in reasons:
-        return [f"{where}{inspect.signature(function)}: {'; '.join(r for r in reasons if r)} "
-                f"(TensorRT: {real['signatures']})"]
+        return [
+            f"{where}{inspect.signature(function)}: {'; '.join(r for r in reasons if r)} "
+            f"(TensorRT: {real['signatures']})"
+        ]
     if not real["signatures"]:
         return [f"{where}: TensorRT defines no Python signature for it (no constructor?)"]
     return []
@@ -118,8 +126,11 @@ def _check_enum(surface: dict, qualname: str, cls: type) -> list[str]:
         return [f"{qualname}: no such enum in TensorRT {surface['version']}"]
     problems = [f"{qualname}.{m.name}: not in TensorRT {surface['version']}" for m in cls if m.name not in real]
     if surface["version"] == fake.__version__:
-        problems += [f"{qualname}.{m.name} = {m.value}, TensorRT {surface['version']} has {real[m.name]}"
-                     for m in cls if m.name in real and real[m.name] != m.value]
+        problems += [
+            f"{qualname}.{m.name} = {m.value}, TensorRT {surface['version']} has {real[m.name]}"
+            for m in cls
+            if m.name in real and real[m.name] != m.value
+        ]
     return problems
 
 
@@ -146,8 +157,10 @@ DOCUMENTED_FAILURES = [
     ("Builder", "build_serialized_network", "IHostMemory"),
     ("OnnxParser", "parse_from_file", "-> bool"),
 ]
-RETURNS_BOOL = [("IExecutionContext", name) for name in
-                ("set_input_shape", "set_tensor_address", "set_output_allocator", "execute_async_v3")]
+RETURNS_BOOL = [
+    ("IExecutionContext", name)
+    for name in ("set_input_shape", "set_tensor_address", "set_output_allocator", "execute_async_v3")
+]
 
 
 @pytest.mark.parametrize("cls, method, words", DOCUMENTED_FAILURES)

@@ -24,10 +24,17 @@ GLUE = Path(aitune.__file__).resolve().parent / "torch" / "backend" / "tensorrt"
 TRT_MODULE = "trt"  # the glue's name for the `tensorrt` module
 # Variables of the glue that hold TensorRT objects, by class (or enum) name.
 VARIABLE_CLASSES = {
-    "builder": "Builder", "builder_config": "IBuilderConfig", "network": "INetworkDefinition",
-    "parser": "OnnxParser", "trt_profile": "IOptimizationProfile", "cache": "ITimingCache",
-    "context": "IExecutionContext", "self.context": "IExecutionContext",
-    "self.engine": "ICudaEngine", "self._runtime": "Runtime", "severity": "ILogger.Severity",
+    "builder": "Builder",
+    "builder_config": "IBuilderConfig",
+    "network": "INetworkDefinition",
+    "parser": "OnnxParser",
+    "trt_profile": "IOptimizationProfile",
+    "cache": "ITimingCache",
+    "context": "IExecutionContext",
+    "self.context": "IExecutionContext",
+    "self.engine": "ICudaEngine",
+    "self._runtime": "Runtime",
+    "severity": "ILogger.Severity",
 }
 
 
@@ -51,8 +58,11 @@ def _chain(node: ast.AST) -> list[str] | None:
 def _outermost_chains(tree: ast.AST) -> list[tuple[int, list[str]]]:
     """Every maximal attribute chain (so `trt.ILogger.Severity` once, not also `trt.ILogger`)."""
     inner = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    return [(node.lineno, chain) for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and id(node) not in inner and (chain := _chain(node))]
+    return [
+        (node.lineno, chain)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and id(node) not in inner and (chain := _chain(node))
+    ]
 
 
 def _member(surface: dict, owner: str, name: str) -> tuple[str | None, str | None]:
@@ -78,7 +88,7 @@ def _resolve(surface: dict, start: str, names: list[str]) -> str | None:
             return None  # Python's own attributes (__version__, __name__)
         kind, target = _member(surface, owner, name)
         if kind is None:
-            return f"{'.'.join([owner, *names[:i + 1]][-2:])} is not in TensorRT {surface['version']}"
+            return f"{'.'.join([owner, *names[: i + 1]][-2:])} is not in TensorRT {surface['version']}"
         if kind != "nested":
             return None  # a method, property or enum member: what follows belongs to its value
         owner = target
@@ -106,12 +116,18 @@ def test_every_tensorrt_name_the_glue_uses_exists_in_each_supported_release(tens
                 if chain[0] == TRT_MODULE and len(chain) > 1:
                     why = _module_name(surface, chain[1:])
                 else:
-                    variable = next((v for v in VARIABLE_CLASSES if chain[:len(v.split("."))] == v.split(".")
-                                     and len(chain) > len(v.split("."))), None)
+                    variable = next(
+                        (
+                            v
+                            for v in VARIABLE_CLASSES
+                            if chain[: len(v.split("."))] == v.split(".") and len(chain) > len(v.split("."))
+                        ),
+                        None,
+                    )
                     if variable is None:
                         continue
                     seen_variables.add(variable)
-                    why = _resolve(surface, VARIABLE_CLASSES[variable], chain[len(variable.split(".")):][:1])
+                    why = _resolve(surface, VARIABLE_CLASSES[variable], chain[len(variable.split(".")) :][:1])
                 if why:
                     problems.append(f"{where}: {why}")
     assert not problems, "aitune's TensorRT glue uses names TensorRT does not have:\n" + "\n".join(problems)
@@ -151,11 +167,15 @@ def test_the_glue_implements_tensorrt_interfaces_with_the_names_tensorrt_calls(t
                         continue
                     arity = len(method.args.args) - 1
                     if method.name not in expected:
-                        problems.append(f"{path.name}:{method.lineno} {node.name}.{method.name}: TensorRT {version}'s "
-                                        f"{interface} calls no such method (it calls {sorted(expected)})")
+                        problems.append(
+                            f"{path.name}:{method.lineno} {node.name}.{method.name}: TensorRT {version}'s "
+                            f"{interface} calls no such method (it calls {sorted(expected)})"
+                        )
                     elif expected[method.name] != arity:
-                        problems.append(f"{path.name}:{method.lineno} {node.name}.{method.name} takes {arity} "
-                                        f"arguments, TensorRT {version} passes {expected[method.name]}")
+                        problems.append(
+                            f"{path.name}:{method.lineno} {node.name}.{method.name} takes {arity} "
+                            f"arguments, TensorRT {version} passes {expected[method.name]}"
+                        )
     assert implemented >= 2, "expected the glue's logger and output allocator"
     assert not problems, "\n".join(problems)
 

@@ -41,8 +41,11 @@ def test_the_settings_classes_have_the_real_fields_and_defaults(real_settings, s
     fields = [f.name for f in dataclasses.fields(settings_class)]
     assert fields == real_settings["fields"]
     ours = settings_class()
-    differences = {name: (normal_form(getattr(ours, name)), real) for name, real in real_settings["defaults"].items()
-                   if name != "device" and normal_form(getattr(ours, name)) != real}  # the device is never stored
+    differences = {
+        name: (normal_form(getattr(ours, name)), real)
+        for name, real in real_settings["defaults"].items()
+        if name != "device" and normal_form(getattr(ours, name)) != real
+    }  # the device is never stored
     assert not differences, f"{settings_class.__name__} defaults differ from the real ones (ours, real): {differences}"
     with pytest.raises(TypeError):
         settings_class(debug=True)  # refused like the real dataclass refuses it
@@ -85,11 +88,13 @@ def test_the_fake_refuses_whatever_the_real_library_refuses(real_settings, tmp_p
     real = run_child("probe")
     fake = run_probes(FakeSide(tmp_path))
     assert set(real) == set(fake) == set(PROBES)
-    too_permissive = {name: (fake[name], real[name]) for name in PROBES
-                      if real[name] != "ok" and fake[name] != real[name]}
+    too_permissive = {
+        name: (fake[name], real[name]) for name in PROBES if real[name] != "ok" and fake[name] != real[name]
+    }
     assert not too_permissive, f"the fake does not refuse as the real library does (fake, real): {too_permissive}"
     assert {name for name in PROBES if real[name] == "ok"} == {name for name in PROBES if fake[name] == "ok"}, (
-        f"the fake refuses calls the real library takes: {[n for n in PROBES if real[n] == 'ok' != fake[n]]}")
+        f"the fake refuses calls the real library takes: {[n for n in PROBES if real[n] == 'ok' != fake[n]]}"
+    )
 
 
 def test_every_call_the_unit_tests_make_passes_the_real_checks(real_settings, tmp_path):
@@ -99,11 +104,21 @@ def test_every_call_the_unit_tests_make_passes_the_real_checks(real_settings, tm
     files = sorted(str(p) for tier in ("unit", "docs") for p in (TESTS / tier).rglob("test_*torch_tensorrt*.py"))
     assert len(files) >= 2, files
     env = dict(os.environ, **{JOURNAL_ENV: str(journal)})
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not gpu", *files],
-                         cwd=TESTS, env=env, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not gpu", *files],
+        cwd=TESTS,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     summary = [line for line in run.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
-    assert run.returncode == 0, ("the unit tests failed while recording:\n" + "\n".join(summary or
-                                 run.stdout.splitlines()[-30:]) + "\n" + run.stderr[-2000:])
+    assert run.returncode == 0, (
+        "the unit tests failed while recording:\n"
+        + "\n".join(summary or run.stdout.splitlines()[-30:])
+        + "\n"
+        + run.stderr[-2000:]
+    )
     results = run_child("replay", str(journal))
     seen = {r["call"] for r in results}
     assert CALLS <= seen, f"the unit tests recorded no {sorted(CALLS - seen)} call: the tier would judge nothing"

@@ -48,8 +48,11 @@ def _accepted(*args: Any, **kwargs: Any) -> None:
 
 
 _compiler.pre_export_lowering = _accepted
-COMPILE_PARAMETERS = [p.name for p in inspect.signature(torch_tensorrt.dynamo.compile).parameters.values()
-                      if p.kind is not inspect.Parameter.VAR_KEYWORD]
+COMPILE_PARAMETERS = [
+    p.name
+    for p in inspect.signature(torch_tensorrt.dynamo.compile).parameters.values()
+    if p.kind is not inspect.Parameter.VAR_KEYWORD
+]
 FIELDS = [f.name for f in dataclasses.fields(torch_tensorrt.dynamo.CompilationSettings)]
 
 
@@ -140,14 +143,22 @@ def _replay_compile(entry: dict, folder: Path) -> None:
     if swallowed:  # dynamo.compile takes them in **kwargs and ignores them
         raise TypeError(f"settings that are no parameter of dynamo.compile (ignored there): {swallowed}")
     arg_inputs, kwarg_inputs = _decode(entry["arg_inputs"], folder), _decode(entry["kwarg_inputs"], folder)
-    others = [leaf for leaf in _leaves([arg_inputs, kwarg_inputs]) if leaf is not None
-              and not isinstance(leaf, torch_tensorrt.Input)]
+    others = [
+        leaf
+        for leaf in _leaves([arg_inputs, kwarg_inputs])
+        if leaf is not None and not isinstance(leaf, torch_tensorrt.Input)
+    ]
     if others:  # 2.11 refuses a str and makes a 0-d tensor input of a float or bool
         raise TypeError(f"non-tensor values reach dynamo.compile as inputs: {others!r}")
     try:
-        torch_tensorrt.dynamo.compile(_decode(entry["exported_program"], folder), _decode(entry["inputs"], folder),
-                                      arg_inputs=arg_inputs, kwarg_inputs=kwarg_inputs,
-                                      device=_cuda(_decode(entry["device"], folder)), **settings)
+        torch_tensorrt.dynamo.compile(
+            _decode(entry["exported_program"], folder),
+            _decode(entry["inputs"], folder),
+            arg_inputs=arg_inputs,
+            kwarg_inputs=kwarg_inputs,
+            device=_cuda(_decode(entry["device"], folder)),
+            **settings,
+        )
     except ArgumentsAccepted:
         return
 
@@ -190,10 +201,23 @@ def replay(folder: Path) -> list[dict]:
                 results.append({"call": call, "test": entry["test"], "ok": True})
             except Exception as e:  # noqa: BLE001 - every refusal is reported, with where it came from
                 frames = traceback.extract_tb(e.__traceback__)
-                where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames)
-                              if f"{os.sep}torch_tensorrt{os.sep}" in f.filename), "a rule of this tier")
-                results.append({"call": call, "test": entry["test"], "ok": False,
-                                "error": f"{type(e).__name__}: {e}".splitlines()[0][:500], "where": where})
+                where = next(
+                    (
+                        f"{Path(f.filename).name}:{f.lineno}"
+                        for f in reversed(frames)
+                        if f"{os.sep}torch_tensorrt{os.sep}" in f.filename
+                    ),
+                    "a rule of this tier",
+                )
+                results.append(
+                    {
+                        "call": call,
+                        "test": entry["test"],
+                        "ok": False,
+                        "error": f"{type(e).__name__}: {e}".splitlines()[0][:500],
+                        "where": where,
+                    }
+                )
     return results
 
 
@@ -201,8 +225,11 @@ def main() -> None:
     mode = sys.argv[1]
     if mode == "settings":
         defaults = torch_tensorrt.dynamo.CompilationSettings()
-        out: Any = {"fields": FIELDS, "compile_parameters": COMPILE_PARAMETERS,
-                    "defaults": {name: normal_form(getattr(defaults, name)) for name in FIELDS}}
+        out: Any = {
+            "fields": FIELDS,
+            "compile_parameters": COMPILE_PARAMETERS,
+            "defaults": {name: normal_form(getattr(defaults, name)) for name in FIELDS},
+        }
     elif mode == "probe":
         with tempfile.TemporaryDirectory() as folder:
             out = run_probes(RealSide(Path(folder)))

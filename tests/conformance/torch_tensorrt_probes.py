@@ -19,16 +19,20 @@ def _x(side, static=False):
 
 PROBES = {
     # torch_tensorrt.save
-    "save: a float keyword input": lambda s: s.save(arg_inputs=[torch.randn(2, 3)], kwarg_inputs={"scale": 0.5},
-                                                    retrace=False),
+    "save: a float keyword input": lambda s: s.save(
+        arg_inputs=[torch.randn(2, 3)], kwarg_inputs={"scale": 0.5}, retrace=False
+    ),
     "save: a positional None": lambda s: s.save(arg_inputs=[torch.randn(2, 3), None], retrace=False),
     "save: a positional bool": lambda s: s.save(arg_inputs=[torch.randn(2, 3), True], retrace=False),
-    "save: a keyword None": lambda s: s.save(arg_inputs=[torch.randn(2, 3)], kwarg_inputs={"mask": None},
-                                             retrace=False),
-    "save: a str keyword with Inputs": lambda s: s.save(arg_inputs=[_x(s)], kwarg_inputs={"mode": "fast"},
-                                                        retrace=False),
-    "save: a str keyword with an Input of min = max": lambda s: s.save(arg_inputs=[_x(s, static=True)],
-                                                                kwarg_inputs={"mode": "fast"}, retrace=False),
+    "save: a keyword None": lambda s: s.save(
+        arg_inputs=[torch.randn(2, 3)], kwarg_inputs={"mask": None}, retrace=False
+    ),
+    "save: a str keyword with Inputs": lambda s: s.save(
+        arg_inputs=[_x(s)], kwarg_inputs={"mode": "fast"}, retrace=False
+    ),
+    "save: a str keyword with an Input of min = max": lambda s: s.save(
+        arg_inputs=[_x(s, static=True)], kwarg_inputs={"mode": "fast"}, retrace=False
+    ),
     "save: tensors only": lambda s: s.save(arg_inputs=[torch.randn(2, 3)], retrace=False),
     "save: no inputs, retrace=False": lambda s: s.save(retrace=False),
     "save: an unknown output format": lambda s: s.save(retrace=False, output_format="onnx"),
@@ -40,18 +44,24 @@ PROBES = {
     "compile: a None input": lambda s: s.compile(arg_inputs=[_x(s), None]),
     "compile: a dict of Inputs": lambda s: s.compile(arg_inputs=[], kwarg_inputs={"x": _x(s)}),
     "compile: no inputs": lambda s: s.compile(),
-    "compile: fp16 precision with explicit typing": lambda s: s.compile(arg_inputs=[_x(s)],
-                                                                        enabled_precisions={torch.float16}),
-    "compile: fp16 precision with weak typing": lambda s: s.compile(arg_inputs=[_x(s)], use_explicit_typing=False,
-                                                                    enabled_precisions={torch.float16}),
-    "compile: fp16 autocast": lambda s: s.compile(arg_inputs=[_x(s)], enable_autocast=True,
-                                                  autocast_low_precision_type=torch.float16),
-    "compile: fp32 as the autocast type": lambda s: s.compile(arg_inputs=[_x(s)], enable_autocast=True,
-                                                              autocast_low_precision_type=torch.float32),
-    "compile: weight streaming with weak typing": lambda s: s.compile(arg_inputs=[_x(s)], use_explicit_typing=False,
-                                                                      enable_weight_streaming=True),
-    "compile: cross compilation for Windows": lambda s: s.compile(arg_inputs=[_x(s)],
-                                                                  enable_cross_compile_for_windows=True),
+    "compile: fp16 precision with explicit typing": lambda s: s.compile(
+        arg_inputs=[_x(s)], enabled_precisions={torch.float16}
+    ),
+    "compile: fp16 precision with weak typing": lambda s: s.compile(
+        arg_inputs=[_x(s)], use_explicit_typing=False, enabled_precisions={torch.float16}
+    ),
+    "compile: fp16 autocast": lambda s: s.compile(
+        arg_inputs=[_x(s)], enable_autocast=True, autocast_low_precision_type=torch.float16
+    ),
+    "compile: fp32 as the autocast type": lambda s: s.compile(
+        arg_inputs=[_x(s)], enable_autocast=True, autocast_low_precision_type=torch.float32
+    ),
+    "compile: weight streaming with weak typing": lambda s: s.compile(
+        arg_inputs=[_x(s)], use_explicit_typing=False, enable_weight_streaming=True
+    ),
+    "compile: cross compilation for Windows": lambda s: s.compile(
+        arg_inputs=[_x(s)], enable_cross_compile_for_windows=True
+    ),
     # CompilationSettings and the torch.compile options
     "settings: an unknown keyword": lambda s: s.settings(debug=True),
     "settings: known keywords": lambda s: s.settings(workspace_size=1 << 20, min_block_size=1),

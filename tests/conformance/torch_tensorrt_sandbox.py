@@ -29,15 +29,22 @@ from typing import Any
 
 from extract_tensorrt_surface import bindings_dir, bindings_module
 from native_stubs import child_env, stub_dir
-from real_wheels import TORCH_TENSORRT, TORCH_TENSORRT_TENSORRT_VERSION, TORCH_TENSORRT_VERSION, _locked, cache_dir, \
-    unpacked
+from real_wheels import (
+    TORCH_TENSORRT,
+    TORCH_TENSORRT_TENSORRT_VERSION,
+    TORCH_TENSORRT_VERSION,
+    _locked,
+    cache_dir,
+    unpacked,
+)
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "torch_tensorrt_child.py"
 _COMPILED = ("lib", "bin", "include")  # top-level folders of the wheel with native code and headers
 
-TENSORRT_SHIM = ("from tensorrt_bindings import *  # noqa: F401,F403\n"
-                 "from tensorrt_bindings import __version__  # noqa: F401\n")
+TENSORRT_SHIM = (
+    "from tensorrt_bindings import *  # noqa: F401,F403\nfrom tensorrt_bindings import __version__  # noqa: F401\n"
+)
 PSUTIL_STANDIN = '''"""Stand-in: Torch-TensorRT reads memory figures with it only while compiling engines."""
 
 
@@ -54,8 +61,9 @@ class Process:
 def virtual_memory():
     return _Memory()
 '''
-DLLIST_STANDIN = ('"""Stand-in: no library is loaded that Torch-TensorRT looks for."""\n\n\n'
-                  "def dllist():\n    return []\n")
+DLLIST_STANDIN = (
+    '"""Stand-in: no library is loaded that Torch-TensorRT looks for."""\n\n\ndef dllist():\n    return []\n'
+)
 
 
 def _ignore_compiled(root: Path) -> Any:
@@ -88,8 +96,14 @@ def run_child(*args: str, timeout: int = 600) -> Any:
     env = child_env([sandbox_site(), bindings_dir(version), HERE], stub_dir(bindings_module(version)))
     env.pop("AITUNE_TORCH_TENSORRT_JOURNAL", None)
     env["PYTHONWARNINGS"] = "ignore"
-    result = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, env=env,
-                            timeout=timeout, cwd=os.environ.get("TMPDIR", "/tmp"))
+    result = subprocess.run(
+        [sys.executable, str(CHILD), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=os.environ.get("TMPDIR", "/tmp"),
+    )
     if result.returncode != 0:
         raise RuntimeError(f"the real Torch-TensorRT child failed ({' '.join(args)}):\n{result.stderr[-4000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])

@@ -39,10 +39,14 @@ def main() -> None:
     with torch.no_grad():
         y = mlp()(x)
     save_file({"input": x, "output": y}, str(OUT / "reference.safetensors"))
-    for name, backend in [("torch_eager", TorchEagerBackend()), ("torch_inductor_aot", TorchInductorAotBackend()),
-                          ("custom_torchscript", V1TorchScriptBackend())]:
-        strategy = (ait.OneBackendStrategy(backend).enable_performance_validation(False)
-                    .enable_find_max_batch_size(False))
+    for name, backend in [
+        ("torch_eager", TorchEagerBackend()),
+        ("torch_inductor_aot", TorchInductorAotBackend()),
+        ("custom_torchscript", V1TorchScriptBackend()),
+    ]:
+        strategy = (
+            ait.OneBackendStrategy(backend).enable_performance_validation(False).enable_find_max_batch_size(False)
+        )
         m = ait.Module(mlp(), f"v1-{name}", strategy=strategy)
         torch.manual_seed(2)
         ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cpu")

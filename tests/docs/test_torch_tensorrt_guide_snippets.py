@@ -27,8 +27,10 @@ from aitune.torch.module.state import ModuleState
 
 HAS_TRT = trt_config.import_torch_tensorrt() is not None
 TRT_AND_CUDA = HAS_TRT and torch.cuda.is_available()
-NO_TRT_REASON = ("torch_tensorrt is not installed (it cannot be installed on this host): the snippet imports it or "
-                 "builds a Torch-TensorRT engine")
+NO_TRT_REASON = (
+    "torch_tensorrt is not installed (it cannot be installed on this host): the snippet imports it or "
+    "builds a Torch-TensorRT engine"
+)
 needs_trt = pytest.mark.skipif(not HAS_TRT, reason=NO_TRT_REASON)
 needs_trt_and_cuda = pytest.mark.skipif(not TRT_AND_CUDA, reason=NO_TRT_REASON + " on a CUDA device")
 
@@ -46,8 +48,10 @@ def _jit_config_or_skip():
     try:
         from aitune.torch import jit_config
     except ImportError as e:
-        pytest.skip(f"`from aitune.torch import jit_config` does not work yet (JIT tuning, aitune.torch.jit, is "
-                    f"being written): {e}")
+        pytest.skip(
+            f"`from aitune.torch import jit_config` does not work yet (JIT tuning, aitune.torch.jit, is "
+            f"being written): {e}"
+        )
     return jit_config
 
 
@@ -120,7 +124,11 @@ def test_the_config_dataclass_has_the_documented_fields_and_defaults():
     default = TorchTensorRTJitBackendConfig()
     assert isinstance(default.compile_config, TorchTensorRTConfig)
     assert (default.fullgraph, default.dynamic, default.autocast_enabled, default.autocast_dtype) == (
-        False, None, False, None)
+        False,
+        None,
+        False,
+        None,
+    )
 
 
 @needs_trt
@@ -235,6 +243,7 @@ def test_jit_tuning_with_the_jit_backend_as_written(restored_jit_strategy):
     # Automatic tuning with runtime compilation
     from aitune.torch import jit_config
     from aitune.torch.tune_strategy import FirstWinsStrategy
+
     jit_config.strategy = FirstWinsStrategy(backends=[TorchTensorRTJitBackend()])
     assert [type(b) for b in jit_config.strategy.backends] == [TorchTensorRTJitBackend]
 
@@ -246,6 +255,7 @@ def test_jit_tuning_with_the_aot_backend_as_written(restored_jit_strategy):
     # Automatic tuning with ahead-of-time compilation
     from aitune.torch import jit_config
     from aitune.torch.tune_strategy import FirstWinsStrategy
+
     jit_config.strategy = FirstWinsStrategy(backends=[TorchTensorRTAotBackend()])
     assert [type(b) for b in jit_config.strategy.backends] == [TorchTensorRTAotBackend]
 
@@ -301,10 +311,16 @@ def test_the_bootstrap_environment_variable_snippet_runs_a_script(tmp_path):
     paths = [package_root, os.environ.get("PYTHONPATH", "")]
     if not list(importlib.metadata.entry_points(group=BOOTSTRAP_GROUP)):
         paths.insert(0, str(_source_tree_entry_point(tmp_path / "entry_point")))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p), AITUNE_CACHE_DIR=str(tmp_path / "cache"),
-               AITUNE_JIT_CACHE_DIR=str(tmp_path / "jit"), AUTOWRAPT_BOOTSTRAP=BOOTSTRAP_GROUP)
-    proc = subprocess.run([sys.executable, "-c", JIT_SCRIPT], capture_output=True, text=True, env=env, timeout=300,
-                          errors="replace")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in paths if p),
+        AITUNE_CACHE_DIR=str(tmp_path / "cache"),
+        AITUNE_JIT_CACHE_DIR=str(tmp_path / "jit"),
+        AUTOWRAPT_BOOTSTRAP=BOOTSTRAP_GROUP,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", JIT_SCRIPT], capture_output=True, text=True, env=env, timeout=300, errors="replace"
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log
     assert "SNIPPET_OK" in log

@@ -25,8 +25,11 @@ def _mlp() -> torch.nn.Module:
 
 
 def _tune_and_save(backend, path: Path) -> Path:
-    m = ait.Module(_mlp(), "mlp", strategy=ait.OneBackendStrategy(backend).enable_performance_validation(False)
-                   .enable_find_max_batch_size(False))
+    m = ait.Module(
+        _mlp(),
+        "mlp",
+        strategy=ait.OneBackendStrategy(backend).enable_performance_validation(False).enable_find_max_batch_size(False),
+    )
     ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cpu")
     return ait.save(m, path)
 
@@ -38,8 +41,9 @@ def aot_ckpt(tmp_path_factory, aoti_loads):
 
 def _run(*args, cache: Path):
     env = dict(os.environ, AITUNE_CACHE_DIR=str(cache))
-    return subprocess.run([_cli(), *map(str, args)], capture_output=True, text=True, errors="replace", env=env,
-                          timeout=300)
+    return subprocess.run(
+        [_cli(), *map(str, args)], capture_output=True, text=True, errors="replace", env=env, timeout=300
+    )
 
 
 def _stored_sample(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,8 +85,9 @@ def test_run_check_matches_python(aot_ckpt, tmp_path):
     # The same through --inputs, naming the tensor by its input_<path> name, at another batch size.
     x3 = torch.randn(3, 6)
     save_file({"input_input": x3}, str(tmp_path / "in.safetensors"))
-    r = _run("run", aot_ckpt, "--device", "cpu", "--inputs", tmp_path / "in.safetensors", "--outputs", out,
-             cache=tmp_path)
+    r = _run(
+        "run", aot_ckpt, "--device", "cpu", "--inputs", tmp_path / "in.safetensors", "--outputs", out, cache=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     with torch.no_grad():
         torch.testing.assert_close(load_file(str(out))["output"], loaded(x3))
@@ -104,8 +109,10 @@ def test_python_and_cli_share_the_extraction(aot_ckpt, tmp_path, monkeypatch):
     r = _run("run", aot_ckpt, "--device", "cpu", "--check", cache=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert sentinel.exists()
-    assert sorted(str(p.relative_to(folders[0])) for p in folders[0].rglob("*")
-                  if p.is_file() and p != sentinel) == extracted
+    assert (
+        sorted(str(p.relative_to(folders[0])) for p in folders[0].rglob("*") if p.is_file() and p != sentinel)
+        == extracted
+    )
     ait.load(_mlp(), aot_ckpt)
     assert sentinel.exists()
 
@@ -205,8 +212,10 @@ def test_an_artifact_kind_without_a_runner_is_not_native(aot_ckpt, tmp_path):
     ckpt = rewrite(aot_ckpt, tmp_path / "model.ait", onnx_model)
     r = _run("run", ckpt, "--device", "cpu", cache=tmp_path)
     assert r.returncode == 5, r.stderr
-    assert ("graph '0' of module 'mlp' uses torch_inductor_aot, whose artifact kind onnx_model has no runner in this "
-            "C++ runtime (runners are registered for: aoti_package)") in r.stderr, r.stderr
+    assert (
+        "graph '0' of module 'mlp' uses torch_inductor_aot, whose artifact kind onnx_model has no runner in this "
+        "C++ runtime (runners are registered for: aoti_package)"
+    ) in r.stderr, r.stderr
     r = _run("inspect", ckpt, cache=tmp_path)
     assert r.returncode == 0 and "python-only" in r.stdout
 
@@ -240,8 +249,20 @@ def test_bench_json(aot_ckpt, tmp_path):
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert result["host_latency_ms_median"] > 0 and result["num_measured_calls"] == 5
-    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "3", "--warmup", "1", "--batch-size", "3",
-             "--json", cache=tmp_path)
+    r = _run(
+        "bench",
+        aot_ckpt,
+        "--device",
+        "cpu",
+        "--iterations",
+        "3",
+        "--warmup",
+        "1",
+        "--batch-size",
+        "3",
+        "--json",
+        cache=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["batch_size"] == 3
     # A CPU package never runs through CUDA graphs, whatever the flag says.
@@ -326,45 +347,77 @@ def test_bench_random_inputs(aot_ckpt, tmp_path):
 
 def test_bench_stable_cv(aot_ckpt, tmp_path):
     # Lenient: some window of 5 calls has a CV of at most 50 % well before 100 calls.
-    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "5", "--warmup", "3", "--stable-cv", "0.5",
-             "--json", cache=tmp_path)
+    r = _run(
+        "bench",
+        aot_ckpt,
+        "--device",
+        "cpu",
+        "--iterations",
+        "5",
+        "--warmup",
+        "3",
+        "--stable-cv",
+        "0.5",
+        "--json",
+        cache=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert result["num_measured_calls"] == 5 and result["num_warmup_calls"] >= 3
     assert result["host_latency_cv"] <= 0.5 and result["stable_cv"] == 0.5
     # Never stable: 25 measured calls, then the docs/reference/errors.md message and exit 1.
-    r = _run("bench", aot_ckpt, "--device", "cpu", "--iterations", "20", "--warmup", "1", "--stable-cv", "1e-9",
-             "--max-iterations", "25", cache=tmp_path)
+    r = _run(
+        "bench",
+        aot_ckpt,
+        "--device",
+        "cpu",
+        "--iterations",
+        "20",
+        "--warmup",
+        "1",
+        "--stable-cv",
+        "1e-9",
+        "--max-iterations",
+        "25",
+        cache=tmp_path,
+    )
     assert r.returncode == 1, r.stderr
     assert "Unable to collect stable results. Current CV of last window: " in r.stderr
     assert "Expected max CV: 0.00%." in r.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--shape", "input=3x6", "--batch-size", "2"], "--shape and --batch-size are mutually exclusive"),
-    (["--inputs", "in.safetensors", "--random"], "--inputs and --random are mutually exclusive"),
-    (["--inputs", "in.safetensors", "--shape", "input=2x6"], "it cannot be combined with --shape input=2x6"),
-    (["--inputs", "in.safetensors", "--batch-size", "2"], "it cannot be combined with --batch-size 2"),
-    (["--shape", "input=3x"], "--shape expects PATH=D0xD1... with positive sizes (e.g. input_x=8x3x224x224), "
-                              "got 'input=3x'"),
-    (["--shape", "input=3xx6"], "got 'input=3xx6'"),
-    (["--shape", "=3x6"], "got '=3x6'"),
-    (["--shape", "input=0x6"], "got 'input=0x6'"),
-    (["--shape", "input=-1x6"], "got 'input=-1x6'"),
-    (["--shape", "input"], "got 'input'"),
-    (["--shape"], "option --shape needs a value"),
-    (["--stable-cv", "1"], "--stable-cv takes a ratio R with 0 < R < 1 (0.10: 10 %), got '1'"),
-    (["--stable-cv", "0"], "got '0'"),
-    (["--stable-cv", "abc"], "got 'abc'"),
-    (["--max-iterations", "30"], "--max-iterations bounds a --stable-cv run; it needs --stable-cv"),
-    (["--stable-cv", "0.1", "--max-iterations", "10"],
-     "--max-iterations must be at least the stable window, --iterations 20, got 10"),
-    (["--stable-cv", "0.1", "--max-iterations", "x"], "--max-iterations takes a positive integer, got 'x'"),
-    (["--warmup", "-1"], "--warmup takes a non-negative integer, got '-1'"),
-    (["--iterations", "0"], "--iterations takes a positive integer, got '0'"),
-    (["--batch-size", "0"], "--batch-size takes a positive integer, got '0'"),
-    (["--device", "gpu"], "--device takes a CUDA index or 'cpu', got 'gpu'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--shape", "input=3x6", "--batch-size", "2"], "--shape and --batch-size are mutually exclusive"),
+        (["--inputs", "in.safetensors", "--random"], "--inputs and --random are mutually exclusive"),
+        (["--inputs", "in.safetensors", "--shape", "input=2x6"], "it cannot be combined with --shape input=2x6"),
+        (["--inputs", "in.safetensors", "--batch-size", "2"], "it cannot be combined with --batch-size 2"),
+        (
+            ["--shape", "input=3x"],
+            "--shape expects PATH=D0xD1... with positive sizes (e.g. input_x=8x3x224x224), got 'input=3x'",
+        ),
+        (["--shape", "input=3xx6"], "got 'input=3xx6'"),
+        (["--shape", "=3x6"], "got '=3x6'"),
+        (["--shape", "input=0x6"], "got 'input=0x6'"),
+        (["--shape", "input=-1x6"], "got 'input=-1x6'"),
+        (["--shape", "input"], "got 'input'"),
+        (["--shape"], "option --shape needs a value"),
+        (["--stable-cv", "1"], "--stable-cv takes a ratio R with 0 < R < 1 (0.10: 10 %), got '1'"),
+        (["--stable-cv", "0"], "got '0'"),
+        (["--stable-cv", "abc"], "got 'abc'"),
+        (["--max-iterations", "30"], "--max-iterations bounds a --stable-cv run; it needs --stable-cv"),
+        (
+            ["--stable-cv", "0.1", "--max-iterations", "10"],
+            "--max-iterations must be at least the stable window, --iterations 20, got 10",
+        ),
+        (["--stable-cv", "0.1", "--max-iterations", "x"], "--max-iterations takes a positive integer, got 'x'"),
+        (["--warmup", "-1"], "--warmup takes a non-negative integer, got '-1'"),
+        (["--iterations", "0"], "--iterations takes a positive integer, got '0'"),
+        (["--batch-size", "0"], "--batch-size takes a positive integer, got '0'"),
+        (["--device", "gpu"], "--device takes a CUDA index or 'cpu', got 'gpu'"),
+    ],
+)
 def test_bench_usage_errors_exit_2(tmp_path, args, message):
     """Checked before the checkpoint is opened (x.ait does not exist)."""
     r = _run("bench", "x.ait", *args, cache=tmp_path)
@@ -375,10 +428,11 @@ def test_bench_usage_errors_exit_2(tmp_path, args, message):
 def test_bench_shape_paths_checked_against_the_graph(aot_ckpt, tmp_path):
     r = _run("bench", aot_ckpt, "--device", "cpu", "--shape", "x=3x6", cache=tmp_path)
     assert r.returncode == 2, r.stderr
-    assert "--shape x=3x6: graph '0' of module 'mlp' has no tensor input 'x'; expected one of: input_input (input)" \
+    assert (
+        "--shape x=3x6: graph '0' of module 'mlp' has no tensor input 'x'; expected one of: input_input (input)"
         in r.stderr
-    r = _run("bench", aot_ckpt, "--device", "cpu", "--shape", "input=2x6", "--shape", "input_input=3x6",
-             cache=tmp_path)
+    )
+    r = _run("bench", aot_ckpt, "--device", "cpu", "--shape", "input=2x6", "--shape", "input_input=3x6", cache=tmp_path)
     assert r.returncode == 2, r.stderr
     assert "--shape names input 'input' (tensor 'input_input') twice: input=2x6 and input_input=3x6" in r.stderr
 
@@ -398,8 +452,12 @@ def test_cli_crash_prints_backtrace(aot_ckpt, tmp_path):
     checkpoints.mkdir(parents=True)
     with open(checkpoints / f"{digest}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        proc = subprocess.Popen([_cli(), "run", str(aot_ckpt), "--device", "cpu"], stderr=subprocess.PIPE, text=True,
-                                env=dict(os.environ, AITUNE_CACHE_DIR=str(tmp_path / "cache")))
+        proc = subprocess.Popen(
+            [_cli(), "run", str(aot_ckpt), "--device", "cpu"],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, AITUNE_CACHE_DIR=str(tmp_path / "cache")),
+        )
         try:
             deadline = time.monotonic() + 60
             wchan = Path(f"/proc/{proc.pid}/wchan")
@@ -421,8 +479,13 @@ def test_cli_crash_prints_backtrace(aot_ckpt, tmp_path):
 def test_cuda_aot_checkpoint_runs_in_the_cpp_runtime(tmp_path, aoti_loads):
     """A CUDA Inductor-AOT checkpoint (no CUDA graphs) runs in the C++ CLI and matches the eager
     reference stored with it, and the same checkpoint loads back in Python."""
-    m = ait.Module(_mlp().cuda(), "mlp", strategy=ait.OneBackendStrategy(TorchInductorAotBackend())
-                   .enable_performance_validation(False).enable_find_max_batch_size(False))
+    m = ait.Module(
+        _mlp().cuda(),
+        "mlp",
+        strategy=ait.OneBackendStrategy(TorchInductorAotBackend())
+        .enable_performance_validation(False)
+        .enable_find_max_batch_size(False),
+    )
     ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cuda:0")
     ckpt = ait.save(m, tmp_path / "cuda.ait")
     r = _run("run", ckpt, "--device", "0", "--check", cache=tmp_path)
@@ -440,9 +503,13 @@ def test_cuda_graphs_in_the_cpp_runtime(tmp_path, aoti_loads):
     counters show the replays, and the outputs still match the stored eager reference."""
     from aitune.torch.backend import TorchInductorAotBackendConfig
 
-    m = ait.Module(_mlp().cuda(), "mlp", strategy=ait.OneBackendStrategy(
-        TorchInductorAotBackend(TorchInductorAotBackendConfig(use_cuda_graphs=True)))
-        .enable_performance_validation(False).enable_find_max_batch_size(False))
+    m = ait.Module(
+        _mlp().cuda(),
+        "mlp",
+        strategy=ait.OneBackendStrategy(TorchInductorAotBackend(TorchInductorAotBackendConfig(use_cuda_graphs=True)))
+        .enable_performance_validation(False)
+        .enable_find_max_batch_size(False),
+    )
     ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cuda:0")
     ckpt = ait.save(m, tmp_path / "graphs.ait")
     r = _run("bench", ckpt, "--device", "0", "--iterations", "20", "--warmup", "3", "--json", cache=tmp_path)
@@ -480,8 +547,13 @@ def test_fp32_conv_checkpoint_is_checked_in_the_tf32_class(tmp_path, aoti_loads)
     checkpoint failed with 56.7 % of its logits outside them at rel_l2 1.37e-4)."""
     assert torch.backends.cudnn.allow_tf32, "the test needs torch's default TF32 switches"
     torch.manual_seed(0)
-    m = ait.Module(_ConvNet().cuda().eval(), "convnet", strategy=ait.OneBackendStrategy(TorchInductorAotBackend())
-                   .enable_performance_validation(False).enable_find_max_batch_size(False))
+    m = ait.Module(
+        _ConvNet().cuda().eval(),
+        "convnet",
+        strategy=ait.OneBackendStrategy(TorchInductorAotBackend())
+        .enable_performance_validation(False)
+        .enable_find_max_batch_size(False),
+    )
     ait.tune(m, [torch.randn(3, 64, 64) for _ in range(2)], batch_sizes=[1], device="cuda:0")
     ckpt = ait.save(m, tmp_path / "convnet.ait")
     r = _run("inspect", ckpt, "--json", cache=tmp_path)

@@ -15,7 +15,6 @@ import aitune
 from support import aitune_cli
 
 
-
 def _env() -> dict:
     """The current environment, with this process's aitune importable in the child."""
     env = os.environ.copy()

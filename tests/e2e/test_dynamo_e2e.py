@@ -43,16 +43,31 @@ def eager(ids: list[list[int]]) -> torch.Tensor:
 
 
 def worker_command(checkpoint, device: str = "cpu") -> list[str]:
-    return [sys.executable, "-m", "aitune.dynamo", "worker", "--model", "dynamo_models:make_embedder",
-            "--checkpoint", str(checkpoint), "--device", device, "--model-name", "embedder"]
+    return [
+        sys.executable,
+        "-m",
+        "aitune.dynamo",
+        "worker",
+        "--model",
+        "dynamo_models:make_embedder",
+        "--checkpoint",
+        str(checkpoint),
+        "--device",
+        device,
+        "--model-name",
+        "embedder",
+    ]
 
 
 def test_frontend_and_worker_serve_embeddings_and_reject_bad_requests(tmp_path, checkpoint):
     env, port = environment(tmp_path), free_port()
-    with running(frontend_command(port), env, tmp_path / "frontend.log") as frontend, \
-            running(worker_command(checkpoint), env, tmp_path / "worker.log") as worker:
-        wait_for(lambda: "embedder" in models(port), READY_TIMEOUT_S, "the model on /v1/models",
-                 tmp_path / "worker.log")
+    with (
+        running(frontend_command(port), env, tmp_path / "frontend.log") as frontend,
+        running(worker_command(checkpoint), env, tmp_path / "worker.log") as worker,
+    ):
+        wait_for(
+            lambda: "embedder" in models(port), READY_TIMEOUT_S, "the model on /v1/models", tmp_path / "worker.log"
+        )
 
         ids = token_ids(3, seed=7)
         status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": ids})
@@ -62,8 +77,9 @@ def test_frontend_and_worker_serve_embeddings_and_reject_bad_requests(tmp_path, 
         assert body["usage"]["prompt_tokens"] == 3 * SEQUENCE
 
         # One item, base64 and truncated to 4 dimensions, as OpenAI's parameters ask.
-        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": ids[0], "encoding_format": "base64",
-                                                     "dimensions": 4})
+        status, body = post(
+            port, "/v1/embeddings", {"model": "embedder", "input": ids[0], "encoding_format": "base64", "dimensions": 4}
+        )
         assert status == 200, body
         decoded = struct.unpack("<4f", base64.b64decode(body["data"][0]["embedding"]))
         torch.testing.assert_close(torch.tensor(decoded), eager(ids[:1])[0, :4], rtol=1e-5, atol=1e-6)
@@ -92,16 +108,37 @@ def test_serve_starts_two_workers_behind_one_frontend(tmp_path, checkpoint):
     stops everything."""
     env, port = environment(tmp_path), free_port()
     log = tmp_path / "serve.log"
-    command = [sys.executable, "-m", "aitune.dynamo", "serve", "--model", "dynamo_models:make_embedder",
-               "--checkpoint", str(checkpoint), "--devices", "cpu,cpu", "--frontend", "--http-host", "127.0.0.1",
-               "--http-port", str(port), "--model-name", "embedder"]
+    command = [
+        sys.executable,
+        "-m",
+        "aitune.dynamo",
+        "serve",
+        "--model",
+        "dynamo_models:make_embedder",
+        "--checkpoint",
+        str(checkpoint),
+        "--devices",
+        "cpu,cpu",
+        "--frontend",
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        str(port),
+        "--model-name",
+        "embedder",
+    ]
     with running(command, env, log) as launcher:
-        wait_for(lambda: log.read_text(errors="replace").count("Worker ready") == 2 and "embedder" in models(port),
-                 READY_TIMEOUT_S, "two workers ready and the model listed", log)
+        wait_for(
+            lambda: log.read_text(errors="replace").count("Worker ready") == 2 and "embedder" in models(port),
+            READY_TIMEOUT_S,
+            "two workers ready and the model listed",
+            log,
+        )
         requests = [token_ids(2, seed=s) for s in range(16)]
         with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-            answers = list(pool.map(lambda ids: post(port, "/v1/embeddings", {"model": "embedder", "input": ids}),
-                                    requests))
+            answers = list(
+                pool.map(lambda ids: post(port, "/v1/embeddings", {"model": "embedder", "input": ids}), requests)
+            )
         for ids, (status, body) in zip(requests, answers):
             assert status == 200, body
             served = torch.tensor([d["embedding"] for d in sorted(body["data"], key=lambda d: d["index"])])
@@ -118,11 +155,17 @@ def test_callables_serve_images_and_videos_and_survive_their_own_failures(tmp_pa
     require_dynamo()
     env, port = environment(tmp_path), free_port()
     script = str(Path(__file__).resolve().parents[1] / "helpers" / "dynamo_media_worker.py")
-    with running(frontend_command(port), env, tmp_path / "frontend.log") as frontend, \
-            running([sys.executable, script, "image"], env, tmp_path / "image.log") as image_worker, \
-            running([sys.executable, script, "video"], env, tmp_path / "video.log") as video_worker:
-        wait_for(lambda: {"image-model", "video-model"} <= set(models(port)), READY_TIMEOUT_S,
-                 "both models on /v1/models", tmp_path / "image.log")
+    with (
+        running(frontend_command(port), env, tmp_path / "frontend.log") as frontend,
+        running([sys.executable, script, "image"], env, tmp_path / "image.log") as image_worker,
+        running([sys.executable, script, "video"], env, tmp_path / "video.log") as video_worker,
+    ):
+        wait_for(
+            lambda: {"image-model", "video-model"} <= set(models(port)),
+            READY_TIMEOUT_S,
+            "both models on /v1/models",
+            tmp_path / "image.log",
+        )
         status, body = post(port, "/v1/images/generations", {"model": "image-model", "prompt": "a cat"})
         assert status == 200, body
         assert base64.b64decode(body["data"][0]["b64_json"]) == b"image:a cat"

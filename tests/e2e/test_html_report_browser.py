@@ -29,8 +29,14 @@ FAST, SLOW = "FakeBackend(name='fast', delay_s=0.0005)", "FakeBackend(name='slow
 
 def _chromium(tmp_path: Path, *args: str) -> str:
     # its own profile folder: nothing lands in the user's home
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
-               *args]
+    command = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        *args,
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=180, errors="replace")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
@@ -42,9 +48,9 @@ def _png_size_and_colours(data: bytes) -> tuple[int, int, int]:
     width, height = struct.unpack(">II", data[16:24])
     idat, pos = b"", 8
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
         if kind == b"IDAT":
-            idat += data[pos + 8:pos + 8 + length]
+            idat += data[pos + 8 : pos + 8 + length]
         pos += 12 + length
     return width, height, len(set(zlib.decompress(idat)))
 
@@ -54,8 +60,13 @@ def report(tmp_path) -> Path:
     """ait.tune of a tiny model with two fake backends at batch sizes 1 and 2."""
     config.tuning_report_path = tmp_path / "report.html"
     profiling = ProfilingConfig(batch_sizes=[1, 2], measurement_stop_strategy=NumStepsMeasuringStopStrategy(5, 2))
-    strategy = ait.MaxThroughputStrategy([FakeBackend(FakeBackendConfig(name="fast", delay_s=0.0005)),
-                                          FakeBackend(FakeBackendConfig(name="slow", delay_s=0.002))], profiling)
+    strategy = ait.MaxThroughputStrategy(
+        [
+            FakeBackend(FakeBackendConfig(name="fast", delay_s=0.0005)),
+            FakeBackend(FakeBackendConfig(name="slow", delay_s=0.002)),
+        ],
+        profiling,
+    )
     strategy.enable_find_max_batch_size(False)
     m = ait.Module(SleepyLinear(0.003).eval(), "tiny", strategy=strategy)
     ait.tune(m, [torch.randn(8) for _ in range(4)], batch_sizes=[1, 2], device="cpu")

@@ -48,14 +48,18 @@ print("RESULT " + json.dumps({"state": head.state.name, "name": head.name,
 
 def _result(log: str) -> dict:
     line = next(line for line in log.splitlines() if line.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def test_bootstrap_tunes_with_inductor_and_a_second_process_reuses_it(tmp_path):
     first_log, report = run_jit_child(NET_SCRIPT, tmp_path)
     result = _result(first_log)
-    assert result == {"state": "TUNED", "name": "Net", "backend": "TorchInductorJitBackend()",
-                      "children_patched": [False, False]}, first_log
+    assert result == {
+        "state": "TUNED",
+        "name": "Net",
+        "backend": "TorchInductorJitBackend()",
+        "children_patched": [False, False],
+    }, first_log
     assert "JIT tuning enabled" in first_log and "🧪 JIT: JIT tuning tuned 1 module(s):" in first_log
     data = json.loads(report.read_text())
     assert data["mode"] == "JIT" and data["config"]["jit"]["device"] == "cpu"

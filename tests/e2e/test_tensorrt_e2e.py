@@ -85,8 +85,11 @@ def test_tune_serve_and_hard_range(cpu_trt):
     assert {"tensorrt_onnx_export", "tensorrt_engine_build"} <= set(steps)
     _check_matches_eager(m, 2)
     _check_matches_eager(m, 4)
-    with pytest.raises(ProfileShapeError, match=r"^Input shape \[8, 6\] exceeds max profile shape \[4, 6\] for input "
-                                                r"'x' \(tensor 'input_x'"):
+    with pytest.raises(
+        ProfileShapeError,
+        match=r"^Input shape \[8, 6\] exceeds max profile shape \[4, 6\] for input "
+        r"'x' \(tensor 'input_x'",
+    ):
         m(*_sample(8))
 
 
@@ -99,8 +102,11 @@ def test_samples_used_and_custom_profiles_serve(cpu_trt):
     from aitune.torch import module_registry
 
     module_registry.clear()
-    custom = (TensorRTProfile().add_input_shape("x", (1, 6), (4, 6), (16, 6))
-              .add_input_shape('options["scale"]', (1, 3), (4, 3), (16, 3)))
+    custom = (
+        TensorRTProfile()
+        .add_input_shape("x", (1, 6), (4, 6), (16, 6))
+        .add_input_shape('options["scale"]', (1, 3), (4, 3), (16, 3))
+    )
     m = _tune(TensorRTBackend(TensorRTBackendConfig(profiles=[custom])))
     _check_matches_eager(m, 16)
 

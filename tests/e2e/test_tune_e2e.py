@@ -26,7 +26,9 @@ class ConvNet(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+            torch.nn.Conv2d(3, 8, 3, padding=1),
+            torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(),
             torch.nn.AdaptiveAvgPool2d(1),
         )
         self.head = torch.nn.Linear(8, 4)
@@ -204,17 +206,21 @@ def test_failing_backend_leaves_module_in_passthrough(aitune_log):
     x = torch.randn(3, 6)
     with torch.no_grad():
         assert torch.equal(m(x), reference(x))
-    [build_dir] = [p for p in (config.cache_dir / "failing" / "0").iterdir()
-                   if p.is_dir() and p.name.startswith("FailingBackend_")]
+    [build_dir] = [
+        p for p in (config.cache_dir / "failing" / "0").iterdir() if p.is_dir() and p.name.startswith("FailingBackend_")
+    ]
     assert build_dir.name == blueprint.key()
     log = (build_dir / "build.log").read_text()
     assert "fake backend build output" in log  # build output goes to build.log
     assert "fake backend build warning" in log
     assert "Traceback" in log and "RuntimeError: fake backend build failure" in log
-    assert any(msg.startswith("❌ backend failed (log file:") and str(build_dir / "build.log") in msg
-               for msg in aitune_log.messages)
-    assert any(r.levelname == "WARNING" and "⚠️ Tuning module: `failing` failed" in r.getMessage()
-               for r in aitune_log.records)
+    assert any(
+        msg.startswith("❌ backend failed (log file:") and str(build_dir / "build.log") in msg
+        for msg in aitune_log.messages
+    )
+    assert any(
+        r.levelname == "WARNING" and "⚠️ Tuning module: `failing` failed" in r.getMessage() for r in aitune_log.records
+    )
     assert "  ➤ tuning failed: using original module" in "\n".join(aitune_log.messages)
 
 

@@ -96,8 +96,9 @@ class FakeBackend(Backend):
     def _start_cuda_graphs(self) -> None:
         self._cuda_graph = FakeGraphServing(self) if self.config.use_cuda_graphs else None
 
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None:
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         FakeBackend.builds.append(self.describe())
         if self.config.fail_build:
             print("fake backend: the build fails as configured")  # goes to build.log

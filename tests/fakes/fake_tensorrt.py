@@ -30,10 +30,30 @@ calls: list[tuple] = []
 state: dict[str, Any] = {}
 
 # The names aitune may use (as_module() holds exactly these).
-API = ("__version__", "MemoryPoolType", "BuilderFlag", "NetworkDefinitionCreationFlag", "HardwareCompatibilityLevel",
-       "TensorIOMode", "DataType", "ILogger", "IOutputAllocator", "IHostMemory", "Dims", "ITimingCache", "ITensor",
-       "INetworkDefinition", "ParserError", "OnnxParser", "IOptimizationProfile", "IBuilderConfig", "Builder",
-       "ICudaEngine", "IExecutionContext", "Runtime")
+API = (
+    "__version__",
+    "MemoryPoolType",
+    "BuilderFlag",
+    "NetworkDefinitionCreationFlag",
+    "HardwareCompatibilityLevel",
+    "TensorIOMode",
+    "DataType",
+    "ILogger",
+    "IOutputAllocator",
+    "IHostMemory",
+    "Dims",
+    "ITimingCache",
+    "ITensor",
+    "INetworkDefinition",
+    "ParserError",
+    "OnnxParser",
+    "IOptimizationProfile",
+    "IBuilderConfig",
+    "Builder",
+    "ICudaEngine",
+    "IExecutionContext",
+    "Runtime",
+)
 
 
 def reset(**options: Any) -> None:
@@ -221,13 +241,18 @@ class OnnxParser(TrtObject):
         onnx_model = onnx.load(model, load_external_data=False)
         initializers = {i.name for i in onnx_model.graph.initializer}
         self._fake_network._fake_inputs = [
-            ITensor._fake_new(name=i.name, shape=tuple(d.dim_value if d.HasField("dim_value") else -1
-                                                       for d in i.type.tensor_type.shape.dim))
-            for i in onnx_model.graph.input if i.name not in initializers]
+            ITensor._fake_new(
+                name=i.name,
+                shape=tuple(d.dim_value if d.HasField("dim_value") else -1 for d in i.type.tensor_type.shape.dim),
+            )
+            for i in onnx_model.graph.input
+            if i.name not in initializers
+        ]
         state["onnx_outputs"] = [o.name for o in onnx_model.graph.output]
         state["onnx_path"] = model
-        state["onnx_types"] = {v.name: v.type.tensor_type.elem_type
-                               for v in [*onnx_model.graph.input, *onnx_model.graph.output]}
+        state["onnx_types"] = {
+            v.name: v.type.tensor_type.elem_type for v in [*onnx_model.graph.input, *onnx_model.graph.output]
+        }
         return True
 
     def _num_errors(self) -> int:
@@ -337,8 +362,14 @@ class Builder(TrtObject):
 
     @api
     def create_builder_config(self) -> IBuilderConfig:
-        return IBuilderConfig._fake_new(flags=set(), profiles=[], pools={}, level=3,
-                                        compatibility=HardwareCompatibilityLevel.NONE, timing_cache=None)
+        return IBuilderConfig._fake_new(
+            flags=set(),
+            profiles=[],
+            pools={},
+            level=3,
+            compatibility=HardwareCompatibilityLevel.NONE,
+            timing_cache=None,
+        )
 
     @api
     def create_optimization_profile(self) -> IOptimizationProfile:
@@ -368,9 +399,13 @@ class Builder(TrtObject):
         if state.get("ort"):
             outputs = {n: (None, _ONNX_TO_TRT[state["onnx_types"][n]]) for n in state["onnx_outputs"]}
         inputs = [t._fake_name for t in network._fake_inputs]
-        plan = {"inputs": inputs, "profiles": [p._fake_shapes for p in config._fake_profiles],
-                "outputs": outputs, "onnx": state.get("onnx_path") if state.get("ort") else None,
-                "input_types": {n: _ONNX_TO_TRT[state["onnx_types"][n]] for n in inputs} if state.get("ort") else {}}
+        plan = {
+            "inputs": inputs,
+            "profiles": [p._fake_shapes for p in config._fake_profiles],
+            "outputs": outputs,
+            "onnx": state.get("onnx_path") if state.get("ort") else None,
+            "input_types": {n: _ONNX_TO_TRT[state["onnx_types"][n]] for n in inputs} if state.get("ort") else {},
+        }
         return _host_memory(json.dumps(plan).encode())
 
 
@@ -403,8 +438,9 @@ class ICudaEngine(TrtObject):
 
     @api
     def create_execution_context(self) -> IExecutionContext:
-        return IExecutionContext._fake_new(engine=self, input_shapes={}, addresses={}, allocators={}, profile=0,
-                                           results=None)
+        return IExecutionContext._fake_new(
+            engine=self, input_shapes={}, addresses={}, allocators={}, profile=0, results=None
+        )
 
 
 class IExecutionContext(TrtObject):
@@ -469,8 +505,10 @@ class IExecutionContext(TrtObject):
             plan = engine._fake_plan
             if not hasattr(engine, "_fake_session"):
                 engine._fake_session = onnxruntime.InferenceSession(plan["onnx"], providers=["CPUExecutionProvider"])
-            feeds = {n: _view(self._fake_addresses[n], self._fake_input_shapes[n], plan["input_types"][n]).numpy()
-                     for n in plan["inputs"]}
+            feeds = {
+                n: _view(self._fake_addresses[n], self._fake_input_shapes[n], plan["input_types"][n]).numpy()
+                for n in plan["inputs"]
+            }
             names = list(plan["outputs"])
             self._fake_results = dict(zip(names, engine._fake_session.run(names, feeds)))
         return self._fake_results
@@ -507,8 +545,16 @@ def _view(address: int, shape: tuple, trt_type: str) -> Any:
     """A CPU tensor over `address` (what a real engine reads and writes on the device)."""
     import torch
 
-    dtype = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT8": torch.int8,
-             "UINT8": torch.uint8, "INT32": torch.int32, "INT64": torch.int64, "BOOL": torch.bool}[trt_type]
+    dtype = {
+        "FLOAT": torch.float32,
+        "HALF": torch.float16,
+        "BF16": torch.bfloat16,
+        "INT8": torch.int8,
+        "UINT8": torch.uint8,
+        "INT32": torch.int32,
+        "INT64": torch.int64,
+        "BOOL": torch.bool,
+    }[trt_type]
     count = _numel(tuple(shape))
     if count == 0:
         return torch.empty(tuple(shape), dtype=dtype)
@@ -537,8 +583,9 @@ class Runtime(TrtObject):
             plan = json.loads(data)
         except ValueError:
             return None
-        return ICudaEngine._fake_new(plan=plan, names=list(plan["inputs"]) + list(plan["outputs"]),
-                                     logger=self._fake_logger)
+        return ICudaEngine._fake_new(
+            plan=plan, names=list(plan["inputs"]) + list(plan["outputs"]), logger=self._fake_logger
+        )
 
 
 def as_module() -> types.ModuleType:

@@ -37,8 +37,11 @@ def _settings_class() -> type:
     conformance tier checks against the real class); construction is recorded."""
     fields = []
     for f in dataclasses.fields(CompilationSettingsStandIn):
-        default = (dataclasses.field(default_factory=f.default_factory) if f.default is dataclasses.MISSING
-                   else dataclasses.field(default=f.default))
+        default = (
+            dataclasses.field(default_factory=f.default_factory)
+            if f.default is dataclasses.MISSING
+            else dataclasses.field(default=f.default)
+        )
         fields.append((f.name, f.type, default))
     cls = dataclasses.make_dataclass("CompilationSettings", fields, kw_only=True)
     init = cls.__init__
@@ -80,12 +83,36 @@ def make_fake_torch_tensorrt() -> types.ModuleType:
     dynamo = types.ModuleType("torch_tensorrt.dynamo")
     dynamo.CompilationSettings = FakeCompilationSettings
 
-    def compile(exported_program: Any, inputs: Any = None, *, arg_inputs: Any = None, kwarg_inputs: Any = None,
-                device: Any = None, **settings: Any) -> torch.fx.GraphModule:
-        trt.calls.append(("dynamo.compile", {"exported": exported_program, "arg_inputs": arg_inputs,
-                                             "kwarg_inputs": kwarg_inputs, "device": device, **settings}))
-        record("dynamo.compile", exported_program=exported_program, inputs=inputs, arg_inputs=arg_inputs,
-               kwarg_inputs=kwarg_inputs, device=device, settings=settings)
+    def compile(
+        exported_program: Any,
+        inputs: Any = None,
+        *,
+        arg_inputs: Any = None,
+        kwarg_inputs: Any = None,
+        device: Any = None,
+        **settings: Any,
+    ) -> torch.fx.GraphModule:
+        trt.calls.append(
+            (
+                "dynamo.compile",
+                {
+                    "exported": exported_program,
+                    "arg_inputs": arg_inputs,
+                    "kwarg_inputs": kwarg_inputs,
+                    "device": device,
+                    **settings,
+                },
+            )
+        )
+        record(
+            "dynamo.compile",
+            exported_program=exported_program,
+            inputs=inputs,
+            arg_inputs=arg_inputs,
+            kwarg_inputs=kwarg_inputs,
+            device=device,
+            settings=settings,
+        )
         checks.check_compile(inputs, arg_inputs, kwarg_inputs, settings, SETTINGS_FIELDS)
         module = exported_program.module()
         module._fake_exported_program = exported_program  # what save() writes
@@ -95,8 +122,7 @@ def make_fake_torch_tensorrt() -> types.ModuleType:
         trt.calls.append(("save", {"module": module, "file_path": file_path, **kwargs}))
         record("save", exported_program=getattr(module, "_fake_exported_program", None), kwargs=kwargs)
         checks.check_save(module, file_path, **kwargs)
-        torch.export.save(module._fake_exported_program, file_path,
-                          pickle_protocol=kwargs.get("pickle_protocol", 2))
+        torch.export.save(module._fake_exported_program, file_path, pickle_protocol=kwargs.get("pickle_protocol", 2))
 
     def load(file_path: str) -> Any:
         trt.calls.append(("load", {"file_path": file_path}))

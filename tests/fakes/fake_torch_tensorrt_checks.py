@@ -32,8 +32,10 @@ def prepare_inputs(inputs: Any) -> Any:
         return prepared if isinstance(inputs, list) else tuple(prepared)
     if isinstance(inputs, dict):
         return {key: prepare_inputs(value) for key, value in inputs.items()}
-    raise ValueError(f"Invalid input type {type(inputs)} encountered in the dynamo_compile input parsing. "
-                     "Allowed input types: {torch_tensorrt.Input, torch.Tensor, list, tuple, dict}")
+    raise ValueError(
+        f"Invalid input type {type(inputs)} encountered in the dynamo_compile input parsing. "
+        "Allowed input types: {torch_tensorrt.Input, torch.Tensor, list, tuple, dict}"
+    )
 
 
 def check_compile(inputs: Any, arg_inputs: Any, kwarg_inputs: Any, settings: dict, fields: frozenset) -> None:
@@ -41,21 +43,28 @@ def check_compile(inputs: Any, arg_inputs: Any, kwarg_inputs: Any, settings: dic
     if unknown:  # stricter than 2.11, which drops unknown keywords
         raise TypeError(f"dynamo.compile() got settings Torch-TensorRT does not have: {unknown}")
     if settings.get("enable_cross_compile_for_windows"):
-        raise ValueError("Please use torch_tensorrt.dynamo.cross_compile_for_windows() if you want to cross compile "
-                         "the module in Linux for inferencing in Windows.")
+        raise ValueError(
+            "Please use torch_tensorrt.dynamo.cross_compile_for_windows() if you want to cross compile "
+            "the module in Linux for inferencing in Windows."
+        )
     explicit = settings.get("use_explicit_typing", True) or settings.get("enable_autocast", False)
     precisions = set(settings.get("enabled_precisions", {torch.float32}))
     if explicit and (len(precisions) != 1 or not precisions & FLOAT32_PRECISIONS):
-        raise AssertionError(f"use_explicit_typing was set to True, however found that enabled_precisions was also "
-                             f"specified (saw: {precisions}, expected: dtype.f32, dtype.f4). enabled_precisions should "
-                             "not be used when use_explicit_typing=True")
+        raise AssertionError(
+            f"use_explicit_typing was set to True, however found that enabled_precisions was also "
+            f"specified (saw: {precisions}, expected: dtype.f32, dtype.f4). enabled_precisions should "
+            "not be used when use_explicit_typing=True"
+        )
     low = settings.get("autocast_low_precision_type")
     if low is not None and low not in (torch.float16, torch.bfloat16):
-        raise ValueError(f"autocast_low_precision_type must be one of torch.float16, torch.bfloat16, dtype.f16, "
-                         f"dtype.bf16, got {low}")
+        raise ValueError(
+            f"autocast_low_precision_type must be one of torch.float16, torch.bfloat16, dtype.f16, "
+            f"dtype.bf16, got {low}"
+        )
     if settings.get("enable_weight_streaming") and not explicit:
-        raise AssertionError("When enable_weight_streaming is enabled, it requires use_explicit_typing to be set to "
-                             "True")
+        raise AssertionError(
+            "When enable_weight_streaming is enabled, it requires use_explicit_typing to be set to True"
+        )
     if arg_inputs is None and kwarg_inputs is None and inputs is None:
         raise AssertionError("'arg_inputs', 'kwarg_inputs' and 'inputs' should not all be None.")
     if arg_inputs is not None and inputs is not None:
@@ -78,8 +87,9 @@ def _tensors_or_inputs(obj: Any) -> None:
     """save()'s example tensors when not every input is an Input (_extract_tensor). An Input made
     from min/opt/max shapes is in Torch-TensorRT's dynamic mode even when they are equal."""
     if isinstance(obj, INPUT_TYPE) and obj.min_shape is not None:
-        raise ValueError("Requested an example tensor from a dynamic shaped input but did not specific which profile "
-                         "field to use.")
+        raise ValueError(
+            "Requested an example tensor from a dynamic shaped input but did not specific which profile field to use."
+        )
     if isinstance(obj, (INPUT_TYPE, torch.Tensor)):
         return
     if isinstance(obj, (list, tuple)):
@@ -92,13 +102,26 @@ def _tensors_or_inputs(obj: Any) -> None:
         raise TypeError(f"Unsupported input type: {type(obj)}. Expected torch.Tensor or torch_tensorrt.Input")
 
 
-def check_save(module: Any, file_path: str, *, extra_files: Any = None, output_format: str = "exported_program",
-               inputs: Any = None, arg_inputs: Any = None, kwarg_inputs: Any = None, retrace: bool = True,
-               use_legacy_exporter: Any = None, pickle_protocol: int = 2, dynamic_shapes: Any = None,
-               **kwargs: Any) -> None:
+def check_save(
+    module: Any,
+    file_path: str,
+    *,
+    extra_files: Any = None,
+    output_format: str = "exported_program",
+    inputs: Any = None,
+    arg_inputs: Any = None,
+    kwarg_inputs: Any = None,
+    retrace: bool = True,
+    use_legacy_exporter: Any = None,
+    pickle_protocol: int = 2,
+    dynamic_shapes: Any = None,
+    **kwargs: Any,
+) -> None:
     if arg_inputs is not None and not all(isinstance(i, (torch.Tensor, INPUT_TYPE)) for i in arg_inputs):
-        raise ValueError("Not all inputs provided are torch.Tensor or torch_tensorrt.Input objects. Please provide "
-                         "inputs of a valid type")
+        raise ValueError(
+            "Not all inputs provided are torch.Tensor or torch_tensorrt.Input objects. Please provide "
+            "inputs of a valid type"
+        )
     if arg_inputs and inputs:
         raise AssertionError("'arg_inputs' and 'inputs' should not be used at the same time.")
     arg_inputs = inputs or arg_inputs
@@ -110,19 +133,25 @@ def check_save(module: Any, file_path: str, *, extra_files: Any = None, output_f
             _tensors_or_inputs(arg_inputs)
         _tensors_or_inputs(kwarg_inputs)
     if output_format not in {"exported_program", "torchscript", "aot_inductor"}:
-        raise ValueError(f"Provided output_format {output_format} is not supported. Supported options are "
-                         "exported_program | torchscript")
+        raise ValueError(
+            f"Provided output_format {output_format} is not supported. Supported options are "
+            "exported_program | torchscript"
+        )
     if not file_path:
         raise ValueError("File path cannot be empty. Please provide a valid file path")
     if not isinstance(module, torch.fx.GraphModule):
-        raise ValueError("Input model is of type nn.Module. Saving nn.Module directly is not supported. Supported "
-                         "model types torch.jit.ScriptModule | torch.fx.GraphModule | torch.export.ExportedProgram.")
+        raise ValueError(
+            "Input model is of type nn.Module. Saving nn.Module directly is not supported. Supported "
+            "model types torch.jit.ScriptModule | torch.fx.GraphModule | torch.export.ExportedProgram."
+        )
     if output_format != "exported_program":
         raise NotImplementedError(f"the fake saves exported programs only, not {output_format}")
     if retrace and not arg_inputs and not kwarg_inputs and dynamic_shapes is None:
-        raise ValueError("Provided model is a torch.fx.GraphModule without existing shape metadata and retrace is "
-                         "True, however no inputs specs were provided. Please provide valid torch.Tensors or "
-                         "torch_tensorrt.Input objects as inputs to retrace and save the model")
+        raise ValueError(
+            "Provided model is a torch.fx.GraphModule without existing shape metadata and retrace is "
+            "True, however no inputs specs were provided. Please provide valid torch.Tensors or "
+            "torch_tensorrt.Input objects as inputs to retrace and save the model"
+        )
 
 
 def check_compile_options(options: dict, fields: frozenset) -> None:

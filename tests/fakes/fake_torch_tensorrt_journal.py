@@ -23,8 +23,11 @@ def record(call: str, **payload: Any) -> None:
     if not folder:
         return
     entry = uuid.uuid4().hex
-    data = {"call": call, "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
-            **{name: encode(value, Path(folder), f"{entry}-{name}") for name, value in payload.items()}}
+    data = {
+        "call": call,
+        "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
+        **{name: encode(value, Path(folder), f"{entry}-{name}") for name, value in payload.items()},
+    }
     (Path(folder) / f"{entry}.pkl").write_bytes(pickle.dumps(data))
 
 
@@ -35,8 +38,10 @@ def encode(value: Any, folder: Path, stem: str) -> Any:
     if type(value).__name__ == "Input" and dataclasses.is_dataclass(value):
         return ("Input", {f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return ("CompilationSettings", {f.name: encode(getattr(value, f.name), folder, stem)
-                                        for f in dataclasses.fields(value)})
+        return (
+            "CompilationSettings",
+            {f.name: encode(getattr(value, f.name), folder, stem) for f in dataclasses.fields(value)},
+        )
     if isinstance(value, torch.Tensor):
         return ("Tensor", tuple(value.shape), value.dtype)
     if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):

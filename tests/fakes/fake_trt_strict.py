@@ -119,8 +119,10 @@ def conforms(value: Any, annotation: str) -> bool:
 
 def _incompatible(qualname: str, signature: inspect.Signature, detail: str) -> TypeError:
     text = str(signature).replace("'", "")  # the annotations are strings: show them as pybind11 does
-    return TypeError(f"{qualname}(): incompatible function arguments. The following argument types are supported:\n"
-                     f"    1. {qualname}{text}\n({detail})")
+    return TypeError(
+        f"{qualname}(): incompatible function arguments. The following argument types are supported:\n"
+        f"    1. {qualname}{text}\n({detail})"
+    )
 
 
 def _checked(function: Callable, qualname: str) -> Callable:

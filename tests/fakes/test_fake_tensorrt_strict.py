@@ -26,8 +26,11 @@ def test_aitune_gets_only_tensorrt_names(trt):
 
 def test_objects_take_no_unknown_attributes(trt):
     config = _builder(trt).create_builder_config()
-    with pytest.raises(AttributeError, match=r"'tensorrt.IBuilderConfig' object has no attribute "
-                                             r"'builder_optimisation_level'"):
+    with pytest.raises(
+        AttributeError,
+        match=r"'tensorrt.IBuilderConfig' object has no attribute "
+        r"'builder_optimisation_level'",
+    ):
         config.builder_optimisation_level = 3
     config.builder_optimization_level = 3  # a real property
     engine_name = _builder(trt).create_network().num_inputs
@@ -67,8 +70,20 @@ def test_host_memory_is_a_buffer_not_bytes(trt):
 
 
 def test_data_types_are_those_of_tensorrt_11(trt):
-    assert [m.name for m in trt.DataType] == ["FLOAT", "HALF", "INT8", "INT32", "BOOL", "UINT8", "FP8", "BF16",
-                                              "INT64", "INT4", "FP4", "E8M0"]
+    assert [m.name for m in trt.DataType] == [
+        "FLOAT",
+        "HALF",
+        "INT8",
+        "INT32",
+        "BOOL",
+        "UINT8",
+        "FP8",
+        "BF16",
+        "INT64",
+        "INT4",
+        "FP4",
+        "E8M0",
+    ]
 
 
 def test_documented_failure_values(trt):
@@ -79,8 +94,10 @@ def test_documented_failure_values(trt):
         profile.set_shape("x", (1, 4), (2, 4), (1, 4))
     profile.set_shape("x", (1, 4), (2, 4), (8, 4))
     assert profile and config.add_optimization_profile(profile) == 0
-    plan = fake._host_memory(b'{"inputs": ["x"], "outputs": {"y": [[2, 4], "FLOAT"]}, '
-                             b'"profiles": [{"x": [[1, 4], [2, 4], [8, 4]]}], "input_types": {}}')
+    plan = fake._host_memory(
+        b'{"inputs": ["x"], "outputs": {"y": [[2, 4], "FLOAT"]}, '
+        b'"profiles": [{"x": [[1, 4], [2, 4], [8, 4]]}], "input_types": {}}'
+    )
     engine = trt.Runtime(trt.ILogger()).deserialize_cuda_engine(plan)
     context = engine.create_execution_context()
     assert context.set_optimization_profile_async(1, 0) is False  # the engine has one profile

@@ -44,7 +44,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "helpers"))  # checkpoint_tools
 
-DOCUMENTED_VALUE_ERRORS = ("Some modules in the device_map were not found", "Some modules in the state_dict were not found")
+DOCUMENTED_VALUE_ERRORS = (
+    "Some modules in the device_map were not found",
+    "Some modules in the state_dict were not found",
+)
 CLI_EXIT_CODES = {0, 2, 3, 4, 5, 6, 7}  # 1 (runtime error) is allowed when no C++ backtrace is printed
 
 
@@ -60,7 +63,10 @@ def make_seeds(folder: Path, aot: bool) -> list[dict[str, Any]]:
 
     config.cache_dir = folder / "seed-cache"
     logging.getLogger("aitune").setLevel(logging.WARNING)
-    strategy = lambda b: ait.OneBackendStrategy(b).enable_performance_validation(False).enable_find_max_batch_size(False)  # noqa: E731
+
+    def strategy(b):
+        return ait.OneBackendStrategy(b).enable_performance_validation(False).enable_find_max_batch_size(False)
+
     seeds = []
 
     torch.manual_seed(0)
@@ -70,8 +76,12 @@ def make_seeds(folder: Path, aot: bool) -> list[dict[str, Any]]:
     seeds.append({"name": "eager-mlp", "path": str(ait.save(m, folder / "eager-mlp.ait")), "model": "mlp"})
 
     m2 = ait.Module(KwargsNet().eval(), "kw", strategy=strategy(TorchEagerBackend()))
-    ait.tune(lambda x: m2(x, scale=2.0, extra={"bias": torch.ones(3)}), [torch.randn(6) for _ in range(2)],
-             batch_sizes=[1, 2], device="cpu")
+    ait.tune(
+        lambda x: m2(x, scale=2.0, extra={"bias": torch.ones(3)}),
+        [torch.randn(6) for _ in range(2)],
+        batch_sizes=[1, 2],
+        device="cpu",
+    )
     seeds.append({"name": "eager-kwargs", "path": str(ait.save(m2, folder / "eager-kwargs.ait")), "model": "kwargs"})
 
     if aot:
@@ -121,9 +131,37 @@ def model_and_call(kind: str, seed_state: Path | None = None) -> tuple[Any, Any]
 
 
 # -- mutation (in the parent) -------------------------------------------------------------------
-INTERESTING = [None, True, False, 0, -1, 1, 2 ** 31, -(2 ** 63), 2 ** 64, 1e308, float("nan"), "", "..",
-               "../../etc/passwd", "/abs/path", "a/b", "__class__", "x" * 300, "\u202e\u0000", [], {}, [[[]]],
-               {"tuple": ["a", 1]}, "float32", "cuda:0", "cuda:9", "meta", "fp16", "torch"]
+INTERESTING = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    2**31,
+    -(2**63),
+    2**64,
+    1e308,
+    float("nan"),
+    "",
+    "..",
+    "../../etc/passwd",
+    "/abs/path",
+    "a/b",
+    "__class__",
+    "x" * 300,
+    "\u202e\u0000",
+    [],
+    {},
+    [[[]]],
+    {"tuple": ["a", 1]},
+    "float32",
+    "cuda:0",
+    "cuda:9",
+    "meta",
+    "fp16",
+    "torch",
+]
 
 
 def _nodes(value: Any, path: tuple = ()) -> list[tuple]:
@@ -168,11 +206,14 @@ def mutate_manifest(manifest: dict, rng: random.Random, edits: list[str]) -> str
         elif op < 0.92:
             parent[key] = _nested(rng.choice([63, 65, 200]))
         elif isinstance(parent[key], int) and not isinstance(parent[key], bool):
-            parent[key] += rng.choice([-1, 1, 2 ** 32, -(2 ** 32)])
+            parent[key] += rng.choice([-1, 1, 2**32, -(2**32)])
         elif isinstance(parent[key], str):
-            parent[key] += rng.choice(["/..", "x", "\n", "\"", ".0"])
-        after = json.dumps(parent[key])[:60] if isinstance(parent, dict) and key in parent or \
-            isinstance(parent, list) and key < len(parent) else "(removed)"
+            parent[key] += rng.choice(["/..", "x", "\n", '"', ".0"])
+        after = (
+            json.dumps(parent[key])[:60]
+            if isinstance(parent, dict) and key in parent or isinstance(parent, list) and key < len(parent)
+            else "(removed)"
+        )
         edits.append(f"{'.'.join(map(str, path))}: {before} -> {after}")
     return json.dumps(manifest, allow_nan=True)
 
@@ -196,15 +237,15 @@ def damage(data: bytes, rng: random.Random) -> bytes:
         for i in range(at, min(len(buf), at + rng.randint(1, 64))):
             buf[i] = rng.randrange(256)
     elif op == 2:  # truncation
-        del buf[rng.randrange(len(buf)):]
+        del buf[rng.randrange(len(buf)) :]
     elif op == 3:  # garbage appended
         buf += bytes(rng.randrange(256) for _ in range(rng.randint(1, 200)))
     elif op == 4:  # a chunk duplicated
         at = rng.randrange(len(buf))
-        buf[at:at] = buf[at:at + rng.randint(1, 200)]
+        buf[at:at] = buf[at : at + rng.randint(1, 200)]
     else:  # zeroed range
         at = rng.randrange(len(buf))
-        buf[at:at + rng.randint(1, 512)] = bytes(min(len(buf) - at, rng.randint(1, 512)))
+        buf[at : at + rng.randint(1, 512)] = bytes(min(len(buf) - at, rng.randint(1, 512)))
     return bytes(buf)
 
 
@@ -229,8 +270,14 @@ def make_mutant(seed: dict, index: int, base_seed: int, folder: Path) -> dict[st
             members[name] = damage(members[name], rng) if members[name] else b"x"
             edits.append(f"member {name} replaced")
             write_archive(path, manifest, members)
-    return {"index": index, "kind": kind, "seed": seed["name"], "path": str(path), "model": seed["model"],
-            "edits": edits}
+    return {
+        "index": index,
+        "kind": kind,
+        "seed": seed["name"],
+        "path": str(path),
+        "model": seed["model"],
+        "edits": edits,
+    }
 
 
 # -- the worker (one process, many loads) ---------------------------------------------------------
@@ -264,12 +311,14 @@ def worker() -> None:
             result.update(outcome="refused", type=type(e).__name__, message=str(e)[:300])
         except ValueError as e:
             documented = str(e).startswith(DOCUMENTED_VALUE_ERRORS)
-            result.update(outcome="refused" if documented else "undocumented", type=type(e).__name__,
-                          message=str(e)[:300])
+            result.update(
+                outcome="refused" if documented else "undocumented", type=type(e).__name__, message=str(e)[:300]
+            )
         except RuntimeError as e:
             documented = str(e).startswith("Cannot rebuild")
-            result.update(outcome="refused" if documented else "undocumented", type=type(e).__name__,
-                          message=str(e)[:300])
+            result.update(
+                outcome="refused" if documented else "undocumented", type=type(e).__name__, message=str(e)[:300]
+            )
         except Exception as e:  # noqa: BLE001 - the finding
             result.update(outcome="undocumented", type=type(e).__name__, message=str(e)[:300])
         else:
@@ -300,8 +349,14 @@ class Worker:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
         for s in self.seeds:
             self.send({"reference": s["name"], "path": s["path"], "model": s["model"]}, timeout=600)
 
@@ -346,13 +401,22 @@ def run_cli(mutant: dict[str, Any], cache: Path) -> list[str]:
     problems = []
     for args in (["inspect", mutant["path"]], ["run", mutant["path"], "--device", "cpu"]):
         try:
-            r = subprocess.run([cli, *args], capture_output=True, text=True, errors="replace", timeout=120,
-                               env=dict(os.environ, AITUNE_CACHE_DIR=str(cache)))
+            r = subprocess.run(
+                [cli, *args],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=120,
+                env=dict(os.environ, AITUNE_CACHE_DIR=str(cache)),
+            )
         except subprocess.TimeoutExpired:
             problems.append(f"`aitune {args[0]}` hangs")
             continue
-        if r.returncode < 0 or (r.returncode not in CLI_EXIT_CODES and "Exception raised from" in r.stderr) \
-                or r.returncode > 7:
+        if (
+            r.returncode < 0
+            or (r.returncode not in CLI_EXIT_CODES and "Exception raised from" in r.stderr)
+            or r.returncode > 7
+        ):
             problems.append(f"`aitune {args[0]}` exit {r.returncode}: {r.stderr.strip()[-300:]}")
     return problems
 
@@ -367,9 +431,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120, help="seconds per load before it counts as a hang")
     parser.add_argument("--only", type=int, help="replay one mutant index")
     parser.add_argument("--out", help="JSON report")
-    parser.add_argument("--write-seeds", metavar="DIR",
-                        help="write the seed checkpoints to DIR/archives and their manifests to DIR/manifests "
-                             "(libFuzzer seed corpora, docs/fuzzing.md) and exit")
+    parser.add_argument(
+        "--write-seeds",
+        metavar="DIR",
+        help="write the seed checkpoints to DIR/archives and their manifests to DIR/manifests "
+        "(libFuzzer seed corpora, docs/fuzzing.md) and exit",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -408,9 +475,10 @@ def fuzz(args: argparse.Namespace, folder: Path) -> int:
     start = time.monotonic()
     index, done = -1, 0
     crafted_different: list[dict[str, Any]] = []
-    for index in ([args.only] if args.only is not None else itertools.count()):
-        if args.only is None and ((args.mutants and index >= args.mutants) or
-                                  (args.seconds and time.monotonic() - start > args.seconds)):
+    for index in [args.only] if args.only is not None else itertools.count():
+        if args.only is None and (
+            (args.mutants and index >= args.mutants) or (args.seconds and time.monotonic() - start > args.seconds)
+        ):
             break
         # AOT mutants are a few in a hundred: each new archive digest re-extracts and re-probes.
         weights = [1.0 if not s["name"].startswith("aot") else 0.03 for s in seeds]
@@ -445,16 +513,26 @@ def fuzz(args: argparse.Namespace, folder: Path) -> int:
             failures[-1]["kept"] = str(keep)
         Path(mutant["path"]).unlink(missing_ok=True)
         if done % 500 == 0:
-            print(f"[{time.monotonic() - start:6.0f} s] {done} mutants, {len(failures)} failures", file=sys.stderr,
-                  flush=True)
+            print(
+                f"[{time.monotonic() - start:6.0f} s] {done} mutants, {len(failures)} failures",
+                file=sys.stderr,
+                flush=True,
+            )
     worker_.stop()
-    report = {"seed": args.seed, "mutants": done, "seconds": round(time.monotonic() - start, 1),
-              "outcomes": dict(sorted(counts.items())), "failures": failures,
-              "crafted_loaded_different": crafted_different}
+    report = {
+        "seed": args.seed,
+        "mutants": done,
+        "seconds": round(time.monotonic() - start, 1),
+        "outcomes": dict(sorted(counts.items())),
+        "failures": failures,
+        "crafted_loaded_different": crafted_different,
+    }
     print(json.dumps({k: v for k, v in report.items() if k not in ("failures", "crafted_loaded_different")}, indent=1))
     for f in failures:
-        print(f"FAILURE seed {args.seed} index {f['index']} ({f['kind']} of {f['seed']}): {f['problem']} "
-              f"[kept {f.get('kept', '-')}]")
+        print(
+            f"FAILURE seed {args.seed} index {f['index']} ({f['kind']} of {f['seed']}): {f['problem']} "
+            f"[kept {f.get('kept', '-')}]"
+        )
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))
     return 1 if failures else 0

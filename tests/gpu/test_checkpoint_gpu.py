@@ -41,8 +41,11 @@ def test_round_trip_on_cuda(tmp_path, name, graphs):
         pytest.importorskip("torch._inductor")
     model = _mlp().cuda()
     reference = copy.deepcopy(model)
-    strategy = (ait.OneBackendStrategy(BACKENDS[name](graphs))
-                .enable_performance_validation(False).enable_find_max_batch_size(False))
+    strategy = (
+        ait.OneBackendStrategy(BACKENDS[name](graphs))
+        .enable_performance_validation(False)
+        .enable_find_max_batch_size(False)
+    )
     m = ait.Module(model, f"gpu-{name}", strategy=strategy)
     ait.tune(m, [torch.randn(32) for _ in range(4)], batch_sizes=[1, 2, 4], device="cuda:0")
     assert m.state is ModuleState.TUNED

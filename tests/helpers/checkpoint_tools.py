@@ -21,8 +21,9 @@ def read_archive(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
     return manifest, members
 
 
-def write_archive(dst: Path, manifest: dict[str, Any] | str, members: dict[str, bytes],
-                  fix_records: bool = True) -> Path:
+def write_archive(
+    dst: Path, manifest: dict[str, Any] | str, members: dict[str, bytes], fix_records: bool = True
+) -> Path:
     """Writes `members` and `manifest` (a dict, or raw manifest text) as an archive. With
     `fix_records`, the manifest's "files" list is replaced by the members' true records (sizes and
     hashes), as a careful editor would; without, it is written as given."""
@@ -35,9 +36,14 @@ def write_archive(dst: Path, manifest: dict[str, Any] | str, members: dict[str, 
     return dst
 
 
-def rewrite(src: Path, dst: Path, edit_manifest: Callable[[dict], Any] | None = None,
-            replace: dict[str, bytes] | None = None, drop: tuple[str, ...] = (),
-            extra: dict[str, bytes] | None = None) -> Path:
+def rewrite(
+    src: Path,
+    dst: Path,
+    edit_manifest: Callable[[dict], Any] | None = None,
+    replace: dict[str, bytes] | None = None,
+    drop: tuple[str, ...] = (),
+    extra: dict[str, bytes] | None = None,
+) -> Path:
     """A copy of `src` with the manifest edited in place by `edit_manifest`, members replaced,
     dropped or added; records are recomputed for the members written."""
     manifest, members = read_archive(src)

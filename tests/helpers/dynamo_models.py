@@ -41,8 +41,11 @@ def tune_and_save(path: Path) -> Path:
     import aitune.torch as ait
     from aitune.torch.backend import TorchEagerBackend
 
-    strategy = (ait.OneBackendStrategy(TorchEagerBackend()).enable_find_max_batch_size(False)
-                .enable_performance_validation(False))
+    strategy = (
+        ait.OneBackendStrategy(TorchEagerBackend())
+        .enable_find_max_batch_size(False)
+        .enable_performance_validation(False)
+    )
     module = ait.Module(make_embedder(), "embedder", strategy=strategy)
     dataset = [torch.tensor(ids) for ids in token_ids(8)]
     ait.tune(module, dataset, batch_sizes=TUNED_BATCH_SIZES, device="cpu")

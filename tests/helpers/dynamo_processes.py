@@ -32,8 +32,10 @@ def require_dynamo() -> None:
         except ImportError:
             found = False
         if not found:
-            pytest.skip(f"NVIDIA Dynamo is not installed ({name} not importable): ./run test installs ai-dynamo "
-                        "best effort; this machine could not get it from the registry")
+            pytest.skip(
+                f"NVIDIA Dynamo is not installed ({name} not importable): ./run test installs ai-dynamo "
+                "best effort; this machine could not get it from the registry"
+            )
 
 
 def free_port() -> int:
@@ -49,18 +51,38 @@ def environment(tmp_path: Path) -> dict[str, str]:
     import aitune
 
     env = dict(os.environ)
-    python_path = [str(Path(aitune.__file__).resolve().parents[1]), str(REPO / "tests" / "helpers"),
-                   str(REPO / "tests" / "fakes")]
+    python_path = [
+        str(Path(aitune.__file__).resolve().parents[1]),
+        str(REPO / "tests" / "helpers"),
+        str(REPO / "tests" / "fakes"),
+    ]
     env["PYTHONPATH"] = os.pathsep.join(python_path + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.update(DYN_DISCOVERY_BACKEND="file", DYN_REQUEST_PLANE="tcp", DYN_FILE_KV=str(tmp_path / "discovery"),
-               AITUNE_CACHE_DIR=str(tmp_path / "aitune-cache"))
+    env.update(
+        DYN_DISCOVERY_BACKEND="file",
+        DYN_REQUEST_PLANE="tcp",
+        DYN_FILE_KV=str(tmp_path / "discovery"),
+        AITUNE_CACHE_DIR=str(tmp_path / "aitune-cache"),
+    )
     env.pop("DYN_SYSTEM_PORT", None)
     return env
 
 
 def frontend_command(port: int, namespace: str = "aitune") -> list[str]:
-    return [sys.executable, "-m", "dynamo.frontend", "--discovery-backend", "file", "--request-plane", "tcp",
-            "--http-host", "127.0.0.1", "--http-port", str(port), "--namespace", namespace]
+    return [
+        sys.executable,
+        "-m",
+        "dynamo.frontend",
+        "--discovery-backend",
+        "file",
+        "--request-plane",
+        "tcp",
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        str(port),
+        "--namespace",
+        namespace,
+    ]
 
 
 @contextlib.contextmanager
@@ -116,8 +138,9 @@ def wait_for(condition: Any, timeout_s: float, what: str, log: Path | None = Non
 def post(port: int, path: str, body: Any, timeout_s: float = 30.0) -> tuple[int, dict]:
     """(status, JSON body) of a POST; HTTP errors are returned, not raised."""
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
-                                     headers={"Content-Type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=data, headers={"Content-Type": "application/json"}, method="POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return response.status, json.loads(response.read())

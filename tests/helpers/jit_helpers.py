@@ -55,16 +55,18 @@ class SelectiveFakeBackend(FakeBackend):
 
     config_class = SelectiveFakeConfig
 
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None:
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         if type(module).__name__ in self.config.fail_for:
             raise RuntimeError(f"fake build failure for {type(module).__name__}")
         super()._build(module, graph_spec, data, device, cache_dir)
 
 
 def fake_strategy(fail_for: tuple[str, ...] = ()) -> Any:
-    return ait.FirstWinsStrategy([SelectiveFakeBackend(SelectiveFakeConfig(fail_for=fail_for))]) \
-        .enable_performance_validation(False)
+    return ait.FirstWinsStrategy(
+        [SelectiveFakeBackend(SelectiveFakeConfig(fail_for=fail_for))]
+    ).enable_performance_validation(False)
 
 
 def reset_jit() -> None:
@@ -93,8 +95,10 @@ def _entry_point_dir(folder: Path) -> Path | None:
 
     import aitune
 
-    if any(ep.value == "aitune.jit_bootstrap:enable_jit_tuning"
-           for ep in importlib.metadata.entry_points(group=BOOTSTRAP_GROUP)):
+    if any(
+        ep.value == "aitune.jit_bootstrap:enable_jit_tuning"
+        for ep in importlib.metadata.entry_points(group=BOOTSTRAP_GROUP)
+    ):
         return None
     try:
         import tomllib
@@ -102,8 +106,10 @@ def _entry_point_dir(folder: Path) -> Path | None:
         pytest.skip("aitune is not installed and Python < 3.11 has no tomllib to read pyproject's entry point")
     pyproject = Path(aitune.__file__).resolve().parents[2] / "pyproject.toml"
     if not pyproject.is_file():
-        pytest.skip(f"the installed aitune declares no `{BOOTSTRAP_GROUP}` entry point (reinstall it) and there is "
-                    f"no source tree pyproject.toml at {pyproject}")
+        pytest.skip(
+            f"the installed aitune declares no `{BOOTSTRAP_GROUP}` entry point (reinstall it) and there is "
+            f"no source tree pyproject.toml at {pyproject}"
+        )
     points = tomllib.loads(pyproject.read_text())["project"]["entry-points"][BOOTSTRAP_GROUP]
     info = folder / "aitune_jit_tests-0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
@@ -113,8 +119,9 @@ def _entry_point_dir(folder: Path) -> Path | None:
     return folder
 
 
-def run_jit_child(script: str, tmp_path: Path, *args: str, bootstrap: bool = True, timeout: int = 300,
-                  **env: str) -> tuple[str, Path]:
+def run_jit_child(
+    script: str, tmp_path: Path, *args: str, bootstrap: bool = True, timeout: int = 300, **env: str
+) -> tuple[str, Path]:
     """Runs `script` in a fresh interpreter (with AUTOWRAPT_BOOTSTRAP unless `bootstrap` is False),
     importing the same aitune as this process, with caches and reports under `tmp_path`.
     Returns (log, telemetry JSON path)."""
@@ -135,15 +142,28 @@ def run_jit_child(script: str, tmp_path: Path, *args: str, bootstrap: bool = Tru
     if entry is not None:
         paths.insert(0, str(entry))
     report = tmp_path / "report.json"
-    full = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p), AITUNE_CACHE_DIR=str(tmp_path / "cache"),
-                AITUNE_JIT_CACHE_DIR=str(tmp_path / "jit"), AITUNE_TUNING_DATA_PATH=str(report), **env)
+    full = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in paths if p),
+        AITUNE_CACHE_DIR=str(tmp_path / "cache"),
+        AITUNE_JIT_CACHE_DIR=str(tmp_path / "jit"),
+        AITUNE_TUNING_DATA_PATH=str(report),
+        **env,
+    )
     full.pop("AITUNE_TUNING_REPORT_PATH", None)
     if bootstrap:
         full["AUTOWRAPT_BOOTSTRAP"] = BOOTSTRAP_GROUP
     else:
         full.pop("AUTOWRAPT_BOOTSTRAP", None)
-    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=full,
-                          timeout=timeout, errors="replace", cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=timeout,
+        errors="replace",
+        cwd=tmp_path,
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log
     return log, report

@@ -28,8 +28,9 @@ def aitune_cli() -> str:
     pytest.skip(f"the C++ CLI `aitune` is neither on PATH nor built at {BUILD_TREE_CLI}")
 
 
-def record_calls(model: torch.nn.Module, calls: list[tuple[int, tuple, dict]], name: str = "m",
-                 **module_kwargs: Any) -> Any:
+def record_calls(
+    model: torch.nn.Module, calls: list[tuple[int, tuple, dict]], name: str = "m", **module_kwargs: Any
+) -> Any:
     """Wraps `model` and records (batch_size, args, kwargs) calls under no_grad; returns the
     wrapped module."""
     m = ait.Module(model, name, **module_kwargs)

@@ -19,7 +19,8 @@ def test_torch_is_compared_without_its_local_suffix():
     # libtorch (the C++ runtime) reports no local suffix; both languages apply the same rule.
     assert mismatches(H200, dict(H200, torch="2.11.0"), ["torch"], "ctx") == []
     assert mismatches(H200, dict(H200, torch="2.10.0+cu130"), ["torch"], "ctx") == [
-        ("torch", "2.11.0+cu130", "2.10.0+cu130", "ctx")]
+        ("torch", "2.11.0+cu130", "2.10.0+cu130", "ctx")
+    ]
 
 
 def test_cuda_major_and_ampere_plus():
@@ -41,16 +42,12 @@ def test_legacy_backend_names_cover_the_built_in_backends():
     assert _C.MANIFEST_FORMAT_VERSIONS == (1, 2)
     assert _C.LEGACY_BACKEND_NAMES == {
         "aitune.torch.backend.torch_eager.torch_eager_backend.TorchEagerBackend": "torch_eager",
-        "aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_backend.TorchInductorJitBackend":
-            "torch_inductor_jit",
-        "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend":
-            "torch_inductor_aot",
+        "aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_backend.TorchInductorJitBackend": "torch_inductor_jit",
+        "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend": "torch_inductor_aot",
         "aitune.torch.backend.onnx_runtime.onnx_runtime_backend.ONNXRuntimeBackend": "onnx_runtime",
         "aitune.torch.backend.tensorrt.backend.TensorRTBackend": "tensorrt",
-        "aitune.torch.backend.torch_tensorrt_jit.torch_tensorrt_jit_backend.TorchTensorRTJitBackend":
-            "torch_tensorrt_jit",
-        "aitune.torch.backend.torch_tensorrt_aot.torch_tensorrt_aot_backend.TorchTensorRTAotBackend":
-            "torch_tensorrt_aot",
+        "aitune.torch.backend.torch_tensorrt_jit.torch_tensorrt_jit_backend.TorchTensorRTJitBackend": "torch_tensorrt_jit",
+        "aitune.torch.backend.torch_tensorrt_aot.torch_tensorrt_aot_backend.TorchTensorRTAotBackend": "torch_tensorrt_aot",
     }
 
 

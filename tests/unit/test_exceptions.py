@@ -97,8 +97,7 @@ def test_incompatible_checkpoint_lines_and_triples():
         ]
     )
     assert str(error) == (
-        "gpu_sm: saved 9.0, current 8.9 (TensorRT plan of module 'm' graph '0')\n"
-        "tensorrt: saved 10.3, current 10.9"
+        "gpu_sm: saved 9.0, current 8.9 (TensorRT plan of module 'm' graph '0')\ntensorrt: saved 10.3, current 10.9"
     )
     assert error.mismatches == [("gpu_sm", "9.0", "8.9"), ("tensorrt", "10.3", "10.9")]
     clone = pickle.loads(pickle.dumps(error))

@@ -22,14 +22,36 @@ PACKAGE_ROOT = next(p / "python" for p in Path(__file__).resolve().parents if (p
 # Lowest first. A module belongs to the layer of the longest entry that is its name or a package
 # above it; every module must belong to one. The table is docs/design.md#layers.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("aitune", "aitune._native", "aitune.exceptions", "aitune.tensorrt_install", "aitune.torch.config",
-              "aitune.torch.utils", "aitune.torch.logging_utils", "aitune.torch.global_context",
-              "aitune.torch.module_registry", "aitune.torch.validation", "aitune.torch.shape_datasets",
-              "aitune.torch.dataloader")),
+    (
+        "base",
+        (
+            "aitune",
+            "aitune._native",
+            "aitune.exceptions",
+            "aitune.tensorrt_install",
+            "aitune.torch.config",
+            "aitune.torch.utils",
+            "aitune.torch.logging_utils",
+            "aitune.torch.global_context",
+            "aitune.torch.module_registry",
+            "aitune.torch.validation",
+            "aitune.torch.shape_datasets",
+            "aitune.torch.dataloader",
+        ),
+    ),
     # The graph data model (before issue 14 in module/ beside the proxy, and dynamic_shapes in torch/ itself).
-    ("graph", ("aitune.torch.graph", "aitune.torch.graph.dynamic_shapes", "aitune.torch.graph.graph_spec",
-               "aitune.torch.graph.locator", "aitune.torch.graph.tree", "aitune.torch.graph.signature",
-               "aitune.torch.graph.recording")),
+    (
+        "graph",
+        (
+            "aitune.torch.graph",
+            "aitune.torch.graph.dynamic_shapes",
+            "aitune.torch.graph.graph_spec",
+            "aitune.torch.graph.locator",
+            "aitune.torch.graph.tree",
+            "aitune.torch.graph.signature",
+            "aitune.torch.graph.recording",
+        ),
+    ),
     # What a backend writes and reads in a checkpoint folder, and the environment fingerprint.
     ("checkpoint parts", ("aitune.torch.checkpoint",)),
     ("telemetry", ("aitune.torch.tune_data",)),
@@ -39,9 +61,24 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tune_strategy", ("aitune.torch.tune_strategy", "aitune.torch.multi_device")),
     ("results", ("aitune.torch.results", "aitune.torch.checkpoint.format")),
     ("module", ("aitune.torch.module",)),
-    ("api", ("aitune.torch", "aitune.torch.tuning", "aitune.torch.checkpoint.save", "aitune.torch.checkpoint.load",
-             "aitune.torch.jit", "aitune.torch.inspecting", "aitune.torch.performance", "aitune.torch.kernel_forge",
-             "aitune.torch.libs", "aitune.torch.examples", "aitune.dynamo", "aitune.__main__", "aitune.jit_bootstrap")),
+    (
+        "api",
+        (
+            "aitune.torch",
+            "aitune.torch.tuning",
+            "aitune.torch.checkpoint.save",
+            "aitune.torch.checkpoint.load",
+            "aitune.torch.jit",
+            "aitune.torch.inspecting",
+            "aitune.torch.performance",
+            "aitune.torch.kernel_forge",
+            "aitune.torch.libs",
+            "aitune.torch.examples",
+            "aitune.dynamo",
+            "aitune.__main__",
+            "aitune.jit_bootstrap",
+        ),
+    ),
 ]
 
 CYCLE_A = "cut by checkpoint/format.py (issue 14, part A)"
@@ -51,13 +88,19 @@ PART_A_FILE = "part A (issue 14) rewrites this file; no cycle or layer needs the
 # module: every aitune import of that file.
 DEFERRED: dict[tuple[str, str], str] = {
     ("aitune.__main__", "*"): "`python -m aitune` parses its arguments (and answers --help) before torch and _C load",
-    ("aitune.jit_bootstrap", "aitune.torch.jit.enable"):
-        "the autowrapt entry point: importing `enable` patches nn.Module, which only the hook may decide",
+    (
+        "aitune.jit_bootstrap",
+        "aitune.torch.jit.enable",
+    ): "the autowrapt entry point: importing `enable` patches nn.Module, which only the hook may decide",
     ("aitune.dynamo.launch", "*"): "`serve` supervises worker processes without torch; only a worker loads the model",
-    ("aitune.torch.multi_device.worker", "*"):
-        "the entry point of a spawned worker process: it sets its environment before torch and aitune load",
-    ("aitune.torch.multi_device.pool", "aitune.torch.multi_device.worker"):
-        "the worker's module runs in the spawned child; the parent only names its entry point (see CYCLE_EDGES)",
+    (
+        "aitune.torch.multi_device.worker",
+        "*",
+    ): "the entry point of a spawned worker process: it sets its environment before torch and aitune load",
+    (
+        "aitune.torch.multi_device.pool",
+        "aitune.torch.multi_device.worker",
+    ): "the worker's module runs in the spawned child; the parent only names its entry point (see CYCLE_EDGES)",
     # Deferred for no reason the layering needs, in files another part of issue 14 owns.
     ("aitune.torch.checkpoint.storage", "*"): PART_A_FILE,
     ("aitune.torch.backend.backend", "*"): PART_A_FILE,
@@ -67,25 +110,34 @@ DEFERRED: dict[tuple[str, str], str] = {
     ("aitune.torch.tune_strategy.default_backends", "aitune.torch.backend"): PART_A_FILE,
     ("aitune.torch.tune_strategy.tune_strategy", "aitune.torch.backend"): PART_A_FILE,
     # Same layer, no cycle: tune_strategy's files are shared with part A's backend probing.
-    ("aitune.torch.tune_strategy.tune_strategy", "aitune.torch.multi_device.pool"):
-        "loads the device pool only when tuning on several devices",
-    ("aitune.torch.tune_strategy.first_wins_strategy", "aitune.torch.multi_device.records"):
-        "loads the remote-build records only when tuning on several devices",
-    ("aitune.torch.tune_strategy.profiling_strategy", "aitune.torch.multi_device.records"):
-        "loads the remote-build records only when tuning on several devices",
-    ("aitune.torch.tuning", "aitune.torch.multi_device.pool"):
-        "starts the device pool (worker processes) only when tuning on several devices",
+    (
+        "aitune.torch.tune_strategy.tune_strategy",
+        "aitune.torch.multi_device.pool",
+    ): "loads the device pool only when tuning on several devices",
+    (
+        "aitune.torch.tune_strategy.first_wins_strategy",
+        "aitune.torch.multi_device.records",
+    ): "loads the remote-build records only when tuning on several devices",
+    (
+        "aitune.torch.tune_strategy.profiling_strategy",
+        "aitune.torch.multi_device.records",
+    ): "loads the remote-build records only when tuning on several devices",
+    (
+        "aitune.torch.tuning",
+        "aitune.torch.multi_device.pool",
+    ): "starts the device pool (worker processes) only when tuning on several devices",
 }
 
 # Edges left out of the cycle check, each with the reason the cycle is not a real one or who cuts it.
 CYCLE_EDGES: dict[tuple[str, str], str] = {
-    ("aitune.torch.multi_device.pool", "aitune.torch.multi_device.worker"):
-        "the pool starts worker.main in a spawned process: the worker's imports of tune_strategy run there",
+    (
+        "aitune.torch.multi_device.pool",
+        "aitune.torch.multi_device.worker",
+    ): "the pool starts worker.main in a spawned process: the worker's imports of tune_strategy run there",
 }
 
 # (importer, imported) -> why a lower layer may import a higher one.
-UPWARD: dict[tuple[str, str], str] = {
-}
+UPWARD: dict[tuple[str, str], str] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +174,9 @@ def _edges(modules: dict[str, Path]) -> list[Edge]:
         def visit(node: ast.AST, deferred: bool, type_only: bool) -> None:
             for child in ast.iter_child_nodes(node):
                 child_deferred = deferred or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-                child_type_only = type_only or (isinstance(child, ast.If)
-                                                and "TYPE_CHECKING" in ast.unparse(child.test))
+                child_type_only = type_only or (
+                    isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)
+                )
                 targets: list[str | None] = []
                 if isinstance(child, ast.ImportFrom):
                     base = child.module or ""
@@ -132,8 +185,9 @@ def _edges(modules: dict[str, Path]) -> list[Edge]:
                         base = ".".join(anchor + ([base] if base else []))
                     if base == "aitune" or base.startswith("aitune."):
                         # `from pkg import submodule` names the submodule; otherwise the module itself
-                        targets = [_resolve(f"{base}.{a.name}", modules) or _resolve(base, modules)
-                                   for a in child.names]
+                        targets = [
+                            _resolve(f"{base}.{a.name}", modules) or _resolve(base, modules) for a in child.names
+                        ]
                 elif isinstance(child, ast.Import):
                     targets = [_resolve(a.name, modules) for a in child.names if a.name.split(".")[0] == "aitune"]
                 for target in dict.fromkeys(targets):
@@ -221,19 +275,25 @@ def test_no_import_cycle(edges):
     runtime_edges = [e for e in edges if not e.type_only and (e.importer, e.imported) not in CYCLE_EDGES]
     cycles = _cycles(runtime_edges)
     assert not cycles, "import cycles (each line one cycle; cut one edge, see docs/design.md#layers):\n" + "\n".join(
-        " <-> ".join(c) for c in cycles)
+        " <-> ".join(c) for c in cycles
+    )
 
 
 def test_no_upward_import(edges):
-    upward = [e.where() + f" ({LAYERS[_layer(e.importer)][0]} imports {LAYERS[_layer(e.imported)][0]})"
-              for e in edges if _layer(e.imported) > _layer(e.importer) and (e.importer, e.imported) not in UPWARD]
+    upward = [
+        e.where() + f" ({LAYERS[_layer(e.importer)][0]} imports {LAYERS[_layer(e.imported)][0]})"
+        for e in edges
+        if _layer(e.imported) > _layer(e.importer) and (e.importer, e.imported) not in UPWARD
+    ]
     assert not upward, "imports from a higher layer (docs/design.md#layers):\n" + "\n".join(upward)
 
 
 def test_function_level_imports_are_listed(edges):
     unlisted = [e.where() for e in edges if e.deferred and not e.type_only and _deferred_reason(e) is None]
-    assert not unlisted, ("aitune imports inside a function: move them to the top level, or under TYPE_CHECKING "
-                          "for annotations, or list them in DEFERRED with the reason:\n" + "\n".join(unlisted))
+    assert not unlisted, (
+        "aitune imports inside a function: move them to the top level, or under TYPE_CHECKING "
+        "for annotations, or list them in DEFERRED with the reason:\n" + "\n".join(unlisted)
+    )
 
 
 def test_allow_lists_have_no_stale_entries(edges):
@@ -241,8 +301,11 @@ def test_allow_lists_have_no_stale_entries(edges):
     merge, the CYCLE_A entries fail here until they are removed)."""
     deferred = {(e.importer, e.imported) for e in edges if e.deferred and not e.type_only}
     importers = {importer for importer, _ in deferred}
-    stale = [f"DEFERRED {key}" for key in DEFERRED
-             if (key[1] == "*" and key[0] not in importers) or (key[1] != "*" and key not in deferred)]
+    stale = [
+        f"DEFERRED {key}"
+        for key in DEFERRED
+        if (key[1] == "*" and key[0] not in importers) or (key[1] != "*" and key not in deferred)
+    ]
     present = {(e.importer, e.imported) for e in edges if not e.type_only}
     stale += [f"CYCLE_EDGES {key}" for key in CYCLE_EDGES if key not in present]
     stale += [f"UPWARD {key}" for key in UPWARD if key not in present]
@@ -258,11 +321,17 @@ def test_the_checker_sees_what_it_must_refuse(tmp_path):
     (pkg / "torch" / "__init__.py").write_text("")
     (pkg / "torch" / "config.py").write_text("from aitune.torch import tuning\n")  # base -> api: upward
     (pkg / "torch" / "tuning.py").write_text("def f():\n    from aitune.torch import config\n")  # deferred
-    modules = {"aitune": pkg / "__init__.py", "aitune.torch": pkg / "torch" / "__init__.py",
-               "aitune.torch.config": pkg / "torch" / "config.py", "aitune.torch.tuning": pkg / "torch" / "tuning.py"}
+    modules = {
+        "aitune": pkg / "__init__.py",
+        "aitune.torch": pkg / "torch" / "__init__.py",
+        "aitune.torch.config": pkg / "torch" / "config.py",
+        "aitune.torch.tuning": pkg / "torch" / "tuning.py",
+    }
     found = _edges(modules)
     assert {(e.importer, e.imported, e.deferred) for e in found} == {
-        ("aitune.torch.config", "aitune.torch.tuning", False), ("aitune.torch.tuning", "aitune.torch.config", True)}
+        ("aitune.torch.config", "aitune.torch.tuning", False),
+        ("aitune.torch.tuning", "aitune.torch.config", True),
+    }
     assert _cycles(found) == [["aitune.torch.config", "aitune.torch.tuning"]]
     assert [e.importer for e in found if _layer(e.imported) > _layer(e.importer)] == ["aitune.torch.config"]
     assert [e.importer for e in found if e.deferred and _deferred_reason(e) is None] == ["aitune.torch.tuning"]

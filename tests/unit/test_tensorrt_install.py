@@ -34,7 +34,8 @@ def test_the_fingerprint_records_the_module_version(tensorrt_cu13):
 def test_a_plan_from_another_tensorrt_is_flagged(tensorrt_cu13):
     saved = dict(current_fingerprint(), tensorrt="10.15.1.29")
     assert mismatches(saved, current_fingerprint(), ["tensorrt"], "TensorRTBackend of module 'm' graph '0'") == [
-        ("tensorrt", "10.15.1.29", "11.4.0.106", "TensorRTBackend of module 'm' graph '0'")]
+        ("tensorrt", "10.15.1.29", "11.4.0.106", "TensorRTBackend of module 'm' graph '0'")
+    ]
 
 
 def test_without_tensorrt_the_fingerprint_says_none(monkeypatch):
@@ -49,12 +50,14 @@ def test_python_doctor_names_the_tensorrt_it_found_and_where(tmp_path):
     env = dict(os.environ)
     root = str(Path(aitune.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [root, str(tmp_path / "site"), env.get("PYTHONPATH", "")] if p)
-    result = subprocess.run([sys.executable, "-m", "aitune", "doctor", "--json"], env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "aitune", "doctor", "--json"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     python = json.loads(result.stdout)["python"]
     assert python["packages"]["tensorrt"] == "11.4.0.106"
     assert python["tensorrt"]["major"] == 11 and python["tensorrt"]["module"] == str(package)
-    text = subprocess.run([sys.executable, "-m", "aitune", "doctor"], env=env, capture_output=True, text=True,
-                          timeout=300)
+    text = subprocess.run(
+        [sys.executable, "-m", "aitune", "doctor"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert f"TensorRT 11.x (11.4.0.106) from {package}" in text.stdout, text.stdout

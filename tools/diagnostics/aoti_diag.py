@@ -8,6 +8,7 @@ prints which libstdc++ copies are mapped, then loads and runs a tiny CUDA packag
 `global-first` loads libstdc++ into the global symbol scope before torch is imported,
 `global-after` after torch but before the package loads (what aitune could do at import);
 with LD_DEBUG=bindings the dynamic linker shows which object each symbol resolved to."""
+
 import ctypes
 import sys
 
@@ -37,7 +38,13 @@ if not os.path.exists(package):
 if mode == "global-after":
     ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
 maps = open("/proc/self/maps").read()
-print("mode", mode, "libstdc++ mapped:", sorted({line.split()[-1] for line in maps.splitlines() if "stdc++" in line}), flush=True)
+print(
+    "mode",
+    mode,
+    "libstdc++ mapped:",
+    sorted({line.split()[-1] for line in maps.splitlines() if "stdc++" in line}),
+    flush=True,
+)
 runner = torch._inductor.aoti_load_package(package)
 print("loaded", flush=True)
 print("ok", runner(x).sum().item(), flush=True)

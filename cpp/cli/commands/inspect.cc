@@ -41,18 +41,19 @@ json leaf_json(const aitune::LeafInfo& l) {
 
 void print_leaves(const std::string& title, const std::vector<aitune::LeafInfo>& leaves) {
   std::cout << "      " << title << ":\n";
-  std::cout << "        " << std::left << std::setw(24) << "access path" << std::setw(24) << "semantic path" << std::setw(24)
-            << "name" << std::setw(20) << "shape" << std::setw(14) << "min" << std::setw(14) << "max"
+  std::cout << "        " << std::left << std::setw(24) << "access path" << std::setw(24) << "semantic path"
+            << std::setw(24) << "name" << std::setw(20) << "shape" << std::setw(14) << "min" << std::setw(14)
+            << "max"
             << "dtype\n";
   for (const auto& l : leaves) {
     if (!l.is_tensor) {
-      std::cout << "        " << std::setw(24) << l.access_path << std::setw(24) << l.semantic_path << "constant "
-                << l.value_json << "\n";
+      std::cout << "        " << std::setw(24) << l.access_path << std::setw(24) << l.semantic_path
+                << "constant " << l.value_json << "\n";
       continue;
     }
-    std::cout << "        " << std::setw(24) << l.access_path << std::setw(24) << l.semantic_path << std::setw(24) << l.name
-              << std::setw(20) << join_shape(l.shape) << std::setw(14) << join_shape(l.min_shape) << std::setw(14)
-              << join_shape(l.max_shape) << l.dtype << "\n";
+    std::cout << "        " << std::setw(24) << l.access_path << std::setw(24) << l.semantic_path
+              << std::setw(24) << l.name << std::setw(20) << join_shape(l.shape) << std::setw(14)
+              << join_shape(l.min_shape) << std::setw(14) << join_shape(l.max_shape) << l.dtype << "\n";
   }
 }
 
@@ -90,12 +91,18 @@ int inspect(int argc, char** argv) {
   }
   const aitune::Manifest& m = (*rt)->manifest();
   json current = json::object();
-  for (const auto& [field, value] : aitune::current_fingerprint(*device)) current[field] = value ? json(*value) : json();
+  for (const auto& [field, value] : aitune::current_fingerprint(*device))
+    current[field] = value ? json(*value) : json();
   const json saved_fingerprint = json::parse(m.fingerprint_json);
-  json out = {{"path", a.ckpt}, {"format_version", m.format_version},
-              {"aitune_version", m.aitune_version}, {"created_at", m.created_at},
-              {"fingerprint", saved_fingerprint}, {"current_fingerprint", current},
-              {"verified", verify}, {"modules", json::array()}, {"files", json::array()}};
+  json out = {{"path", a.ckpt},
+              {"format_version", m.format_version},
+              {"aitune_version", m.aitune_version},
+              {"created_at", m.created_at},
+              {"fingerprint", saved_fingerprint},
+              {"current_fingerprint", current},
+              {"verified", verify},
+              {"modules", json::array()},
+              {"files", json::array()}};
   uint64_t total = 0;
   for (const auto& f : (*rt)->files()) {
     out["files"].push_back({{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}});
@@ -103,14 +110,23 @@ int inspect(int argc, char** argv) {
   }
   for (const aitune::ManifestModule& saved : m.modules) {
     const aitune::ModuleHandle* module = *(*rt)->module(saved.name);
-    json mj = {{"name", saved.name}, {"graphs", json::array()}, {"class", saved.class_name},
+    json mj = {{"name", saved.name},
+               {"graphs", json::array()},
+               {"class", saved.class_name},
                {"fallback_policy", saved.fallback_policy}};
     for (size_t i = 0; i < module->graphs().size(); ++i) {
       const aitune::GraphInfo& g = module->graphs()[i];
-      json gj = {{"name", g.name}, {"backend", g.backend_name}, {"config", json::parse(g.backend_config_json)},
-                 {"precision_class", g.precision_class}, {"device", g.device}, {"native", g.native},
-                 {"verdict", verdict(g)}, {"samples", g.samples.size()}, {"inputs", json::array()},
-                 {"outputs", json::array()}, {"profiles", json::array()}};
+      json gj = {{"name", g.name},
+                 {"backend", g.backend_name},
+                 {"config", json::parse(g.backend_config_json)},
+                 {"precision_class", g.precision_class},
+                 {"device", g.device},
+                 {"native", g.native},
+                 {"verdict", verdict(g)},
+                 {"samples", g.samples.size()},
+                 {"inputs", json::array()},
+                 {"outputs", json::array()},
+                 {"profiles", json::array()}};
       if (!g.not_native_reason.empty()) gj["not_native_reason"] = g.not_native_reason;
       for (const auto& l : g.inputs) gj["inputs"].push_back(leaf_json(l));
       for (const auto& l : g.outputs) gj["outputs"].push_back(leaf_json(l));
@@ -134,19 +150,21 @@ int inspect(int argc, char** argv) {
     return kExitOk;
   }
   std::cout << "checkpoint: " << a.ckpt << " (" << total << " bytes of entries)\n"
-            << "format_version: " << out["format_version"].dump() << ", aitune " << out["aitune_version"].dump()
-            << ", created " << out["created_at"].dump() << "\n"
+            << "format_version: " << out["format_version"].dump() << ", aitune "
+            << out["aitune_version"].dump() << ", created " << out["created_at"].dump() << "\n"
             << "fingerprint: " << saved_fingerprint.dump() << "\n";
   for (const json& mj : out["modules"]) {
     std::cout << "module '" << mj["name"].get<std::string>() << "'";
     if (mj.contains("class")) std::cout << " (" << mj["class"].dump() << ")";
     std::cout << "\n";
     for (const json& gj : mj["graphs"]) {
-      std::cout << "  graph '" << gj["name"].get<std::string>() << "': " << gj["verdict"].get<std::string>() << "\n"
+      std::cout << "  graph '" << gj["name"].get<std::string>() << "': " << gj["verdict"].get<std::string>()
+                << "\n"
                 << "    backend: " << gj["backend"].get<std::string>() << " " << gj["config"].dump() << "\n"
-                << "    precision class: " << gj["precision_class"].get<std::string>() << ", device: " << gj["device"].dump()
-                << ", samples: " << gj["samples"].dump() << "\n";
-      if (gj.contains("not_native_reason")) std::cout << "    " << gj["not_native_reason"].get<std::string>() << "\n";
+                << "    precision class: " << gj["precision_class"].get<std::string>()
+                << ", device: " << gj["device"].dump() << ", samples: " << gj["samples"].dump() << "\n";
+      if (gj.contains("not_native_reason"))
+        std::cout << "    " << gj["not_native_reason"].get<std::string>() << "\n";
       if (!gj["profiles"].empty()) std::cout << "    profiles: " << gj["profiles"].dump() << "\n";
       if (gj.contains("correctness")) std::cout << "    correctness: " << gj["correctness"].dump() << "\n";
     }
@@ -158,7 +176,8 @@ int inspect(int argc, char** argv) {
     }
   }
   std::cout << "files:\n";
-  for (const auto& f : (*rt)->files()) std::cout << "  " << std::setw(12) << std::right << f.size << "  " << f.path << "\n";
+  for (const auto& f : (*rt)->files())
+    std::cout << "  " << std::setw(12) << std::right << f.size << "  " << f.path << "\n";
   return kExitOk;
 }
 

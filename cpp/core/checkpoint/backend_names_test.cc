@@ -12,8 +12,9 @@ TEST(BackendNames, EveryBuiltInClassPathHasItsStableName) {
   EXPECT_EQ(names.size(), 7u);
   std::set<std::string> stable;
   for (const auto& [path, name] : names) stable.insert(name);
-  EXPECT_EQ(stable, (std::set<std::string>{"torch_eager", "torch_inductor_jit", "torch_inductor_aot", "onnx_runtime",
-                                           "tensorrt", "torch_tensorrt_jit", "torch_tensorrt_aot"}));
+  EXPECT_EQ(stable,
+            (std::set<std::string>{"torch_eager", "torch_inductor_jit", "torch_inductor_aot", "onnx_runtime",
+                                   "tensorrt", "torch_tensorrt_jit", "torch_tensorrt_aot"}));
   EXPECT_EQ(backend_name_for_class_path(
                 "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend"),
             "torch_inductor_aot");

@@ -7,7 +7,8 @@
 namespace aitune::zip {
 
 NameIssue classify_entry_name(std::string_view name) {
-  if (name.empty() || name.size() > 0xFFFF || name.find('\0') != std::string_view::npos) return NameIssue::kMalformed;
+  if (name.empty() || name.size() > 0xFFFF || name.find('\0') != std::string_view::npos)
+    return NameIssue::kMalformed;
   if (name.front() == '/' || name.find('\\') != std::string_view::npos) return NameIssue::kEscapes;
   if (name.size() >= 2 && name[1] == ':' && std::isalpha(static_cast<unsigned char>(name[0]))) {
     return NameIssue::kEscapes;  // "C:..." is absolute for Windows extractors

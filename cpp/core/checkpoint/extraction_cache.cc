@@ -77,7 +77,8 @@ Status remove_tree(const std::string& dir) {
     if (::remove(path) != 0 && errno != ENOENT && first_error == 0) first_error = errno;
     return 0;  // keep going: remove as much as possible, report the first failure
   };
-  if (::nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && first_error == 0) first_error = errno;
+  if (::nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && first_error == 0)
+    first_error = errno;
   if (first_error != 0) return internal_error("Cannot clear '" + dir + "': " + std::strerror(first_error));
   return Status::Ok();
 }
@@ -103,8 +104,8 @@ std::string lowercase(std::string s) {
 // a later load knows, without hashing hundreds of megabytes, that the bytes are the ones whose
 // SHA-256 was checked -- a changed byte of a cached .so would otherwise be mapped as native code.
 std::string stamp_of(const struct stat& st) {
-  return std::to_string(st.st_size) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_dev) + " " +
-         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
+  return std::to_string(st.st_size) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_dev) +
+         " " + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
          std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
 }
 
@@ -118,7 +119,8 @@ Stamps read_stamps(const std::string& path) {
   if (fd < 0) return out;
   char buf[4096];
   ssize_t r;
-  while ((r = ::read(fd, buf, sizeof(buf))) > 0 && text.size() < (16u << 20)) text.append(buf, static_cast<size_t>(r));
+  while ((r = ::read(fd, buf, sizeof(buf))) > 0 && text.size() < (16u << 20))
+    text.append(buf, static_cast<size_t>(r));
   ::close(fd);
   size_t start = 0;
   while (start < text.size()) {
@@ -136,7 +138,8 @@ Stamps read_stamps(const std::string& path) {
 bool is_valid_file(const std::string& path, const FileRecord& f, bool verify_full, const Stamps& stamps,
                    std::string* stamp) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != f.size) {
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) != f.size) {
     return false;
   }
   *stamp = stamp_of(st);
@@ -151,7 +154,8 @@ Status write_marker(const std::string& path, const std::string& text) {
   const std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return internal_error("Cannot write '" + temp + "': " + std::strerror(errno));
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  const bool ok =
+      ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
   if (!ok || ::rename(temp.c_str(), path.c_str()) != 0) {
@@ -171,7 +175,8 @@ Status write_stamps(const std::string& path, const Stamps& stamps) {
 // The error for a cache folder aitune cannot write: says what to do about it.
 Status read_only_or(const std::string& dir, const std::string& message) {
   if (::access(dir.c_str(), W_OK) != 0 || ::access(fs::path(dir).parent_path().c_str(), W_OK) != 0) {
-    return internal_error(message + ". The extraction cache is not writable and does not hold this checkpoint's "
+    return internal_error(message +
+                          ". The extraction cache is not writable and does not hold this checkpoint's "
                           "files yet: set AITUNE_CACHE_DIR (or config.cache_dir) to a writable folder");
   }
   return internal_error(message);
@@ -191,8 +196,9 @@ StatusOr<std::string> extract_all(const ArchiveReader& reader, const std::vector
                                   const std::string& cache_root, bool verify_full) {
   AITUNE_CHECK_ARG(!cache_root.empty(), "Extraction cache root must not be empty");
   for (const auto& f : files) {
-    AITUNE_CHECK_ARG(f.path != kExtractionMarker && f.path != kExtractionStamps,
-                     std::string("Checkpoint entry '") + f.path + "' clashes with the extraction cache's own files");
+    AITUNE_CHECK_ARG(
+        f.path != kExtractionMarker && f.path != kExtractionStamps,
+        std::string("Checkpoint entry '") + f.path + "' clashes with the extraction cache's own files");
   }
   std::error_code ec;
   fs::create_directories(cache_root, ec);
@@ -220,7 +226,8 @@ StatusOr<std::string> extract_all(const ArchiveReader& reader, const std::vector
     }
   }
   if (owned && missing.empty()) {
-    if (fresh != stamps) (void)write_stamps(stamps_path, fresh);  // best effort: a read-only cache still serves
+    if (fresh != stamps)
+      (void)write_stamps(stamps_path, fresh);  // best effort: a read-only cache still serves
     return dir;
   }
   if (!owned) {

@@ -1,5 +1,4 @@
 #include "checkpoint/extraction_cache.h"
-#include "checkpoint/test_files.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -11,6 +10,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "checkpoint/test_files.h"
 
 namespace aitune {
 namespace {
@@ -128,7 +129,8 @@ bool set_immutable(const std::string& path, bool on) {
 TEST_F(ExtractionCacheTest, ReadOnlyCacheServesACompleteExtraction) {
   const std::string out = extract(false);
   fs::remove(root_ + "/" + reader_->digest() + ".lock");  // a cache copied without its lock files
-  if (!set_immutable(root_, true)) GTEST_SKIP() << "chattr +i is not available here (needs ext2/3/4 and root)";
+  if (!set_immutable(root_, true))
+    GTEST_SKIP() << "chattr +i is not available here (needs ext2/3/4 and root)";
   set_immutable(out, true);
   auto served = extract_all(*reader_, wanted_, root_, false);
   auto full = extract_all(*reader_, wanted_, root_, true);
@@ -143,7 +145,8 @@ TEST_F(ExtractionCacheTest, ReadOnlyCacheServesACompleteExtraction) {
   EXPECT_EQ(*served, out);
   ASSERT_TRUE(full.ok()) << full.status().to_string();
   ASSERT_FALSE(damaged.ok());
-  EXPECT_NE(damaged.status().message().find("set AITUNE_CACHE_DIR"), std::string::npos) << damaged.status().to_string();
+  EXPECT_NE(damaged.status().message().find("set AITUNE_CACHE_DIR"), std::string::npos)
+      << damaged.status().to_string();
 }
 
 TEST_F(ExtractionCacheTest, FolderWithoutItsMarkerIsClearedAndExtractedAnew) {

@@ -59,6 +59,8 @@ std::vector<FingerprintMismatch> fingerprint_mismatches(const Fingerprint& saved
   return out;
 }
 
-std::string fingerprint_value_text(const std::optional<std::string>& value) { return value ? *value : "None"; }
+std::string fingerprint_value_text(const std::optional<std::string>& value) {
+  return value ? *value : "None";
+}
 
 }  // namespace aitune

@@ -1,6 +1,7 @@
-// The environment fingerprint's one comparison rule (docs/reference/checkpoint.md#integrity-and-compatibility),
-// used by the C++ runtime and, through `_C.fingerprint_mismatches`, by Python's ait.load, so the
-// two cannot drift. Torch-free: a fingerprint is a flat map of text values.
+// The environment fingerprint's one comparison rule
+// (docs/reference/checkpoint.md#integrity-and-compatibility), used by the C++ runtime and, through
+// `_C.fingerprint_mismatches`, by Python's ait.load, so the two cannot drift. Torch-free: a fingerprint is a
+// flat map of text values.
 #pragma once
 
 #include <map>
@@ -16,8 +17,8 @@ namespace aitune {
 using Fingerprint = std::map<std::string, std::optional<std::string>, std::less<>>;
 
 struct FingerprintMismatch {
-  std::string field;                   // the component reported: "gpu_sm" also for gpu_sm_ampere_plus
-  std::optional<std::string> saved;    // as compared: the CUDA major for cuda_major
+  std::string field;                 // the component reported: "gpu_sm" also for gpu_sm_ampere_plus
+  std::optional<std::string> saved;  // as compared: the CUDA major for cuda_major
   std::optional<std::string> current;
 };
 

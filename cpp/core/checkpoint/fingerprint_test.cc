@@ -5,8 +5,9 @@
 namespace aitune {
 namespace {
 
-const Fingerprint kH200 = {{"torch", "2.11.0+cu130"}, {"cuda_runtime", "13.0"}, {"gpu_sm", "9.0"},
-                           {"gpu_name", "NVIDIA H200"}, {"tensorrt", "10.13.0"}, {"onnxruntime", std::nullopt}};
+const Fingerprint kH200 = {{"torch", "2.11.0+cu130"}, {"cuda_runtime", "13.0"},
+                           {"gpu_sm", "9.0"},         {"gpu_name", "NVIDIA H200"},
+                           {"tensorrt", "10.13.0"},   {"onnxruntime", std::nullopt}};
 
 TEST(FingerprintTest, EqualEnvironmentsHaveNoMismatch) {
   EXPECT_TRUE(fingerprint_mismatches(kH200, kH200, {"torch", "cuda_major", "gpu_sm", "tensorrt"}).empty());

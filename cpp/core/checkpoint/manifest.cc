@@ -55,7 +55,8 @@ ManifestProfile read_profile(const json& p) {
     return r;
   }
   r.min = p.at(0).get<std::vector<int64_t>>();
-  for (const json& d : p.at(1)) r.max.push_back(d.is_null() ? std::nullopt : std::optional<int64_t>(d.get<int64_t>()));
+  for (const json& d : p.at(1))
+    r.max.push_back(d.is_null() ? std::nullopt : std::optional<int64_t>(d.get<int64_t>()));
   return r;
 }
 
@@ -118,16 +119,21 @@ StatusOr<Manifest> read_manifest(std::string_view text) {
     out.created_at = m["created_at"].get<std::string>();
     out.fingerprint_json = m["fingerprint"].dump();
     for (const auto& [key, value] : m["fingerprint"].items()) {
-      out.fingerprint[key] = value.is_null() ? std::nullopt : std::optional<std::string>(value.is_string() ? value.get<std::string>() : value.dump());
+      out.fingerprint[key] =
+          value.is_null()
+              ? std::nullopt
+              : std::optional<std::string>(value.is_string() ? value.get<std::string>() : value.dump());
     }
     for (const json& f : m["files"]) {
-      out.files.push_back({f["path"].get<std::string>(), f["size"].get<uint64_t>(), f["sha256"].get<std::string>()});
+      out.files.push_back(
+          {f["path"].get<std::string>(), f["size"].get<uint64_t>(), f["sha256"].get<std::string>()});
     }
     for (const json& mod : m["modules"]) out.modules.push_back(read_module(mod, out.format_version));
     return out;
   } catch (const std::exception& e) {
     // The schema admits only what is read above; reaching here means the two disagree.
-    return Status(StatusCode::kInternal, std::string("manifest.json passed the schema check but could not be read: ") + e.what());
+    return Status(StatusCode::kInternal,
+                  std::string("manifest.json passed the schema check but could not be read: ") + e.what());
   }
 }
 

@@ -48,20 +48,20 @@ struct ManifestProfile {
 };
 
 struct ManifestBackend {
-  std::string name;        // stable name (backend_names.h); for format 1, mapped from class_path
-  std::string class_path;  // format 1 only: the Python class path it stored
-  std::string config_json;  // the backend's config object, JSON text
+  std::string name;             // stable name (backend_names.h); for format 1, mapped from class_path
+  std::string class_path;       // format 1 only: the Python class path it stored
+  std::string config_json;      // the backend's config object, JSON text
   std::string precision_class;  // as stored ("fp32", "tf32", ...)
   bool has_tf32 = false;        // the entry records torch's TF32 switches ("tf32" key)
   bool is_jit = false;
-  bool native = false;  // the writer's flag: has artifacts and is not JIT
-  bool use_cuda_graphs = false;  // config.use_cuda_graphs
-  std::string device;            // "cpu", "cuda:0"; empty when null
-  std::vector<std::string> requires_;  // fingerprint fields its artifact depends on
+  bool native = false;                           // the writer's flag: has artifacts and is not JIT
+  bool use_cuda_graphs = false;                  // config.use_cuda_graphs
+  std::string device;                            // "cpu", "cuda:0"; empty when null
+  std::vector<std::string> requires_;            // fingerprint fields its artifact depends on
   std::map<std::string, std::string> artifacts;  // key ("package", "plan", ...) -> entry path
-  std::vector<int> input_order;          // empty when null
-  std::vector<std::string> output_paths;  // empty when null
-  std::vector<ManifestProfile> profiles;  // empty when null
+  std::vector<int> input_order;                  // empty when null
+  std::vector<std::string> output_paths;         // empty when null
+  std::vector<ManifestProfile> profiles;         // empty when null
 };
 
 struct ManifestGraph {

@@ -16,8 +16,8 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr size_t kMaxRank = 64;          // tensor rank
-constexpr size_t kMaxName = 255;         // bytes of a module or graph name (a folder name)
+constexpr size_t kMaxRank = 64;           // tensor rank
+constexpr size_t kMaxName = 255;          // bytes of a module or graph name (a folder name)
 constexpr uint64_t kMaxDim = 1ULL << 48;  // any real tensor dimension is far below this
 
 std::string show(const json& v) {
@@ -26,7 +26,8 @@ std::string show(const json& v) {
 }
 
 Status bad(const std::string& where, const std::string& expected, const json& actual) {
-  return {StatusCode::kCorrupt, "manifest.json is corrupt: " + where + " must be " + expected + ", got " + show(actual)};
+  return {StatusCode::kCorrupt,
+          "manifest.json is corrupt: " + where + " must be " + expected + ", got " + show(actual)};
 }
 
 Status bad_text(const std::string& where, const std::string& problem) {
@@ -115,7 +116,9 @@ bool is_hex64(const std::string& s) {
   return s.size() == 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c); });
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
 
 // A module prefix: "" or dot-separated attribute names (identifier characters or digits, as
 // nn.Module child names are), none starting with "__": ait.load walks and assigns these
@@ -141,10 +144,31 @@ bool is_identifier(const std::string& s) {
 }
 
 const std::set<std::string>& dtype_names() {
-  static const std::set<std::string> names = {
-      "float32", "float64", "float16", "bfloat16", "complex64", "complex128", "int8", "int16", "int32", "int64",
-      "uint8", "uint16", "uint32", "uint64", "bool", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
-      "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "complex32", "qint8", "quint8", "qint32"};
+  static const std::set<std::string> names = {"float32",
+                                              "float64",
+                                              "float16",
+                                              "bfloat16",
+                                              "complex64",
+                                              "complex128",
+                                              "int8",
+                                              "int16",
+                                              "int32",
+                                              "int64",
+                                              "uint8",
+                                              "uint16",
+                                              "uint32",
+                                              "uint64",
+                                              "bool",
+                                              "float8_e4m3fn",
+                                              "float8_e5m2",
+                                              "float8_e4m3fnuz",
+                                              "float8_e5m2fnuz",
+                                              "float8_e8m0fnu",
+                                              "float4_e2m1fn_x2",
+                                              "complex32",
+                                              "qint8",
+                                              "quint8",
+                                              "qint32"};
   return names;
 }
 
@@ -154,14 +178,17 @@ struct Context {
   int64_t format_version = kManifestFormatMax;
 };
 
-Status check_listed(const Context& ctx, const std::string& where, const std::string& entry, const std::string& folder) {
+Status check_listed(const Context& ctx, const std::string& where, const std::string& entry,
+                    const std::string& folder) {
   if (!ctx.files.count(entry)) return bad_text(where, "names '" + entry + "', which is not a listed file");
-  if (!starts_with(entry, folder)) return bad_text(where, "names '" + entry + "', which is outside " + folder);
+  if (!starts_with(entry, folder))
+    return bad_text(where, "names '" + entry + "', which is outside " + folder);
   return Status::Ok();
 }
 
 // `expected`: the one entry ait.save writes a weights file to.
-Status check_weights(const Context& ctx, const json& w, const std::string& where, const std::string& expected) {
+Status check_weights(const Context& ctx, const json& w, const std::string& where,
+                     const std::string& expected) {
   const json* entry = nullptr;
   const json* aliases = nullptr;
   const json* extra = nullptr;
@@ -179,18 +206,20 @@ Status check_semantic_path(const json& v, const std::string& where) {
   if (v.is_string() || v.is_number_integer()) return Status::Ok();
   if (v.is_object() && v.size() == 1 && v.contains("tuple") && v["tuple"].is_array()) {
     for (const json& step : v["tuple"]) {
-      if (!step.is_string() && !step.is_number_integer()) return bad(where + ".tuple[]", "a string or an integer", step);
+      if (!step.is_string() && !step.is_number_integer())
+        return bad(where + ".tuple[]", "a string or an integer", step);
     }
     return Status::Ok();
   }
   return bad(where, "a string, an integer or {\"tuple\": [...]}", v);
 }
 
-Status check_int_list(const json& leaf, const std::string& where, const char* key, size_t rank, bool allow_null,
-                      std::vector<int64_t>* out) {
+Status check_int_list(const json& leaf, const std::string& where, const char* key, size_t rank,
+                      bool allow_null, std::vector<int64_t>* out) {
   const json* list = nullptr;
   AITUNE_RETURN_IF_ERROR(get(leaf, where, key, Kind::kArray, &list));
-  if (list->size() != rank) return bad(where + "." + key, "an array of " + std::to_string(rank) + " values", *list);
+  if (list->size() != rank)
+    return bad(where + "." + key, "an array of " + std::to_string(rank) + " values", *list);
   out->clear();
   for (const json& d : *list) {
     if (d.is_null() && allow_null) {
@@ -215,8 +244,10 @@ Status check_leaf(const json& leaf, const std::string& where, bool* is_tensor, s
   if (leaf.contains("value")) {  // a constant: its skeleton node (nesting is bounded by the document's)
     *is_tensor = false;
     *rank = 0;
-    if (!leaf["value"].is_object()) return bad(where + ".value", "a skeleton node (an object)", leaf["value"]);
-    if (leaf.contains("needs_eq") && !leaf["needs_eq"].is_boolean()) return bad(where + ".needs_eq", "true or false", leaf["needs_eq"]);
+    if (!leaf["value"].is_object())
+      return bad(where + ".value", "a skeleton node (an object)", leaf["value"]);
+    if (leaf.contains("needs_eq") && !leaf["needs_eq"].is_boolean())
+      return bad(where + ".needs_eq", "true or false", leaf["needs_eq"]);
     return Status::Ok();
   }
   *is_tensor = true;
@@ -232,30 +263,37 @@ Status check_leaf(const json& leaf, const std::string& where, bool* is_tensor, s
   }
   const json* shape = nullptr;
   AITUNE_RETURN_IF_ERROR(get(leaf, where, "shape", Kind::kArray, &shape));
-  if (shape->size() != *rank) return bad(where + ".shape", "an array of " + std::to_string(*rank) + " axes", *shape);
+  if (shape->size() != *rank)
+    return bad(where + ".shape", "an array of " + std::to_string(*rank) + " axes", *shape);
   for (const json& d : *shape) {
-    if (!d.is_string() && !d.is_number_integer()) return bad(where + ".shape[]", "an integer or an axis name", d);
+    if (!d.is_string() && !d.is_number_integer())
+      return bad(where + ".shape[]", "an integer or an axis name", d);
   }
   std::vector<int64_t> lo, hi;
   AITUNE_RETURN_IF_ERROR(check_int_list(leaf, where, "min_shape", *rank, false, &lo));
   AITUNE_RETURN_IF_ERROR(check_int_list(leaf, where, "max_shape", *rank, false, &hi));
   for (size_t i = 0; i < *rank; ++i) {
-    if (lo[i] > hi[i]) return bad_text(where, "has min_shape " + show(leaf["min_shape"]) + " above max_shape " + show(leaf["max_shape"]));
+    if (lo[i] > hi[i])
+      return bad_text(
+          where, "has min_shape " + show(leaf["min_shape"]) + " above max_shape " + show(leaf["max_shape"]));
   }
   const json* multipliers = nullptr;
   AITUNE_RETURN_IF_ERROR(get(leaf, where, "multipliers", Kind::kArray, &multipliers));
-  if (multipliers->size() != *rank) return bad(where + ".multipliers", "an array of " + std::to_string(*rank) + " values", *multipliers);
+  if (multipliers->size() != *rank)
+    return bad(where + ".multipliers", "an array of " + std::to_string(*rank) + " values", *multipliers);
   for (const json& m : *multipliers) {
     if (!m.is_null() && !m.is_number()) return bad(where + ".multipliers[]", "a number or null", m);
   }
   const json* dtype = nullptr;
   AITUNE_RETURN_IF_ERROR(get(leaf, where, "dtype", Kind::kString, &dtype));
-  if (!dtype_names().count(dtype->get<std::string>())) return bad(where + ".dtype", "a torch dtype name", *dtype);
+  if (!dtype_names().count(dtype->get<std::string>()))
+    return bad(where + ".dtype", "a torch dtype name", *dtype);
   const json* dtypes = nullptr;
   AITUNE_RETURN_IF_ERROR(get(leaf, where, "dtypes", Kind::kArray, &dtypes));
   if (dtypes->empty() || dtypes->size() > 16) return bad(where + ".dtypes", "1 to 16 dtype names", *dtypes);
   for (const json& d : *dtypes) {
-    if (!d.is_string() || !dtype_names().count(d.get<std::string>())) return bad(where + ".dtypes[]", "a torch dtype name", d);
+    if (!d.is_string() || !dtype_names().count(d.get<std::string>()))
+      return bad(where + ".dtypes[]", "a torch dtype name", d);
   }
   return Status::Ok();
 }
@@ -306,8 +344,9 @@ Status check_profiles(const json& profiles, const std::string& where, const std:
   return Status::Ok();
 }
 
-Status check_backend(const Context& ctx, const json& graph, const std::string& where, const std::string& folder,
-                     const std::vector<size_t>& input_ranks, size_t num_outputs, bool* is_jit) {
+Status check_backend(const Context& ctx, const json& graph, const std::string& where,
+                     const std::string& folder, const std::vector<size_t>& input_ranks, size_t num_outputs,
+                     bool* is_jit) {
   const json* b = nullptr;
   AITUNE_RETURN_IF_ERROR(get(graph, where, "backend", Kind::kObject, &b));
   const std::string at = where + ".backend";
@@ -316,7 +355,8 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
   // (backend_names.h); either is only ever looked up, never imported.
   if (ctx.format_version == 1) {
     AITUNE_RETURN_IF_ERROR(get(*b, at, "class", Kind::kString, &v));
-    if (v->get<std::string>().empty() || v->get<std::string>().size() > 512) return bad(at + ".class", "a class name", *v);
+    if (v->get<std::string>().empty() || v->get<std::string>().size() > 512)
+      return bad(at + ".class", "a class name", *v);
   } else {
     AITUNE_RETURN_IF_ERROR(get(*b, at, "name", Kind::kString, &v));
     const std::string& name = v->get_ref<const std::string&>();
@@ -328,7 +368,8 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
   AITUNE_RETURN_IF_ERROR(get(*b, at, "config", Kind::kObject, &v));
   if (b->contains("extra")) AITUNE_RETURN_IF_ERROR(get(*b, at, "extra", Kind::kObject, &v));
   std::string precision;
-  AITUNE_RETURN_IF_ERROR(get_string_in(*b, at, "precision_class", {"fp32", "tf32", "fp16", "bf16", "int8", "fp8"}, &precision));
+  AITUNE_RETURN_IF_ERROR(
+      get_string_in(*b, at, "precision_class", {"fp32", "tf32", "fp16", "bf16", "int8", "fp8"}, &precision));
   if (b->contains("tf32")) AITUNE_RETURN_IF_ERROR(get(*b, at, "tf32", Kind::kObject, &v, /*nullable=*/true));
   const json* jit = nullptr;
   const json* native = nullptr;
@@ -347,7 +388,8 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
     const std::string d = device->get<std::string>();
     const bool cuda = starts_with(d, "cuda:") && d.size() > 5 && d.size() <= 8 &&
                       std::all_of(d.begin() + 5, d.end(), [](unsigned char c) { return std::isdigit(c); });
-    if (d != "cpu" && d != "meta" && !cuda) return bad(at + ".device", "\"cpu\", \"meta\" or \"cuda:N\"", *device);
+    if (d != "cpu" && d != "meta" && !cuda)
+      return bad(at + ".device", "\"cpu\", \"meta\" or \"cuda:N\"", *device);
   }
   const json* artifacts = nullptr;
   AITUNE_RETURN_IF_ERROR(get(*b, at, "artifacts", Kind::kObject, &artifacts));
@@ -361,9 +403,10 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
   if (order) {
     std::vector<bool> used(input_ranks.size(), false);
     for (const json& i : *order) {
-      if (!i.is_number_integer() || i.get<int64_t>() < 0 || static_cast<size_t>(i.get<int64_t>()) >= input_ranks.size() ||
-          used[i.get<size_t>()]) {
-        return bad(at + ".input_order", "distinct tensor input indices below " + std::to_string(input_ranks.size()), *order);
+      if (!i.is_number_integer() || i.get<int64_t>() < 0 ||
+          static_cast<size_t>(i.get<int64_t>()) >= input_ranks.size() || used[i.get<size_t>()]) {
+        return bad(at + ".input_order",
+                   "distinct tensor input indices below " + std::to_string(input_ranks.size()), *order);
       }
       used[i.get<size_t>()] = true;
     }
@@ -372,11 +415,13 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
   AITUNE_RETURN_IF_ERROR(get(*b, at, "output_paths", Kind::kArray, &paths, /*nullable=*/true));
   if (paths) {
     if (paths->size() != num_outputs) {
-      return bad(at + ".output_paths", "one access path per output tensor (" + std::to_string(num_outputs) + ")", *paths);
+      return bad(at + ".output_paths",
+                 "one access path per output tensor (" + std::to_string(num_outputs) + ")", *paths);
     }
     std::set<std::string> seen;
     for (const json& p : *paths) {
-      if (!p.is_string() || !seen.insert(p.get<std::string>()).second) return bad(at + ".output_paths", "distinct access paths", *paths);
+      if (!p.is_string() || !seen.insert(p.get<std::string>()).second)
+        return bad(at + ".output_paths", "distinct access paths", *paths);
     }
   }
   // The C++ runtime serves an AOTInductor package through these two (other artifacts, e.g. ONNX,
@@ -390,8 +435,8 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
   return Status::Ok();
 }
 
-Status check_graph(const Context& ctx, const json& g, const std::string& where, const std::string& module_folder,
-                   std::set<std::string>* names, bool* is_jit) {
+Status check_graph(const Context& ctx, const json& g, const std::string& where,
+                   const std::string& module_folder, std::set<std::string>* names, bool* is_jit) {
   if (!g.is_object()) return bad(where, "an object", g);
   const json* name = nullptr;
   AITUNE_RETURN_IF_ERROR(get(g, where, "name", Kind::kString, &name));
@@ -399,7 +444,8 @@ Status check_graph(const Context& ctx, const json& g, const std::string& where, 
   if (!is_safe_name(n)) return bad(where + ".name", "a graph name usable as a folder name", *name);
   if (!names->insert(n).second) return bad_text(where + ".name", "'" + n + "' appears twice in the module");
   std::string phase;
-  if (g.contains("llm_phase")) AITUNE_RETURN_IF_ERROR(get_string_in(g, where, "llm_phase", {"prefill", "decode"}, &phase, true));
+  if (g.contains("llm_phase"))
+    AITUNE_RETURN_IF_ERROR(get_string_in(g, where, "llm_phase", {"prefill", "decode"}, &phase, true));
   const json* tokens = nullptr;
   AITUNE_RETURN_IF_ERROR(get(g, where, "key_tokens", Kind::kArray, &tokens));
   if (tokens->size() > (1u << 20)) return bad_text(where + ".key_tokens", "has more than 2^20 tokens");
@@ -416,7 +462,8 @@ Status check_graph(const Context& ctx, const json& g, const std::string& where, 
   for (const json& s : *samples) {
     if (!s.is_string()) return bad(where + ".samples[]", "an entry prefix", s);
     for (const char* suffix : {".safetensors", ".json"}) {
-      AITUNE_RETURN_IF_ERROR(check_listed(ctx, where + ".samples[]", s.get<std::string>() + suffix, folder + "/samples/"));
+      AITUNE_RETURN_IF_ERROR(
+          check_listed(ctx, where + ".samples[]", s.get<std::string>() + suffix, folder + "/samples/"));
     }
   }
   return Status::Ok();
@@ -424,8 +471,8 @@ Status check_graph(const Context& ctx, const json& g, const std::string& where, 
 
 // `results_store`: a file of the tuning-results store ("kind": "aitune.results"), which never
 // holds weights: its key pins them to the live module's (ait.load refuses such files).
-Status check_module(const Context& ctx, const json& m, size_t index, bool results_store, std::set<std::string>* names,
-                    std::set<std::string>* prefixes) {
+Status check_module(const Context& ctx, const json& m, size_t index, bool results_store,
+                    std::set<std::string>* names, std::set<std::string>* prefixes) {
   const std::string where = "modules[" + std::to_string(index) + "]";
   if (!m.is_object()) return bad(where, "an object", m);
   const json* v = nullptr;
@@ -434,8 +481,10 @@ Status check_module(const Context& ctx, const json& m, size_t index, bool result
   if (!is_safe_name(name)) return bad(where + ".name", "a module name usable as a folder name", *v);
   if (!names->insert(name).second) return bad_text(where + ".name", "'" + name + "' appears twice");
   AITUNE_RETURN_IF_ERROR(get(m, where, "prefix", Kind::kString, &v));
-  if (!is_module_prefix(v->get<std::string>())) return bad(where + ".prefix", "\"\" or dotted attribute names", *v);
-  if (!prefixes->insert(v->get<std::string>()).second) return bad_text(where + ".prefix", "'" + v->get<std::string>() + "' appears twice");
+  if (!is_module_prefix(v->get<std::string>()))
+    return bad(where + ".prefix", "\"\" or dotted attribute names", *v);
+  if (!prefixes->insert(v->get<std::string>()).second)
+    return bad_text(where + ".prefix", "'" + v->get<std::string>() + "' appears twice");
   AITUNE_RETURN_IF_ERROR(get(m, where, "class", Kind::kString, &v));
   AITUNE_RETURN_IF_ERROR(get(m, where, "strict_mode", Kind::kBool, &v));
   std::string policy;
@@ -443,7 +492,8 @@ Status check_module(const Context& ctx, const json& m, size_t index, bool result
   const std::string folder = "modules/" + std::to_string(index);
   const json* weights = nullptr;
   AITUNE_RETURN_IF_ERROR(get(m, where, "weights", Kind::kObject, &weights, /*nullable=*/true));
-  if (weights) AITUNE_RETURN_IF_ERROR(check_weights(ctx, *weights, where + ".weights", folder + "/weights.safetensors"));
+  if (weights)
+    AITUNE_RETURN_IF_ERROR(check_weights(ctx, *weights, where + ".weights", folder + "/weights.safetensors"));
   const json* signature = nullptr;
   AITUNE_RETURN_IF_ERROR(get(m, where, "forward_signature", Kind::kArray, &signature));
   for (size_t i = 0; i < signature->size(); ++i) {
@@ -453,8 +503,10 @@ Status check_module(const Context& ctx, const json& m, size_t index, bool result
     AITUNE_RETURN_IF_ERROR(get(p, at, "name", Kind::kString, &v));
     if (!is_identifier(v->get<std::string>())) return bad(at + ".name", "a Python parameter name", *v);
     std::string kind;
-    AITUNE_RETURN_IF_ERROR(get_string_in(p, at, "kind", {"POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL",
-                                                         "KEYWORD_ONLY", "VAR_KEYWORD"}, &kind));
+    AITUNE_RETURN_IF_ERROR(get_string_in(
+        p, at, "kind",
+        {"POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD"},
+        &kind));
     AITUNE_RETURN_IF_ERROR(get(p, at, "has_default", Kind::kBool, &v));
   }
   const json* graphs = nullptr;
@@ -464,14 +516,15 @@ Status check_module(const Context& ctx, const json& m, size_t index, bool result
   bool needs_weights = policy == "eager";
   for (size_t i = 0; i < graphs->size(); ++i) {
     bool jit = false;
-    AITUNE_RETURN_IF_ERROR(check_graph(ctx, (*graphs)[i], where + ".graphs[" + std::to_string(i) + "]", folder,
-                                       &graph_names, &jit));
+    AITUNE_RETURN_IF_ERROR(check_graph(ctx, (*graphs)[i], where + ".graphs[" + std::to_string(i) + "]",
+                                       folder, &graph_names, &jit));
     needs_weights = needs_weights || jit;
   }
   if (needs_weights && !weights && !results_store) {
-    return bad_text(where + ".weights", "is null, but the module's " +
-                                            std::string(policy == "eager" ? "eager fallback" : "JIT or eager backends") +
-                                            " serve its weights, which a checkpoint then always holds");
+    return bad_text(where + ".weights",
+                    "is null, but the module's " +
+                        std::string(policy == "eager" ? "eager fallback" : "JIT or eager backends") +
+                        " serve its weights, which a checkpoint then always holds");
   }
   return Status::Ok();
 }
@@ -489,7 +542,8 @@ Status check_files(const json& manifest, Context* ctx) {
     if (!is_entry_path(path)) return bad(at + ".path", "a relative entry path", *v);
     if (!ctx->files.insert(path).second) return bad_text(at + ".path", "'" + path + "' is listed twice");
     AITUNE_RETURN_IF_ERROR(get(f, at, "size", Kind::kInt, &v));
-    if (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0) return bad(at + ".size", "a size in bytes", *v);
+    if (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0)
+      return bad(at + ".size", "a size in bytes", *v);
     AITUNE_RETURN_IF_ERROR(get(f, at, "sha256", Kind::kString, &v));
     if (!is_hex64(v->get<std::string>())) return bad(at + ".sha256", "64 hex digits", *v);
   }
@@ -516,7 +570,8 @@ Status check_json_nesting(std::string_view text, int max_depth, std::string_view
     } else if (c == '[' || c == '{') {
       if (++depth > max_depth) {
         return {StatusCode::kCorrupt, std::string(what) + " is corrupt: it nests deeper than " +
-                                          std::to_string(max_depth) + " levels (at byte " + std::to_string(i) + ")"};
+                                          std::to_string(max_depth) + " levels (at byte " +
+                                          std::to_string(i) + ")"};
       }
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
@@ -534,7 +589,8 @@ bool is_safe_name(std::string_view name) {
 StatusOr<nlohmann::json> parse_manifest(std::string_view text) {
   AITUNE_RETURN_IF_ERROR(check_json_nesting(text));
   json manifest = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded()) return Status(StatusCode::kCorrupt, "manifest.json is corrupt: it is not valid JSON");
+  if (manifest.is_discarded())
+    return Status(StatusCode::kCorrupt, "manifest.json is corrupt: it is not valid JSON");
   AITUNE_RETURN_IF_ERROR(validate_manifest(manifest));
   return manifest;
 }
@@ -543,14 +599,16 @@ Status validate_manifest(const json& m) {
   if (!m.is_object()) return bad("manifest", "a JSON object", m);
   const auto format = m.find("format");
   if (format == m.end() || *format != "aitune.checkpoint") {
-    return unsupported("This is not an aitune checkpoint (format " + (format == m.end() ? std::string("missing") : show(*format)) + ")");
+    return unsupported("This is not an aitune checkpoint (format " +
+                       (format == m.end() ? std::string("missing") : show(*format)) + ")");
   }
   const auto version = m.find("format_version");
   if (version == m.end() || !version->is_number_integer() || version->get<int64_t>() < kManifestFormatMin ||
       version->get<int64_t>() > kManifestFormatMax) {
     return unsupported("Unsupported checkpoint format_version " +
-                       (version == m.end() ? std::string("(missing)") : show(*version)) + " (this aitune reads " +
-                       std::to_string(kManifestFormatMin) + " and " + std::to_string(kManifestFormatMax) + ")");
+                       (version == m.end() ? std::string("(missing)") : show(*version)) +
+                       " (this aitune reads " + std::to_string(kManifestFormatMin) + " and " +
+                       std::to_string(kManifestFormatMax) + ")");
   }
   const json* v = nullptr;
   AITUNE_RETURN_IF_ERROR(get(m, "manifest", "aitune_version", Kind::kString, &v));
@@ -558,19 +616,22 @@ Status validate_manifest(const json& m) {
   const json* fingerprint = nullptr;
   AITUNE_RETURN_IF_ERROR(get(m, "manifest", "fingerprint", Kind::kObject, &fingerprint));
   for (const auto& [key, value] : fingerprint->items()) {
-    if (value.is_object() || value.is_array()) return bad("fingerprint." + key, "a string, a number or null", value);
+    if (value.is_object() || value.is_array())
+      return bad("fingerprint." + key, "a string, a number or null", value);
   }
   if (m.contains("config")) AITUNE_RETURN_IF_ERROR(get(m, "manifest", "config", Kind::kObject, &v));
   Context ctx;
   ctx.format_version = version->get<int64_t>();
   AITUNE_RETURN_IF_ERROR(check_files(m, &ctx));
-  if (m.contains("sha512") && !m["sha512"].is_null()) {  // LocalTorchStorage(sha_type="512"): per-entry SHA-512
+  if (m.contains("sha512") &&
+      !m["sha512"].is_null()) {  // LocalTorchStorage(sha_type="512"): per-entry SHA-512
     const json* sha512 = nullptr;
     AITUNE_RETURN_IF_ERROR(get(m, "manifest", "sha512", Kind::kObject, &sha512));
     for (const auto& [entry, digest] : sha512->items()) {
       AITUNE_RETURN_IF_ERROR(check_listed(ctx, "sha512", entry, ""));
       const std::string hex = digest.is_string() ? digest.get<std::string>() : std::string();
-      if (hex.size() != 128 || !std::all_of(hex.begin(), hex.end(), [](unsigned char c) { return std::isxdigit(c); })) {
+      if (hex.size() != 128 ||
+          !std::all_of(hex.begin(), hex.end(), [](unsigned char c) { return std::isxdigit(c); })) {
         return bad("sha512[\"" + entry + "\"]", "128 hex digits", digest);
       }
     }
@@ -582,12 +643,14 @@ Status validate_manifest(const json& m) {
   AITUNE_RETURN_IF_ERROR(get(*root, "root", "class", Kind::kString, &v));
   const json* weights = nullptr;
   AITUNE_RETURN_IF_ERROR(get(*root, "root", "weights", Kind::kObject, &weights, /*nullable=*/true));
-  if (weights) AITUNE_RETURN_IF_ERROR(check_weights(ctx, *weights, "root.weights", "weights/root.safetensors"));
+  if (weights)
+    AITUNE_RETURN_IF_ERROR(check_weights(ctx, *weights, "root.weights", "weights/root.safetensors"));
   const json* modules = nullptr;
   AITUNE_RETURN_IF_ERROR(get(m, "manifest", "modules", Kind::kArray, &modules));
   if (modules->empty()) return bad_text("modules", "is empty: a checkpoint holds at least one tuned module");
   std::string kind;
-  if (m.contains("kind")) AITUNE_RETURN_IF_ERROR(get_string_in(m, "manifest", "kind", {"aitune.results"}, &kind));
+  if (m.contains("kind"))
+    AITUNE_RETURN_IF_ERROR(get_string_in(m, "manifest", "kind", {"aitune.results"}, &kind));
   std::set<std::string> names, prefixes;
   for (size_t i = 0; i < modules->size(); ++i) {
     AITUNE_RETURN_IF_ERROR(check_module(ctx, (*modules)[i], i, kind == "aitune.results", &names, &prefixes));

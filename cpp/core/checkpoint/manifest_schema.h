@@ -24,7 +24,8 @@ inline constexpr int kMaxJsonNesting = 64;
 
 // kCorrupt when `text` nests arrays/objects deeper than `max_depth` (strings are skipped, so
 // brackets inside them do not count). Linear, no recursion, no allocation.
-Status check_json_nesting(std::string_view text, int max_depth = kMaxJsonNesting, std::string_view what = "manifest.json");
+Status check_json_nesting(std::string_view text, int max_depth = kMaxJsonNesting,
+                          std::string_view what = "manifest.json");
 
 // A module or graph name: it becomes a folder name in caches. 1-255 bytes, printable ASCII
 // without '/', '\\' or NUL, and not "." or "..".
@@ -33,8 +34,8 @@ bool is_safe_name(std::string_view name);
 // Nesting check, parse and validate_manifest in one: the manifest ready to use.
 StatusOr<nlohmann::json> parse_manifest(std::string_view text);
 
-// Validates a parsed manifest (format version 1 or 2: backend_names.h). Does not touch the archive: that every listed
-// file exists with its size and hash is the ArchiveReader's check.
+// Validates a parsed manifest (format version 1 or 2: backend_names.h). Does not touch the archive: that
+// every listed file exists with its size and hash is the ArchiveReader's check.
 Status validate_manifest(const nlohmann::json& manifest);
 
 }  // namespace aitune

@@ -19,9 +19,9 @@ json tensor_leaf(const std::string& name, std::vector<int64_t> lo, std::vector<i
     shape.push_back(i == 0 ? json("batch0") : json(lo[i]));
     mult.push_back(1.0);
   }
-  return {{"semantic_path", name}, {"access_path", name}, {"name", "input_" + name}, {"shape", shape},
-          {"axis_kinds", kinds}, {"min_shape", lo}, {"max_shape", hi}, {"multipliers", mult},
-          {"dtype", "float32"}, {"dtypes", {"float32"}}};
+  return {{"semantic_path", name}, {"access_path", name},  {"name", "input_" + name}, {"shape", shape},
+          {"axis_kinds", kinds},   {"min_shape", lo},      {"max_shape", hi},         {"multipliers", mult},
+          {"dtype", "float32"},    {"dtypes", {"float32"}}};
 }
 
 // A manifest as ait.save writes it: an eager graph with weights and a sample, and a native
@@ -32,15 +32,27 @@ json valid() {
                         "modules/0/graphs/0/samples/0.json", "modules/0/graphs/1/backend/model.pt2"}) {
     files.push_back({{"path", p}, {"size", 10}, {"sha256", kHash}});
   }
-  json spec = {{"leaves", {tensor_leaf("x", {1, 4}, {8, 4}),
-                           {{"semantic_path", "scale"}, {"access_path", "scale"}, {"value", {{"value", 2.0}}},
-                            {"needs_eq", false}}}}};
+  json spec = {{"leaves",
+                {tensor_leaf("x", {1, 4}, {8, 4}),
+                 {{"semantic_path", "scale"},
+                  {"access_path", "scale"},
+                  {"value", {{"value", 2.0}}},
+                  {"needs_eq", false}}}}};
   json out = {{"leaves", {tensor_leaf("y", {1, 3}, {8, 3})}}};
   json eager = {{"class", "aitune.torch.backend.torch_eager.torch_eager_backend.TorchEagerBackend"},
-                {"config", {{"use_cuda_graphs", false}}}, {"extra", json::object()}, {"input_order", nullptr},
-                {"output_paths", nullptr}, {"precision_class", "fp32"}, {"tf32", nullptr}, {"is_jit", true},
-                {"native", false}, {"runtime", json::object()}, {"profiles", nullptr},
-                {"artifacts", json::object()}, {"requires", json::array()}, {"device", "cpu"}};
+                {"config", {{"use_cuda_graphs", false}}},
+                {"extra", json::object()},
+                {"input_order", nullptr},
+                {"output_paths", nullptr},
+                {"precision_class", "fp32"},
+                {"tf32", nullptr},
+                {"is_jit", true},
+                {"native", false},
+                {"runtime", json::object()},
+                {"profiles", nullptr},
+                {"artifacts", json::object()},
+                {"requires", json::array()},
+                {"device", "cpu"}};
   json aot = eager;
   aot["class"] = "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend";
   aot["is_jit"] = false;
@@ -51,23 +63,39 @@ json valid() {
   aot["artifacts"] = {{"package", "modules/0/graphs/1/backend/model.pt2"}};
   aot["requires"] = {"torch"};
   aot["device"] = "cuda:0";
-  json graph0 = {{"name", "0"}, {"llm_phase", nullptr}, {"key_tokens", {1, 2, 18446744073709551615ULL}},
-                 {"input_spec", spec}, {"output_spec", out}, {"backend", eager},
+  json graph0 = {{"name", "0"},
+                 {"llm_phase", nullptr},
+                 {"key_tokens", {1, 2, 18446744073709551615ULL}},
+                 {"input_spec", spec},
+                 {"output_spec", out},
+                 {"backend", eager},
                  {"samples", {"modules/0/graphs/0/samples/0"}}};
   json graph1 = graph0;
   graph1["name"] = "1";
   graph1["backend"] = aot;
   graph1["samples"] = json::array();
-  json module = {{"name", "my-model"}, {"prefix", ""}, {"class", "__main__.Net"}, {"strict_mode", true},
-                 {"fallback_policy", "raise"},
-                 {"weights", {{"entry", "modules/0/weights.safetensors"}, {"aliases", json::object()},
-                              {"extra_state", json::object()}}},
-                 {"forward_signature", {{{"name", "x"}, {"kind", "POSITIONAL_OR_KEYWORD"}, {"has_default", false}}}},
-                 {"dynamic_shapes", nullptr}, {"graphs", {graph0, graph1}}};
-  return {{"format", "aitune.checkpoint"}, {"format_version", 1}, {"aitune_version", "0.1.0"},
-          {"created_at", "2026-12-01T00:00:00Z"}, {"fingerprint", {{"torch", "2.11.0"}, {"gpu_sm", nullptr}}},
-          {"config", json::object()}, {"root", {{"kind", "module"}, {"class", "x.Y"}, {"weights", nullptr}}},
-          {"modules", {module}}, {"files", files}};
+  json module = {
+      {"name", "my-model"},
+      {"prefix", ""},
+      {"class", "__main__.Net"},
+      {"strict_mode", true},
+      {"fallback_policy", "raise"},
+      {"weights",
+       {{"entry", "modules/0/weights.safetensors"},
+        {"aliases", json::object()},
+        {"extra_state", json::object()}}},
+      {"forward_signature", {{{"name", "x"}, {"kind", "POSITIONAL_OR_KEYWORD"}, {"has_default", false}}}},
+      {"dynamic_shapes", nullptr},
+      {"graphs", {graph0, graph1}}};
+  return {{"format", "aitune.checkpoint"},
+          {"format_version", 1},
+          {"aitune_version", "0.1.0"},
+          {"created_at", "2026-12-01T00:00:00Z"},
+          {"fingerprint", {{"torch", "2.11.0"}, {"gpu_sm", nullptr}}},
+          {"config", json::object()},
+          {"root", {{"kind", "module"}, {"class", "x.Y"}, {"weights", nullptr}}},
+          {"modules", {module}},
+          {"files", files}};
 }
 
 // Applies `change` to a valid manifest and expects `code` with `fragment` in the message.
@@ -92,9 +120,11 @@ TEST(ManifestSchema, ValidManifestPasses) {
 TEST(ManifestSchema, FormatAndVersion) {
   expect_refused([](json& m) { m["format"] = "zip"; }, "not an aitune checkpoint", StatusCode::kUnsupported);
   expect_refused([](json& m) { m["format_version"] = 3; },
-                 "Unsupported checkpoint format_version 3 (this aitune reads 1 and 2)", StatusCode::kUnsupported);
+                 "Unsupported checkpoint format_version 3 (this aitune reads 1 and 2)",
+                 StatusCode::kUnsupported);
   expect_refused([](json& m) { m["format_version"] = 0; }, "format_version 0", StatusCode::kUnsupported);
-  expect_refused([](json& m) { m["format_version"] = "1"; }, "format_version \"1\"", StatusCode::kUnsupported);
+  expect_refused([](json& m) { m["format_version"] = "1"; }, "format_version \"1\"",
+                 StatusCode::kUnsupported);
 }
 
 // Format 2: a backend entry names its backend by stable name instead of its class path.
@@ -117,7 +147,8 @@ TEST(ManifestSchema, FormatTwoNamesTheBackend) {
 
   json no_name = format2();
   graph(no_name, 0)["backend"].erase("name");
-  graph(no_name, 0)["backend"]["class"] = "aitune.torch.backend.torch_eager.torch_eager_backend.TorchEagerBackend";
+  graph(no_name, 0)["backend"]["class"] =
+      "aitune.torch.backend.torch_eager.torch_eager_backend.TorchEagerBackend";
   const Status missing = validate_manifest(no_name);  // a format-1 entry in a format-2 file
   EXPECT_EQ(missing.code(), StatusCode::kCorrupt);
   EXPECT_NE(missing.message().find("modules[0].graphs[0].backend.name is missing"), std::string::npos)
@@ -127,13 +158,16 @@ TEST(ManifestSchema, FormatTwoNamesTheBackend) {
     graph(m, 1)["backend"]["name"] = bad_name;
     const Status s = validate_manifest(m);
     EXPECT_EQ(s.code(), StatusCode::kCorrupt) << bad_name.dump();
-    EXPECT_NE(s.message().find(bad_name.is_string() ? "backend.name must be a backend name" : "backend.name must be a string"),
-              std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(bad_name.is_string() ? "backend.name must be a backend name"
+                                                    : "backend.name must be a string"),
+              std::string::npos)
+        << s.message();
   }
 }
 
 TEST(ManifestSchema, FormatOneNeedsTheClass) {
-  expect_refused([](json& m) { graph(m, 0)["backend"].erase("class"); }, "modules[0].graphs[0].backend.class is missing");
+  expect_refused([](json& m) { graph(m, 0)["backend"].erase("class"); },
+                 "modules[0].graphs[0].backend.class is missing");
 }
 
 TEST(ManifestSchema, NoModulesOrGraphsIsCorrupt) {
@@ -156,20 +190,29 @@ TEST(ManifestSchema, TypesAreChecked) {
                  "modules[0].strict_mode must be true or false, got \"yes\"");
   expect_refused([](json& m) { m["files"][0]["size"] = -1; }, "files[0].size must be a size in bytes");
   expect_refused([](json& m) { m["files"][0]["sha256"] = "zz"; }, "files[0].sha256 must be 64 hex digits");
-  expect_refused([](json& m) { graph(m, 0)["input_spec"]["leaves"][0]["min_shape"] = {9, 4}; }, "above max_shape");
-  expect_refused([](json& m) { graph(m, 0)["input_spec"]["leaves"][0]["dtype"] = "float128"; }, "a torch dtype name");
+  expect_refused(
+      [](json& m) {
+        graph(m, 0)["input_spec"]["leaves"][0]["min_shape"] = {9, 4};
+      },
+      "above max_shape");
+  expect_refused([](json& m) { graph(m, 0)["input_spec"]["leaves"][0]["dtype"] = "float128"; },
+                 "a torch dtype name");
   expect_refused([](json& m) { graph(m, 0)["key_tokens"] = {1.5}; }, "key_tokens[] must be an integer");
-  expect_refused([](json& m) { graph(m, 1)["backend"]["precision_class"] = "fp64"; }, "precision_class must be one of");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["precision_class"] = "fp64"; },
+                 "precision_class must be one of");
   expect_refused([](json& m) { graph(m, 1)["backend"]["device"] = "tpu:0"; }, "device must be");
-  expect_refused([](json& m) { graph(m, 0)["input_spec"]["leaves"].push_back(graph(m, 0)["input_spec"]["leaves"][0]); },
-                 "\"x\" appears twice");
+  expect_refused(
+      [](json& m) { graph(m, 0)["input_spec"]["leaves"].push_back(graph(m, 0)["input_spec"]["leaves"][0]); },
+      "\"x\" appears twice");
 }
 
 TEST(ManifestSchema, NamesThatBecomePathsAreRefused) {
   for (const char* name : {"/elsewhere/x", "..", "a/b", "", "a\\b"}) {
-    expect_refused([&](json& m) { m["modules"][0]["name"] = name; }, "must be a module name usable as a folder name");
+    expect_refused([&](json& m) { m["modules"][0]["name"] = name; },
+                   "must be a module name usable as a folder name");
   }
-  expect_refused([](json& m) { graph(m, 0)["name"] = "../0"; }, "must be a graph name usable as a folder name");
+  expect_refused([](json& m) { graph(m, 0)["name"] = "../0"; },
+                 "must be a graph name usable as a folder name");
   expect_refused([](json& m) { m["modules"][0]["prefix"] = "__class__"; }, "prefix must be");
   expect_refused([](json& m) { m["modules"][0]["prefix"] = "encoder.__dict__"; }, "prefix must be");
   EXPECT_TRUE(is_safe_name("torch.nn.modules.container.Sequential"));
@@ -179,14 +222,17 @@ TEST(ManifestSchema, NamesThatBecomePathsAreRefused) {
 TEST(ManifestSchema, ReferencesMustBeListedFilesInTheirOwnFolder) {
   expect_refused([](json& m) { graph(m, 1)["backend"]["artifacts"]["package"] = "/abs/x.pt2"; },
                  "names '/abs/x.pt2', which is not a listed file");
-  expect_refused([](json& m) { graph(m, 1)["backend"]["artifacts"]["package"] = "../x.pt2"; }, "not a listed file");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["artifacts"]["package"] = "../x.pt2"; },
+                 "not a listed file");
   expect_refused(
       [](json& m) {
-        m["files"].push_back({{"path", "modules/0/graphs/0/backend/other.pt2"}, {"size", 1}, {"sha256", kHash}});
+        m["files"].push_back(
+            {{"path", "modules/0/graphs/0/backend/other.pt2"}, {"size", 1}, {"sha256", kHash}});
         graph(m, 1)["backend"]["artifacts"]["package"] = "modules/0/graphs/0/backend/other.pt2";
       },
       "which is outside modules/0/graphs/1/backend/");
-  expect_refused([](json& m) { graph(m, 0)["samples"] = {"modules/0/graphs/0/samples/9"}; }, "not a listed file");
+  expect_refused([](json& m) { graph(m, 0)["samples"] = {"modules/0/graphs/0/samples/9"}; },
+                 "not a listed file");
   expect_refused([](json& m) { m["modules"][0]["weights"]["entry"] = "modules/0/graphs/0/samples/0.json"; },
                  "weights.entry must be \"modules/0/weights.safetensors\"");
   expect_refused([](json& m) { m["files"].push_back(m["files"][0]); }, "is listed twice");
@@ -198,21 +244,33 @@ TEST(ManifestSchema, Sha512DigestsNameListedEntries) {
   m["sha512"] = {{"modules/0/weights.safetensors", digest}};
   EXPECT_TRUE(validate_manifest(m).ok()) << validate_manifest(m).message();
   expect_refused([&](json& v) { v["sha512"] = {{"../../etc/passwd", digest}}; }, "not a listed file");
-  expect_refused([&](json& v) { v["sha512"] = {{"modules/0/weights.safetensors", "abc"}}; }, "128 hex digits");
+  expect_refused(
+      [&](json& v) {
+        v["sha512"] = {{"modules/0/weights.safetensors", "abc"}};
+      },
+      "128 hex digits");
   expect_refused([](json& v) { v["sha512"] = json::array(); }, "sha512 must be an object");
 }
 
 TEST(ManifestSchema, NativeGraphsNeedConsistentOrderAndPaths) {
-  expect_refused([](json& m) { graph(m, 1)["backend"]["input_order"] = {1}; }, "input_order must be distinct");
-  expect_refused([](json& m) { graph(m, 1)["backend"]["output_paths"] = {"a", "b"}; }, "one access path per output");
-  expect_refused([](json& m) { graph(m, 1)["backend"]["input_order"] = nullptr; }, "serves a native package but has no input_order");
-  expect_refused([](json& m) { graph(m, 1)["backend"]["profiles"] = json::array(); }, "one range per tensor input");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["input_order"] = {1}; },
+                 "input_order must be distinct");
+  expect_refused(
+      [](json& m) {
+        graph(m, 1)["backend"]["output_paths"] = {"a", "b"};
+      },
+      "one access path per output");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["input_order"] = nullptr; },
+                 "serves a native package but has no input_order");
+  expect_refused([](json& m) { graph(m, 1)["backend"]["profiles"] = json::array(); },
+                 "one range per tensor input");
 }
 
 TEST(ManifestSchema, ArtifactsServedFromPythonNeedNoNativeOrder) {
   json m = valid();
   json& b = graph(m, 1)["backend"];
-  m["files"].push_back({{"path", "modules/0/graphs/1/backend/model_raw.onnx"}, {"size", 1}, {"sha256", kHash}});
+  m["files"].push_back(
+      {{"path", "modules/0/graphs/1/backend/model_raw.onnx"}, {"size", 1}, {"sha256", kHash}});
   b["artifacts"] = {{"onnx", "modules/0/graphs/1/backend/model_raw.onnx"}};  // ONNX Runtime: Python serves it
   b["input_order"] = nullptr;
   b["output_paths"] = nullptr;

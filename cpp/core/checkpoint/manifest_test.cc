@@ -17,39 +17,68 @@ json leaf(const std::string& name, std::vector<int64_t> lo, std::vector<int64_t>
     shape.push_back(i == 0 ? json("batch0") : json(lo[i]));
     mult.push_back(1.0);
   }
-  return {{"semantic_path", {{"tuple", {name, 0}}}}, {"access_path", name + "[0]"}, {"name", "input_" + name},
-          {"shape", shape}, {"axis_kinds", kinds}, {"min_shape", lo}, {"max_shape", hi}, {"multipliers", mult},
-          {"dtype", "float32"}, {"dtypes", {"float32"}}};
+  return {{"semantic_path", {{"tuple", {name, 0}}}},
+          {"access_path", name + "[0]"},
+          {"name", "input_" + name},
+          {"shape", shape},
+          {"axis_kinds", kinds},
+          {"min_shape", lo},
+          {"max_shape", hi},
+          {"multipliers", mult},
+          {"dtype", "float32"},
+          {"dtypes", {"float32"}}};
 }
 
 // One module with one AOTInductor graph, as ait.save writes it in format `version`.
 json manifest(int version) {
   const std::string hash(64, 'b');
-  json backend = {{"config", {{"use_cuda_graphs", true}}}, {"extra", json::object()}, {"input_order", {0}},
-                  {"output_paths", {"output"}}, {"precision_class", "fp32"}, {"is_jit", false}, {"native", true},
+  json backend = {{"config", {{"use_cuda_graphs", true}}},
+                  {"extra", json::object()},
+                  {"input_order", {0}},
+                  {"output_paths", {"output"}},
+                  {"precision_class", "fp32"},
+                  {"is_jit", false},
+                  {"native", true},
                   {"profiles", json::array({json::array({json{1, 4}, json{nullptr, 4}}), nullptr})},
                   {"artifacts", {{"package", "modules/0/graphs/g/backend/model.pt2"}}},
-                  {"requires", {"torch", "cuda_major"}}, {"device", "cuda:0"}};
+                  {"requires", {"torch", "cuda_major"}},
+                  {"device", "cuda:0"}};
   if (version == 1) {
-    backend["class"] = "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend";
+    backend["class"] =
+        "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend";
   } else {
     backend["name"] = "torch_inductor_aot";
   }
-  json inputs = {{"leaves", {leaf("x", {1, 4}, {8, 4}), leaf("y", {2}, {2}),
-                             {{"semantic_path", "scale"}, {"access_path", "scale"}, {"value", {{"value", 2}}}}}}};
-  json graph = {{"name", "g"}, {"key_tokens", json::array()}, {"input_spec", inputs},
-                {"output_spec", {{"leaves", {leaf("out", {1}, {8})}}}}, {"backend", backend},
-                {"samples", json::array()}, {"correctness", {{"passed", true}}}};
-  json module = {{"name", "m"}, {"prefix", ""}, {"class", "__main__.Net"}, {"strict_mode", true},
-                 {"fallback_policy", "raise"}, {"weights", nullptr},
-                 {"forward_signature", {{{"name", "x"}, {"kind", "POSITIONAL_OR_KEYWORD"}, {"has_default", false}},
-                                        {{"name", "y"}, {"kind", "KEYWORD_ONLY"}, {"has_default", true}}}},
+  json inputs = {{"leaves",
+                  {leaf("x", {1, 4}, {8, 4}),
+                   leaf("y", {2}, {2}),
+                   {{"semantic_path", "scale"}, {"access_path", "scale"}, {"value", {{"value", 2}}}}}}};
+  json graph = {{"name", "g"},
+                {"key_tokens", json::array()},
+                {"input_spec", inputs},
+                {"output_spec", {{"leaves", {leaf("out", {1}, {8})}}}},
+                {"backend", backend},
+                {"samples", json::array()},
+                {"correctness", {{"passed", true}}}};
+  json module = {{"name", "m"},
+                 {"prefix", ""},
+                 {"class", "__main__.Net"},
+                 {"strict_mode", true},
+                 {"fallback_policy", "raise"},
+                 {"weights", nullptr},
+                 {"forward_signature",
+                  {{{"name", "x"}, {"kind", "POSITIONAL_OR_KEYWORD"}, {"has_default", false}},
+                   {{"name", "y"}, {"kind", "KEYWORD_ONLY"}, {"has_default", true}}}},
                  {"graphs", {graph}}};
-  return {{"format", "aitune.checkpoint"}, {"format_version", version}, {"aitune_version", "0.2.0"},
-          {"created_at", "2026-12-01T00:00:00Z"},
-          {"fingerprint", {{"torch", "2.11.0+cu130"}, {"gpu_sm", "9.0"}, {"tensorrt", nullptr}, {"build", 7}}},
-          {"root", {{"kind", "module"}, {"class", "x.Y"}, {"weights", nullptr}}}, {"modules", {module}},
-          {"files", {{{"path", "modules/0/graphs/g/backend/model.pt2"}, {"size", 123}, {"sha256", hash}}}}};
+  return {
+      {"format", "aitune.checkpoint"},
+      {"format_version", version},
+      {"aitune_version", "0.2.0"},
+      {"created_at", "2026-12-01T00:00:00Z"},
+      {"fingerprint", {{"torch", "2.11.0+cu130"}, {"gpu_sm", "9.0"}, {"tensorrt", nullptr}, {"build", 7}}},
+      {"root", {{"kind", "module"}, {"class", "x.Y"}, {"weights", nullptr}}},
+      {"modules", {module}},
+      {"files", {{{"path", "modules/0/graphs/g/backend/model.pt2"}, {"size", 123}, {"sha256", hash}}}}};
 }
 
 TEST(Manifest, ReadsEveryFieldTheRuntimeUses) {
@@ -100,7 +129,8 @@ TEST(Manifest, FormatOneClassPathIsMappedToItsStableName) {
   ASSERT_TRUE(read.ok()) << read.status().message();
   const ManifestBackend& b = read->modules[0].graphs[0].backend;
   EXPECT_EQ(b.name, "torch_inductor_aot");
-  EXPECT_EQ(b.class_path, "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend");
+  EXPECT_EQ(b.class_path,
+            "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend");
 
   json custom = manifest(1);
   custom["modules"][0]["graphs"][0]["backend"]["class"] = "my_pkg.MyBackend";

@@ -18,7 +18,9 @@ using zip::read_some;
 
 void Sha256::Free::operator()(evp_md_ctx_st* c) const { EVP_MD_CTX_free(c); }
 
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) { ok_ = ctx_ && EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) == 1; }
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  ok_ = ctx_ && EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) == 1;
+}
 
 Sha256::~Sha256() = default;
 

@@ -1,8 +1,8 @@
-// ZIP64 records for the checkpoint container (zip_writer.cc, zip_reader.cc), per PKWARE APPNOTE.TXT: 4.3.14 ZIP64
-// end of central directory record, 4.3.15 its locator, 4.5.3 ZIP64 extended information extra
-// field. A 32-bit size or offset field at 0xFFFFFFFF (a 16-bit count or disk field at 0xFFFF) means
-// "the value is in the ZIP64 record". Encoding for ArchiveWriter, bounds-checked decoding for
-// ArchiveReader, and the little-endian field helpers both files use.
+// ZIP64 records for the checkpoint container (zip_writer.cc, zip_reader.cc), per PKWARE APPNOTE.TXT: 4.3.14
+// ZIP64 end of central directory record, 4.3.15 its locator, 4.5.3 ZIP64 extended information extra field. A
+// 32-bit size or offset field at 0xFFFFFFFF (a 16-bit count or disk field at 0xFFFF) means "the value is in
+// the ZIP64 record". Encoding for ArchiveWriter, bounds-checked decoding for ArchiveReader, and the
+// little-endian field helpers both files use.
 //
 // Decoding errors are kCorrupt (or kUnsupported for multi-disk archives and extensible data) with a
 // message fragment; the caller prefixes the checkpoint and entry names.

@@ -92,7 +92,7 @@ class ArchiveWriter {
   int fd_ = -1;  // the temp file; -1 once closed or moved from
   ZipWriteOptions options_;
   bool finished_ = false;
-  std::vector<Pending> pending_;         // add order
+  std::vector<Pending> pending_;           // add order
   std::unordered_set<std::string> names_;  // entry names in pending_, for the duplicate check
 };
 

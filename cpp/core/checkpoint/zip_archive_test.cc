@@ -1,9 +1,8 @@
 #include "checkpoint/zip_archive.h"
-#include "checkpoint/test_files.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +16,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "checkpoint/test_files.h"
 
 namespace aitune {
 namespace {
@@ -32,9 +33,12 @@ class TempDir : public test_files::TempDir {
 };
 
 uint16_t le16(const std::string& b, size_t at) {
-  return static_cast<uint16_t>(static_cast<unsigned char>(b[at]) | (static_cast<unsigned char>(b[at + 1]) << 8));
+  return static_cast<uint16_t>(static_cast<unsigned char>(b[at]) |
+                               (static_cast<unsigned char>(b[at + 1]) << 8));
 }
-uint32_t le32(const std::string& b, size_t at) { return le16(b, at) | (static_cast<uint32_t>(le16(b, at + 2)) << 16); }
+uint32_t le32(const std::string& b, size_t at) {
+  return le16(b, at) | (static_cast<uint32_t>(le16(b, at + 2)) << 16);
+}
 void set16(std::string& b, size_t at, uint16_t v) {
   b[at] = static_cast<char>(v & 0xFF);
   b[at + 1] = static_cast<char>(v >> 8);
@@ -94,7 +98,8 @@ std::vector<RawEntry> walk(const std::string& b) {
 void replace_all(std::string& b, const std::string& from, const std::string& to) {
   ASSERT_EQ(from.size(), to.size());
   int n = 0;
-  for (size_t at = b.find(from); at != std::string::npos; at = b.find(from, at + 1), ++n) b.replace(at, to.size(), to);
+  for (size_t at = b.find(from); at != std::string::npos; at = b.find(from, at + 1), ++n)
+    b.replace(at, to.size(), to);
   ASSERT_GT(n, 0) << from;
 }
 
@@ -130,15 +135,16 @@ TEST(ZipArchiveTest, RoundTripBytesAndFiles) {
   EXPECT_EQ(files[0].sha256, sha256_hex("hello weights"));
   EXPECT_EQ(files[1].size, 100000u);
   EXPECT_EQ(files[1].sha256, sha256_hex(read_all(dir / "plan.src")));
-  EXPECT_EQ(files[2].sha256, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");  // sha256("")
+  EXPECT_EQ(files[2].sha256,
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");  // sha256("")
 
   auto reader = ArchiveReader::open(path);
   ASSERT_TRUE(reader.ok()) << reader.status().to_string();
   EXPECT_EQ(reader->manifest_bytes(), kManifest);
   EXPECT_EQ(reader->digest(), sha256_hex(kManifest));
-  EXPECT_EQ(reader->entry_names(), (std::vector<std::string>{"manifest.json", "weights/root.safetensors",
-                                                              "modules/0/graphs/0/backend/tensorrt/model.plan",
-                                                              "empty.json"}));
+  EXPECT_EQ(reader->entry_names(),
+            (std::vector<std::string>{"manifest.json", "weights/root.safetensors",
+                                      "modules/0/graphs/0/backend/tensorrt/model.plan", "empty.json"}));
   EXPECT_EQ(reader->entry_size("empty.json"), 0u);
   EXPECT_FALSE(reader->entry_size("nope").has_value());
   ASSERT_TRUE(reader->check_listed(files).ok());
@@ -195,7 +201,7 @@ TEST(ZipArchiveTest, FlippedDataByteFailsHashOnlyForThatEntry) {
   write_all(dir / "tampered.ait", b);
   auto reader = ArchiveReader::open(dir / "tampered.ait");
   ASSERT_TRUE(reader.ok()) << reader.status().to_string();
-  EXPECT_TRUE(reader->check_listed(files).ok());  // sizes still match; hashes are checked on read
+  EXPECT_TRUE(reader->check_listed(files).ok());   // sizes still match; hashes are checked on read
   for (int attempt = 0; attempt < 2; ++attempt) {  // the remembered hash gives the same verdict
     auto r = reader->read(files[1].path, files[1]);
     ASSERT_FALSE(r.ok());
@@ -260,8 +266,8 @@ TEST(ZipArchiveTest, WriterRejectsBadNames) {
   TempDir dir;
   auto writer = ArchiveWriter::create(dir / "w.ait");
   ASSERT_TRUE(writer.ok());
-  for (const char* name : {"../evil", "a/../../evil", "/abs", "a\\b", "a//b", "./a", "a/", "", "C:/x", "..",
-                           "manifest.json"}) {
+  for (const char* name :
+       {"../evil", "a/../../evil", "/abs", "a\\b", "a//b", "./a", "a/", "", "C:/x", "..", "manifest.json"}) {
     Status s = writer->add_bytes(name, "x");
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name;
   }
@@ -347,7 +353,8 @@ TEST(ZipArchiveTest, UnsupportedFeaturesAndStructuralDamage) {
 
   // Entry data grown into the next entry's header.
   s = open_patched([&](std::string& b) {
-    for (size_t at : {plan.central_offset + 20, plan.central_offset + 24, plan.local_offset + 18, plan.local_offset + 22}) {
+    for (size_t at : {plan.central_offset + 20, plan.central_offset + 24, plan.local_offset + 18,
+                      plan.local_offset + 22}) {
       set32(b, at, plan.size + 64);
     }
   });
@@ -357,7 +364,8 @@ TEST(ZipArchiveTest, UnsupportedFeaturesAndStructuralDamage) {
   // Last entry's data past the central directory.
   s = open_patched([&](std::string& b) {
     const auto& last = entries.back();
-    for (size_t at : {last.central_offset + 20, last.central_offset + 24, last.local_offset + 18, last.local_offset + 22}) {
+    for (size_t at : {last.central_offset + 20, last.central_offset + 24, last.local_offset + 18,
+                      last.local_offset + 22}) {
       set32(b, at, last.size + 100000);
     }
   });
@@ -371,9 +379,11 @@ TEST(ZipArchiveTest, UnsupportedFeaturesAndStructuralDamage) {
   EXPECT_EQ(s.code(), StatusCode::kCorrupt);
   s = open_patched([&](std::string& b) { b[plan.local_offset + 30] ^= 0x20; });  // local name differs
   EXPECT_EQ(s.code(), StatusCode::kCorrupt);
-  s = open_patched([&](std::string& b) { replace_all(b, "weights/root", "modules/0/gr"); });  // a duplicate-free rename
+  s = open_patched(
+      [&](std::string& b) { replace_all(b, "weights/root", "modules/0/gr"); });  // a duplicate-free rename
   EXPECT_TRUE(s.ok()) << s.to_string();
-  s = open_patched([&](std::string& b) { replace_all(b, "empty.json", std::string("last\0\0\0\0\0\0", 10)); });
+  s = open_patched(
+      [&](std::string& b) { replace_all(b, "empty.json", std::string("last\0\0\0\0\0\0", 10)); });
   EXPECT_EQ(s.code(), StatusCode::kCorrupt);  // "last\0..." has a NUL: malformed name
 }
 
@@ -473,7 +483,8 @@ TEST(ZipArchiveTest, ConcurrentReads) {
   TempDir dir;
   const std::string path = dir / "model.ait";
   std::vector<std::string> names;
-  for (int i = 0; i < 16; ++i) names.push_back(std::to_string(i) + ".bin");  // (GCC 12 -Wrestrict false positive on "e" + to_string)
+  for (int i = 0; i < 16; ++i)
+    names.push_back(std::to_string(i) + ".bin");  // (GCC 12 -Wrestrict false positive on "e" + to_string)
   const auto files = write_sample(dir, path, names);
   auto reader = ArchiveReader::open(path);
   ASSERT_TRUE(reader.ok());
@@ -830,7 +841,8 @@ TEST(ZipArchiveHostileTest, ThreadsSavingToOnePathEachWriteAWholeArchive) {
       for (int i = 0; i < 5; ++i) {
         auto writer = ArchiveWriter::create(path);
         const std::string data(1000 + t, static_cast<char>('a' + t));
-        if (!writer.ok() || !writer->add_bytes("data", data).ok() || !writer->finish(kManifest).ok()) ++failures;
+        if (!writer.ok() || !writer->add_bytes("data", data).ok() || !writer->finish(kManifest).ok())
+          ++failures;
         auto reader = ArchiveReader::open(path);  // whatever is at the path is a whole archive
         if (!reader.ok()) ++failures;
       }
@@ -866,7 +878,8 @@ TEST(ZipArchiveHostileTest, AFifoIsRefusedNotWaitedOn) {
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
   auto reader = ArchiveReader::open(path);  // with a blocking open this never returns
   ASSERT_FALSE(reader.ok());
-  EXPECT_NE(reader.status().message().find("is not a regular file"), std::string::npos) << reader.status().message();
+  EXPECT_NE(reader.status().message().find("is not a regular file"), std::string::npos)
+      << reader.status().message();
 }
 
 }  // namespace

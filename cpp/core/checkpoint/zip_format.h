@@ -14,7 +14,8 @@
 
 namespace aitune::zip {
 
-static_assert(std::endian::native == std::endian::little, "the ZIP field and CRC code assume a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "the ZIP field and CRC code assume a little-endian host");
 
 using zip64::get16;
 using zip64::get32;
@@ -37,7 +38,8 @@ inline constexpr uint16_t kFlagEncrypted = 1 << 0;
 inline constexpr uint16_t kFlagDataDescriptor = 1 << 3;
 inline constexpr uint16_t kFlagStrongEncryption = 1 << 6;
 inline constexpr uint16_t kFlagUtf8 = 1 << 11;
-inline constexpr uint16_t kDosDate1980 = (1 << 5) | 1;  // fixed 1980-01-01 00:00: same inputs give the same bytes
+inline constexpr uint16_t kDosDate1980 =
+    (1 << 5) | 1;  // fixed 1980-01-01 00:00: same inputs give the same bytes
 inline constexpr uint32_t kRegularFileAttributes = 0100644u << 16;
 // Android zipalign's extra field: u16 id, u16 size, u16 alignment, zero padding. Python's zipfile
 // and unzip skip unknown extra fields.
@@ -46,7 +48,9 @@ inline constexpr uint64_t kAlignExtraMin = 6;
 
 inline Status corrupt(std::string m) { return {StatusCode::kCorrupt, std::move(m)}; }
 
-inline Status errno_status(const std::string& what, int err) { return internal_error(what + ": " + std::strerror(err)); }
+inline Status errno_status(const std::string& what, int err) {
+  return internal_error(what + ": " + std::strerror(err));
+}
 
 inline std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 

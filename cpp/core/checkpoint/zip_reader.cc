@@ -65,7 +65,7 @@ struct ArchiveReader::State {
   std::unordered_map<std::string, size_t> index;
   std::string digest;
 
-  std::mutex mu;                  // guards `hashes`
+  std::mutex mu;                    // guards `hashes`
   std::vector<std::string> hashes;  // per entry: computed SHA-256, "" until first read
 };
 
@@ -84,16 +84,18 @@ StatusOr<ArchiveReader> ArchiveReader::open(std::string path) {
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return errno_status("Cannot stat checkpoint " + in_quotes(path), errno);
-  if (!S_ISREG(st.st_mode)) return invalid_argument("Checkpoint " + in_quotes(path) + " is not a regular file");
+  if (!S_ISREG(st.st_mode))
+    return invalid_argument("Checkpoint " + in_quotes(path) + " is not a regular file");
   auto state = std::make_unique<State>();
   state->path = std::move(path);
   if (static_cast<uint64_t>(st.st_size) < kEndSize) {
-    return corrupt("Checkpoint " + in_quotes(state->path) + " is corrupt: truncated to " + std::to_string(st.st_size) +
-                   " bytes, shorter than an empty ZIP archive");
+    return corrupt("Checkpoint " + in_quotes(state->path) + " is corrupt: truncated to " +
+                   std::to_string(st.st_size) + " bytes, shorter than an empty ZIP archive");
   }
   state->size = static_cast<size_t>(st.st_size);
   void* base = ::mmap(nullptr, state->size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-  if (base == MAP_FAILED) return errno_status("Cannot memory-map checkpoint " + in_quotes(state->path), errno);
+  if (base == MAP_FAILED)
+    return errno_status("Cannot memory-map checkpoint " + in_quotes(state->path), errno);
   state->base = static_cast<const unsigned char*>(base);
   AITUNE_RETURN_IF_ERROR(state->parse());
   return ArchiveReader(std::move(state));
@@ -159,7 +161,8 @@ Status ArchiveReader::State::parse() {
   for (uint64_t i = 0; i < count; ++i) {
     if (p + kCentralSize > central_end) return corrupt(bad + "central directory is truncated");
     const unsigned char* h = base + p;
-    if (get32(h) != kCentralSig) return corrupt(bad + "bad central directory signature at offset " + std::to_string(p));
+    if (get32(h) != kCentralSig)
+      return corrupt(bad + "bad central directory signature at offset " + std::to_string(p));
     const uint64_t record = kCentralSize + get16(h + 28) + get16(h + 30) + get16(h + 32);
     if (p + record > central_end) return corrupt(bad + "central directory is truncated");
     raws.push_back({std::string(reinterpret_cast<const char*>(h + kCentralSize), get16(h + 28)), get16(h + 4),
@@ -167,7 +170,9 @@ Status ArchiveReader::State::parse() {
                     get32(h + 38), get32(h + 42), h + kCentralSize + get16(h + 28), get16(h + 30)});
     p += record;
   }
-  if (p != central_end) return corrupt(bad + "central directory has " + std::to_string(central_end - p) + " bytes after its last entry");
+  if (p != central_end)
+    return corrupt(bad + "central directory has " + std::to_string(central_end - p) +
+                   " bytes after its last entry");
 
   // A pre-aitune checkpoint (docs/reference/checkpoint.md#integrity-and-compatibility) holds a pickle; say so
   // instead of "corrupt".
@@ -177,16 +182,18 @@ Status ArchiveReader::State::parse() {
     return r.name == "state_dict.pt" || (r.name.size() > 14 && r.name.ends_with("/state_dict.pt"));
   });
   if (!has_manifest && has_pickle) {
-    return unsupported("Checkpoint " + in_quotes(path) +
-                       " is in the reference (pre-aitune) format: its state_dict.pt is a pickle, which can run "
-                       "arbitrary code when loaded, so it is refused. Re-tune the model with aitune and save again.");
+    return unsupported(
+        "Checkpoint " + in_quotes(path) +
+        " is in the reference (pre-aitune) format: its state_dict.pt is a pickle, which can run "
+        "arbitrary code when loaded, so it is refused. Re-tune the model with aitune and save again.");
   }
   // The one refusal of a pickle beside a manifest: every reader (ait.load, the C++ runtime, the
   // CLI) opens the archive here first.
   if (has_pickle) {
-    return unsupported(path + " is a checkpoint of the reference implementation: it stores a pickled state "
-                              "that would execute code when loaded, so aitune refuses it. Re-tune the model and "
-                              "save it with aitune.");
+    return unsupported(path +
+                       " is a checkpoint of the reference implementation: it stores a pickled state "
+                       "that would execute code when loaded, so aitune refuses it. Re-tune the model and "
+                       "save it with aitune.");
   }
 
   entries.reserve(raws.size());
@@ -194,7 +201,8 @@ Status ArchiveReader::State::parse() {
     const NameIssue issue = classify_entry_name(r.name);
     const bool unix_host = (r.made_by >> 8) == 3;
     if (issue == NameIssue::kEscapes || (unix_host && S_ISLNK(r.attributes >> 16))) return escapes(r.name);
-    if (issue == NameIssue::kMalformed) return corrupt(bad + "entry name " + in_quotes(r.name) + " is not a normalised relative path");
+    if (issue == NameIssue::kMalformed)
+      return corrupt(bad + "entry name " + in_quotes(r.name) + " is not a normalised relative path");
     const std::string entry = "entry " + in_quotes(r.name);
     if (r.flags & (kFlagEncrypted | kFlagStrongEncryption)) return unsupported(odd + entry + " is encrypted");
     if (r.method != 0) {
@@ -223,14 +231,17 @@ Status ArchiveReader::State::parse() {
                      " lies beyond the entry area, which ends at " + std::to_string(central_offset));
     }
     const unsigned char* h = base + off;
-    if (get32(h) != kLocalSig) return corrupt(bad + entry + ": bad local header signature at offset " + std::to_string(off));
-    const uint16_t lflags = get16(h + 6), lmethod = get16(h + 8), lname = get16(h + 26), lextra = get16(h + 28);
+    if (get32(h) != kLocalSig)
+      return corrupt(bad + entry + ": bad local header signature at offset " + std::to_string(off));
+    const uint16_t lflags = get16(h + 6), lmethod = get16(h + 8), lname = get16(h + 26),
+                   lextra = get16(h + 28);
     if (lmethod != 0) return unsupported(odd + entry + " is compressed in its local header");
     if (lflags & (kFlagDataDescriptor | kFlagEncrypted | kFlagStrongEncryption)) {
       return unsupported(odd + entry + " uses a data descriptor or encryption");
     }
     const uint64_t data_offset = off + kLocalSize + lname + lextra;
-    if (data_offset > central_offset) return corrupt(bad + entry + ": local header lies beyond the entry area");
+    if (data_offset > central_offset)
+      return corrupt(bad + entry + ": local header lies beyond the entry area");
     if (std::string_view(reinterpret_cast<const char*>(h + kLocalSize), lname) != r.name) {
       return corrupt(bad + entry + ": the local header names a different entry");
     }
@@ -268,7 +279,8 @@ Status ArchiveReader::State::parse() {
   }
   // Every other entry is checked by its SHA-256 in the manifest; the manifest itself only by
   // the CRC-32 the ZIP records for it, so a damaged manifest is refused here, not parsed.
-  const auto manifest_raw = std::find_if(raws.begin(), raws.end(), [](const Raw& r) { return r.name == kManifestEntryName; });
+  const auto manifest_raw =
+      std::find_if(raws.begin(), raws.end(), [](const Raw& r) { return r.name == kManifestEntryName; });
   const std::string_view manifest = view(entries[0]);
   if (crc32_update(0, manifest.data(), manifest.size()) != manifest_raw->crc) {
     return corrupt(bad + "manifest.json does not match its CRC-32 (the manifest is damaged)");
@@ -338,9 +350,11 @@ StatusOr<std::string_view> ArchiveReader::read(const std::string& name, const Fi
   return data;
 }
 
-Status ArchiveReader::extract(const std::string& name, const FileRecord& expected, const std::string& dest_path) const {
+Status ArchiveReader::extract(const std::string& name, const FileRecord& expected,
+                              const std::string& dest_path) const {
   AITUNE_ASSIGN_OR_RETURN(const std::string_view data, read(name, expected));
-  const std::string where = "Cannot extract checkpoint entry " + in_quotes(name) + " to " + in_quotes(dest_path);
+  const std::string where =
+      "Cannot extract checkpoint entry " + in_quotes(name) + " to " + in_quotes(dest_path);
   const std::filesystem::path parent = std::filesystem::path(dest_path).parent_path();
   if (!parent.empty()) {
     std::error_code ec;

@@ -69,7 +69,8 @@ void ArchiveWriter::abandon() {
 }
 
 Status ArchiveWriter::check_new_name(const std::string& entry_name) const {
-  if (fd_ < 0) return invalid_argument("Checkpoint writer for " + in_quotes(final_path_) + " is already finished");
+  if (fd_ < 0)
+    return invalid_argument("Checkpoint writer for " + in_quotes(final_path_) + " is already finished");
   if (classify_entry_name(entry_name) != NameIssue::kNone) {
     return invalid_argument("Invalid checkpoint entry name " + in_quotes(entry_name) +
                             ": expected a relative '/'-separated path without '..', '.', empty parts or "
@@ -78,7 +79,8 @@ Status ArchiveWriter::check_new_name(const std::string& entry_name) const {
   if (entry_name == kManifestEntryName) {
     return invalid_argument("Entry name 'manifest.json' is reserved for the checkpoint manifest");
   }
-  if (names_.count(entry_name) != 0) return invalid_argument("Duplicate checkpoint entry " + in_quotes(entry_name));
+  if (names_.count(entry_name) != 0)
+    return invalid_argument("Duplicate checkpoint entry " + in_quotes(entry_name));
   return Status::Ok();
 }
 
@@ -86,8 +88,8 @@ Status ArchiveWriter::add_file(std::string entry_name, std::string source_path) 
   AITUNE_RETURN_IF_ERROR(check_new_name(entry_name));
   Fd fd(::open(source_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
-    return invalid_argument("Cannot read " + in_quotes(source_path) + " for checkpoint entry " + in_quotes(entry_name) +
-                            ": " + std::strerror(errno));
+    return invalid_argument("Cannot read " + in_quotes(source_path) + " for checkpoint entry " +
+                            in_quotes(entry_name) + ": " + std::strerror(errno));
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -109,7 +111,8 @@ Status ArchiveWriter::add_file(std::string entry_name, std::string source_path) 
     p.record.size += static_cast<uint64_t>(r);
   }
   p.record.sha256 = sha.hex();
-  if (p.record.sha256.empty()) return internal_error("OpenSSL SHA-256 failed for " + in_quotes(p.source_path));
+  if (p.record.sha256.empty())
+    return internal_error("OpenSSL SHA-256 failed for " + in_quotes(p.source_path));
   names_.insert(entry_name);
   pending_.push_back(std::move(p));
   return Status::Ok();
@@ -121,7 +124,8 @@ Status ArchiveWriter::add_bytes(std::string entry_name, std::string_view data) {
   p.record.path = entry_name;
   p.record.size = data.size();
   p.record.sha256 = sha256_hex(data);
-  if (p.record.sha256.empty()) return internal_error("OpenSSL SHA-256 failed for entry " + in_quotes(entry_name));
+  if (p.record.sha256.empty())
+    return internal_error("OpenSSL SHA-256 failed for entry " + in_quotes(entry_name));
   p.crc32 = crc32_update(0, data.data(), data.size());
   p.bytes.assign(data);
   names_.insert(entry_name);
@@ -137,7 +141,8 @@ std::vector<FileRecord> ArchiveWriter::files() const {
 }
 
 Status ArchiveWriter::finish(std::string_view manifest_json) {
-  if (fd_ < 0) return invalid_argument("Checkpoint writer for " + in_quotes(final_path_) + " is already finished");
+  if (fd_ < 0)
+    return invalid_argument("Checkpoint writer for " + in_quotes(final_path_) + " is already finished");
   const std::string where = "Cannot write checkpoint " + in_quotes(final_path_);
   auto fail = [this](Status s) {
     abandon();  // closes and removes the temp file; the writer is spent
@@ -225,7 +230,8 @@ Status ArchiveWriter::finish(std::string_view manifest_json) {
     }
     // Streamed again; the CRC recorded at add time detects a file that changed in between.
     Fd src(::open(p.source_path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (src.get() < 0) return fail(errno_status(where + ": cannot reopen " + in_quotes(p.source_path), errno));
+    if (src.get() < 0)
+      return fail(errno_status(where + ": cannot reopen " + in_quotes(p.source_path), errno));
     buf.resize(kChunk);
     uint64_t copied = 0;
     uint32_t crc = 0;
@@ -239,9 +245,9 @@ Status ArchiveWriter::finish(std::string_view manifest_json) {
       if (!write_all(fd_, buf.data(), static_cast<size_t>(r))) return fail(errno_status(where, errno));
     }
     if (copied != p.record.size || crc != p.crc32) {
-      return fail(internal_error(where + ": " + in_quotes(p.source_path) + " (entry " + in_quotes(p.record.path) +
-                                 ") changed after it was added; expected " + std::to_string(p.record.size) +
-                                 " bytes as hashed then"));
+      return fail(internal_error(where + ": " + in_quotes(p.source_path) + " (entry " +
+                                 in_quotes(p.record.path) + ") changed after it was added; expected " +
+                                 std::to_string(p.record.size) + " bytes as hashed then"));
     }
   }
 
@@ -282,7 +288,8 @@ Status ArchiveWriter::finish(std::string_view manifest_json) {
   put32(central, force || central_size >= kMax32 ? kMax32 : static_cast<uint32_t>(central_size));
   put32(central, force || central_offset >= kMax32 ? kMax32 : static_cast<uint32_t>(central_offset));
   put16(central, 0);  // comment
-  if (!write_all(fd_, central.data(), central.size()) || ::fsync(fd_) != 0) return fail(errno_status(where, errno));
+  if (!write_all(fd_, central.data(), central.size()) || ::fsync(fd_) != 0)
+    return fail(errno_status(where, errno));
 
   const int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0 || ::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {

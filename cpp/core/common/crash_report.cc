@@ -30,15 +30,17 @@ void write_text(const char* text) {
 // "0x... lib.so(symbol+0xoff)" where the address is inside a loaded object; false otherwise.
 bool describe_code_address(const char* label, uintptr_t address) {
   Dl_info info{};
-  if (address == 0 || dladdr(reinterpret_cast<void*>(address), &info) == 0 || info.dli_fname == nullptr) return false;
+  if (address == 0 || dladdr(reinterpret_cast<void*>(address), &info) == 0 || info.dli_fname == nullptr)
+    return false;
   char line[768];
   const uintptr_t base = reinterpret_cast<uintptr_t>(info.dli_fbase);
   if (info.dli_sname != nullptr) {
-    std::snprintf(line, sizeof(line), "  %s 0x%zx %s(%s+0x%zx)\n", label, static_cast<size_t>(address), info.dli_fname,
-                  info.dli_sname, static_cast<size_t>(address - reinterpret_cast<uintptr_t>(info.dli_saddr)));
+    std::snprintf(line, sizeof(line), "  %s 0x%zx %s(%s+0x%zx)\n", label, static_cast<size_t>(address),
+                  info.dli_fname, info.dli_sname,
+                  static_cast<size_t>(address - reinterpret_cast<uintptr_t>(info.dli_saddr)));
   } else {
-    std::snprintf(line, sizeof(line), "  %s 0x%zx %s(+0x%zx)\n", label, static_cast<size_t>(address), info.dli_fname,
-                  static_cast<size_t>(address - base));
+    std::snprintf(line, sizeof(line), "  %s 0x%zx %s(+0x%zx)\n", label, static_cast<size_t>(address),
+                  info.dli_fname, static_cast<size_t>(address - base));
   }
   write_text(line);
   return true;
@@ -55,7 +57,8 @@ void report_context(int sig, const siginfo_t* info, const void* context) {
   const auto pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
   const auto sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
   if (!describe_code_address("instruction", pc)) {
-    std::snprintf(line, sizeof(line), "  instruction 0x%zx (outside any loaded object: a call through a bad pointer?)\n",
+    std::snprintf(line, sizeof(line),
+                  "  instruction 0x%zx (outside any loaded object: a call through a bad pointer?)\n",
                   static_cast<size_t>(pc));
     write_text(line);
   }
@@ -98,7 +101,8 @@ void install_crash_report() {
   action.sa_sigaction = on_fatal_signal;
   action.sa_flags = SA_SIGINFO;  // the signal stays blocked inside: a fault there kills at once
   sigemptyset(&action.sa_mask);
-  for (size_t i = 0; i < sizeof(kSignals) / sizeof(kSignals[0]); ++i) sigaction(kSignals[i], &action, &previous[i]);
+  for (size_t i = 0; i < sizeof(kSignals) / sizeof(kSignals[0]); ++i)
+    sigaction(kSignals[i], &action, &previous[i]);
 }
 
 }  // namespace aitune

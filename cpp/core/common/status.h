@@ -58,7 +58,7 @@ inline Status unsupported(std::string m) { return {StatusCode::kUnsupported, std
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     // An ok Status without a value is a programming error; turn it into an internal error
     // rather than handing out an empty optional.
@@ -68,9 +68,18 @@ class [[nodiscard]] StatusOr {
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
 
-  T& value() & { assert(ok()); return *value_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -87,10 +96,10 @@ class [[nodiscard]] StatusOr {
 #define AITUNE_CONCAT_(a, b) AITUNE_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function when `expr` is not ok.
-#define AITUNE_RETURN_IF_ERROR(expr)                  \
-  do {                                                \
-    ::aitune::Status aitune_status_ = (expr);         \
-    if (!aitune_status_.ok()) return aitune_status_;  \
+#define AITUNE_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::aitune::Status aitune_status_ = (expr);        \
+    if (!aitune_status_.ok()) return aitune_status_; \
   } while (0)
 
 // `lhs` = value of the StatusOr `expr`, or returns its Status.
@@ -102,7 +111,7 @@ class [[nodiscard]] StatusOr {
   lhs = std::move(tmp).value()
 
 // Returns kInvalidArgument with `message` (any expression convertible to std::string) unless `cond`.
-#define AITUNE_CHECK_ARG(cond, message)                                     \
-  do {                                                                      \
-    if (!(cond)) return ::aitune::invalid_argument(std::string(message));   \
+#define AITUNE_CHECK_ARG(cond, message)                                   \
+  do {                                                                    \
+    if (!(cond)) return ::aitune::invalid_argument(std::string(message)); \
   } while (0)

@@ -42,7 +42,8 @@ void append_key(std::string& out, const char* key) {
   out += "\": ";
 }
 
-void append_stats(std::string& out, const char* prefix, const char* cv_key, const std::optional<LatencyStats>& stats) {
+void append_stats(std::string& out, const char* prefix, const char* cv_key,
+                  const std::optional<LatencyStats>& stats) {
   const std::pair<const char*, double LatencyStats::*> fields[] = {
       {"mean", &LatencyStats::mean}, {"median", &LatencyStats::median}, {"p90", &LatencyStats::p90},
       {"p99", &LatencyStats::p99},   {"min", &LatencyStats::min},       {"max", &LatencyStats::max},
@@ -68,7 +69,8 @@ void append_stats(std::string& out, const char* prefix, const char* cv_key, cons
 
 StatusOr<BatchResult> measure_batch(int64_t batch_size, const MeasureStopRule& rule,
                                     const std::function<StatusOr<CallTiming>(size_t call_index)>& call) {
-  AITUNE_CHECK_ARG(batch_size > 0, "measure_batch: batch_size must be positive, got " + std::to_string(batch_size));
+  AITUNE_CHECK_ARG(batch_size > 0,
+                   "measure_batch: batch_size must be positive, got " + std::to_string(batch_size));
   AITUNE_RETURN_IF_ERROR(validate_stop_rule(rule));
 
   std::vector<double> host_ns;
@@ -108,7 +110,8 @@ StatusOr<BatchResult> measure_batch(int64_t batch_size, const MeasureStopRule& r
   for (size_t i = begin; i < decision.measured_end; ++i) sum_ns += host_ns[i];
   const double mean_ns = sum_ns / static_cast<double>(count);
   if (mean_ns <= 0) {
-    return internal_error("measure_batch: mean host time over the measured calls is 0 ns; cannot compute throughput");
+    return internal_error(
+        "measure_batch: mean host time over the measured calls is 0 ns; cannot compute throughput");
   }
   result.throughput_per_s = static_cast<double>(batch_size) * kNsPerS / mean_ns;
   return result;

@@ -65,7 +65,9 @@ TEST(MeasureBatchTest, StableWindowCountsExcludedCallsAsWarmup) {
 }
 
 TEST(MeasureBatchTest, UnstableIsBackendError) {
-  auto call = [](size_t i) -> StatusOr<CallTiming> { return CallTiming{i % 2 ? 130.0 : 100.0, std::nullopt}; };
+  auto call = [](size_t i) -> StatusOr<CallTiming> {
+    return CallTiming{i % 2 ? 130.0 : 100.0, std::nullopt};
+  };
   auto result = measure_batch(1, StableWindowRule{}, call);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kBackendError);
@@ -108,14 +110,15 @@ TEST(BatchResultJsonTest, FieldNamesAndNulls) {
   r.num_measured_calls = 20;
   r.host_latency_ms = {1.5, 1.25, 2, 2.5, 1, 3, 0.5, 0.25};
   r.throughput_per_s = 2666.6666666666665;
-  EXPECT_EQ(to_json(r),
-            "{\"batch_size\": 4, \"num_warmup_calls\": 10, \"num_measured_calls\": 20, "
-            "\"host_latency_ms_mean\": 1.5, \"host_latency_ms_median\": 1.25, \"host_latency_ms_p90\": 2, "
-            "\"host_latency_ms_p99\": 2.5, \"host_latency_ms_min\": 1, \"host_latency_ms_max\": 3, "
-            "\"host_latency_ms_std\": 0.5, \"host_latency_cv\": 0.25, "
-            "\"device_time_ms_mean\": null, \"device_time_ms_median\": null, \"device_time_ms_p90\": null, "
-            "\"device_time_ms_p99\": null, \"device_time_ms_min\": null, \"device_time_ms_max\": null, "
-            "\"device_time_ms_std\": null, \"device_time_cv\": null, \"throughput_per_s\": 2666.6666666666665}");
+  EXPECT_EQ(
+      to_json(r),
+      "{\"batch_size\": 4, \"num_warmup_calls\": 10, \"num_measured_calls\": 20, "
+      "\"host_latency_ms_mean\": 1.5, \"host_latency_ms_median\": 1.25, \"host_latency_ms_p90\": 2, "
+      "\"host_latency_ms_p99\": 2.5, \"host_latency_ms_min\": 1, \"host_latency_ms_max\": 3, "
+      "\"host_latency_ms_std\": 0.5, \"host_latency_cv\": 0.25, "
+      "\"device_time_ms_mean\": null, \"device_time_ms_median\": null, \"device_time_ms_p90\": null, "
+      "\"device_time_ms_p99\": null, \"device_time_ms_min\": null, \"device_time_ms_max\": null, "
+      "\"device_time_ms_std\": null, \"device_time_cv\": null, \"throughput_per_s\": 2666.6666666666665}");
   r.device_time_ms = LatencyStats{0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0, 0};
   const std::string json = to_json(r);
   EXPECT_NE(json.find("\"device_time_ms_mean\": 0.1,"), std::string::npos) << json;

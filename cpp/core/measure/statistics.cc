@@ -43,9 +43,7 @@ double percentile_sorted(const std::vector<double>& sorted, double q) {
 
 }  // namespace
 
-double percentile(std::vector<double> sorted_values, double q) {
-  return percentile_sorted(sorted_values, q);
-}
+double percentile(std::vector<double> sorted_values, double q) { return percentile_sorted(sorted_values, q); }
 
 double coefficient_of_variation(std::span<const double> values) { return cv_of(mean_std(values)); }
 

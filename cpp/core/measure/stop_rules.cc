@@ -32,7 +32,8 @@ Status validate(const StableWindowRule& rule) {
                    positive_message("StableWindowRule", "max_samples", rule.max_samples));
   AITUNE_CHECK_ARG(rule.max_samples >= rule.window_size,
                    "StableWindowRule: max_samples must be >= window_size, got max_samples=" +
-                       std::to_string(rule.max_samples) + ", window_size=" + std::to_string(rule.window_size));
+                       std::to_string(rule.max_samples) +
+                       ", window_size=" + std::to_string(rule.window_size));
   return Status::Ok();
 }
 
@@ -54,9 +55,10 @@ StopDecision decide(const StableWindowRule& rule, std::span<const double> host_t
   if (cv <= rule.max_cv_ratio) return {StopDecision::kStop, begin, end, {}};
   if (end - warmup < static_cast<size_t>(rule.max_samples)) return {};
   char buf[160];
-  std::snprintf(buf, sizeof(buf),
-                "Unable to collect stable results. Current CV of last window: %.2f%%. Expected max CV: %.2f%%.",
-                cv * 100.0, rule.max_cv_ratio * 100.0);
+  std::snprintf(
+      buf, sizeof(buf),
+      "Unable to collect stable results. Current CV of last window: %.2f%%. Expected max CV: %.2f%%.",
+      cv * 100.0, rule.max_cv_ratio * 100.0);
   return {StopDecision::kFail, begin, end, buf};
 }
 

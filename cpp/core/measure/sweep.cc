@@ -12,7 +12,8 @@ constexpr int kMaxBatchExponent = 20;
 
 std::string gain_message(double gain) {
   char buf[128];
-  std::snprintf(buf, sizeof(buf), "ThroughputSaturatedRule: min_throughput_gain_ratio must be in [0, 1), got %g", gain);
+  std::snprintf(buf, sizeof(buf),
+                "ThroughputSaturatedRule: min_throughput_gain_ratio must be in [0, 1), got %g", gain);
   return buf;
 }
 

@@ -29,7 +29,7 @@ struct GateVerdict {
   bool passed = false;
   double geomean_speedup = 0.0;  // NaN when the list is empty or holds a NaN
   double worst_speedup = 0.0;
-  size_t worst_index = 0;        // index of worst_speedup in the list
+  size_t worst_index = 0;           // index of worst_speedup in the list
   bool too_slow_somewhere = false;  // some size is > kMaxGateSlowdown slower than eager
 };
 GateVerdict first_wins_gate(std::span<const double> speedups, double threshold_percent);

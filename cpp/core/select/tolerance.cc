@@ -61,7 +61,8 @@ NumericTolerance default_tolerance(PrecisionClass precision) {
 }
 
 const char* deciding_bound(const LeafMetrics& metrics, const NumericTolerance& tolerance) {
-  if (metrics.has_nan || std::isnan(metrics.rel_l2_error) || std::isnan(metrics.mismatch_fraction)) return "nan";
+  if (metrics.has_nan || std::isnan(metrics.rel_l2_error) || std::isnan(metrics.mismatch_fraction))
+    return "nan";
   const bool rel_ok = rel_l2_passes(metrics, tolerance);
   const bool mismatch_ok = mismatch_passes(metrics, tolerance);
   if (rel_ok != mismatch_ok) return rel_ok ? "max_mismatch_fraction" : "max_rel_l2";
@@ -82,12 +83,14 @@ bool leaf_passes(const LeafMetrics& metrics, const NumericTolerance& tolerance) 
   return !metrics.has_nan && rel_l2_passes(metrics, tolerance) && mismatch_passes(metrics, tolerance);
 }
 
-std::string numeric_failure_message(std::string_view access_path, size_t sample_index, const LeafMetrics& metrics,
-                                    const NumericTolerance& tolerance, PrecisionClass precision) {
+std::string numeric_failure_message(std::string_view access_path, size_t sample_index,
+                                    const LeafMetrics& metrics, const NumericTolerance& tolerance,
+                                    PrecisionClass precision) {
   const std::string path(access_path);
   const char* cls = precision_class_name(precision);
   if (metrics.has_nan) {
-    return format("Output %s of sample %zu contains NaN (precision class %s)", path.c_str(), sample_index, cls);
+    return format("Output %s of sample %zu contains NaN (precision class %s)", path.c_str(), sample_index,
+                  cls);
   }
   const double mismatched_percent = metrics.mismatch_fraction * 100.0;
   const double allowed_percent = tolerance.max_mismatch_fraction * 100.0;

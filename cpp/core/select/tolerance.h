@@ -51,7 +51,8 @@ const char* deciding_bound(const LeafMetrics& metrics, const NumericTolerance& t
 
 // The CorrectnessNumericError text of docs/reference/validation.md#reporting for a leaf that failed
 // leaf_passes; names the check that failed (NaN, rel_l2, or the mismatch share).
-std::string numeric_failure_message(std::string_view access_path, size_t sample_index, const LeafMetrics& metrics,
-                                    const NumericTolerance& tolerance, PrecisionClass precision);
+std::string numeric_failure_message(std::string_view access_path, size_t sample_index,
+                                    const LeafMetrics& metrics, const NumericTolerance& tolerance,
+                                    PrecisionClass precision);
 
 }  // namespace aitune

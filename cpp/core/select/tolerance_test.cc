@@ -35,7 +35,8 @@ TEST(PrecisionClassTest, NamesRoundTrip) {
   auto bad = precision_class_from_name("fp64");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.status().message(), "Unknown precision class 'fp64'; expected one of fp32, tf32, fp16, bf16, int8, fp8");
+  EXPECT_EQ(bad.status().message(),
+            "Unknown precision class 'fp64'; expected one of fp32, tf32, fp16, bf16, int8, fp8");
 }
 
 LeafMetrics metrics(double rel_l2, double mismatch, bool has_nan = false) {
@@ -65,8 +66,9 @@ TEST(DecidingBoundTest, NamesTheBoundThatDecided) {
   const NumericTolerance fp16 = default_tolerance(PrecisionClass::kFp16);
   EXPECT_STREQ(deciding_bound(metrics(2e-2, 0.0), fp16), "max_rel_l2");              // only rel_l2 fails
   EXPECT_STREQ(deciding_bound(metrics(1e-3, 2e-2), fp16), "max_mismatch_fraction");  // only mismatch fails
-  EXPECT_STREQ(deciding_bound(metrics(1.37e-3, 6e-3), fp16), "max_mismatch_fraction");  // both pass: 60 % vs 14 %
-  EXPECT_STREQ(deciding_bound(metrics(9e-3, 1e-3), fp16), "max_rel_l2");             // both pass: 90 % vs 10 %
+  EXPECT_STREQ(deciding_bound(metrics(1.37e-3, 6e-3), fp16),
+               "max_mismatch_fraction");                                  // both pass: 60 % vs 14 %
+  EXPECT_STREQ(deciding_bound(metrics(9e-3, 1e-3), fp16), "max_rel_l2");  // both pass: 90 % vs 10 %
   EXPECT_STREQ(deciding_bound(metrics(0.0, 0.0, true), fp16), "nan");
   const NumericTolerance fp32 = default_tolerance(PrecisionClass::kFp32);
   EXPECT_STREQ(deciding_bound(metrics(1e-6, 1e-3), fp32), "max_mismatch_fraction");  // zero bound, exceeded
@@ -87,7 +89,8 @@ TEST(NumericFailureMessageTest, RelL2) {
 
 TEST(NumericFailureMessageTest, MismatchOnly) {
   const LeafMetrics m{0.25, 1.5, 0.005, 0.02, false, 4096};
-  EXPECT_EQ(numeric_failure_message("output", 1, m, default_tolerance(PrecisionClass::kFp16), PrecisionClass::kFp16),
+  EXPECT_EQ(numeric_failure_message("output", 1, m, default_tolerance(PrecisionClass::kFp16),
+                                    PrecisionClass::kFp16),
             "Output output differs from eager reference on sample 1: mismatched=2.000% > allowed 1.000% "
             "(precision class fp16; max_abs=0.25, max_rel=1.5, rel_l2=0.005 <= 0.01)");
 }

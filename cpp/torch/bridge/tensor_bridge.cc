@@ -48,7 +48,8 @@ StatusOr<c10::ScalarType> dtype_from_name(std::string_view name) {
   for (const auto& [t, n] : kDtypeNames) {
     if (name == n) return t;
   }
-  return invalid_argument("Unknown dtype '" + std::string(name) + "'; expected a torch dtype name such as float32");
+  return invalid_argument("Unknown dtype '" + std::string(name) +
+                          "'; expected a torch dtype name such as float32");
 }
 
 TensorSpec spec_from_tensor(const at::Tensor& tensor, std::optional<int64_t> batch_size) {

@@ -21,8 +21,9 @@ TEST(TensorBridge, DtypeNamesReadLikeTorch) {
 }
 
 TEST(TensorBridge, DtypeNameRoundTrips) {
-  for (auto type : {c10::ScalarType::Float, c10::ScalarType::Double, c10::ScalarType::Half, c10::ScalarType::BFloat16,
-                    c10::ScalarType::Char, c10::ScalarType::Long, c10::ScalarType::Bool}) {
+  for (auto type :
+       {c10::ScalarType::Float, c10::ScalarType::Double, c10::ScalarType::Half, c10::ScalarType::BFloat16,
+        c10::ScalarType::Char, c10::ScalarType::Long, c10::ScalarType::Bool}) {
     auto parsed = dtype_from_name(dtype_name(type));
     ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
     EXPECT_EQ(*parsed, type);

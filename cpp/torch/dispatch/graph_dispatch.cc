@@ -18,13 +18,15 @@ namespace {
 std::string torch_dtype(c10::ScalarType type) { return "torch." + dtype_name(type); }
 
 // "input 'x' (tensor 'input_x'": the start of every input error's subject.
-std::string subject(const InputRule& rule) { return "input " + rule.path_repr + " (tensor '" + rule.tensor_name + "'"; }
+std::string subject(const InputRule& rule) {
+  return "input " + rule.path_repr + " (tensor '" + rule.tensor_name + "'";
+}
 
 }  // namespace
 
-GraphDispatch::GraphDispatch(std::string graph, std::string module, std::string backend, std::vector<InputRule> rules,
-                             std::shared_ptr<Runner> runner, std::vector<int64_t> input_order,
-                             std::vector<std::string> output_names)
+GraphDispatch::GraphDispatch(std::string graph, std::string module, std::string backend,
+                             std::vector<InputRule> rules, std::shared_ptr<Runner> runner,
+                             std::vector<int64_t> input_order, std::vector<std::string> output_names)
     : graph_(std::move(graph)),
       module_(std::move(module)),
       backend_(std::move(backend)),
@@ -46,15 +48,17 @@ Status GraphDispatch::check_input_order() const {
   return Status::Ok();
 }
 
-Status GraphDispatch::check_input(const InputRule& rule, const at::Tensor& tensor, bool& report_outside) const {
+Status GraphDispatch::check_input(const InputRule& rule, const at::Tensor& tensor,
+                                  bool& report_outside) const {
   const c10::ScalarType actual = tensor.scalar_type();
   bool dtype_ok = false;
   for (c10::ScalarType accepted : rule.dtypes) dtype_ok = dtype_ok || accepted == actual;
   if (!dtype_ok) {
     std::string expected;
-    for (size_t i = 0; i < rule.dtypes.size(); ++i) expected += (i ? " or " : "") + torch_dtype(rule.dtypes[i]);
-    return profile_shape_error("Input dtype " + torch_dtype(actual) + " does not match tuned dtype " + expected +
-                               " for " + subject(rule) + ")" + where());
+    for (size_t i = 0; i < rule.dtypes.size(); ++i)
+      expected += (i ? " or " : "") + torch_dtype(rule.dtypes[i]);
+    return profile_shape_error("Input dtype " + torch_dtype(actual) + " does not match tuned dtype " +
+                               expected + " for " + subject(rule) + ")" + where());
   }
   if (rule.range == ShapeRange::kNone) return Status::Ok();
   // An envelope already reported is not checked again: the call goes on either way.
@@ -66,11 +70,11 @@ Status GraphDispatch::check_input(const InputRule& rule, const at::Tensor& tenso
   // The graph key already fixes the rank on the Python path; the C++ runtime's run_graph does not
   // select by rank, so a profile refuses another rank itself.
   if (hard && sizes.size() != rule.min_shape.size()) {
-    return profile_shape_error("Input shape " + format_shape(Shape(sizes.begin(), sizes.end())) + " has rank " +
-                               std::to_string(sizes.size()) + ", profile shape " + profile_text(rule.min_shape) +
-                               " has rank " + std::to_string(rule.min_shape.size()) + " for " + subject(rule) +
-                               "; profile min " + profile_text(rule.min_shape) + ", max " +
-                               profile_text(rule.max_shape) + ")" + where());
+    return profile_shape_error(
+        "Input shape " + format_shape(Shape(sizes.begin(), sizes.end())) + " has rank " +
+        std::to_string(sizes.size()) + ", profile shape " + profile_text(rule.min_shape) + " has rank " +
+        std::to_string(rule.min_shape.size()) + " for " + subject(rule) + "; profile min " +
+        profile_text(rule.min_shape) + ", max " + profile_text(rule.max_shape) + ")" + where());
   }
   bool above = false;
   bool below = false;
@@ -84,12 +88,11 @@ Status GraphDispatch::check_input(const InputRule& rule, const at::Tensor& tenso
     return Status::Ok();
   }
   const std::string shape = format_shape(Shape(sizes.begin(), sizes.end()));
-  const std::string tail = " for " + subject(rule) + "; profile min " + profile_text(rule.min_shape) + ", max " +
-                           profile_text(rule.max_shape) + ")" + where();
-  return profile_shape_error(above ? "Input shape " + shape + " exceeds max profile shape " +
-                                         profile_text(rule.max_shape) + tail
-                                   : "Input shape " + shape + " is below min profile shape " +
-                                         profile_text(rule.min_shape) + tail);
+  const std::string tail = " for " + subject(rule) + "; profile min " + profile_text(rule.min_shape) +
+                           ", max " + profile_text(rule.max_shape) + ")" + where();
+  return profile_shape_error(
+      above ? "Input shape " + shape + " exceeds max profile shape " + profile_text(rule.max_shape) + tail
+            : "Input shape " + shape + " is below min profile shape " + profile_text(rule.min_shape) + tail);
 }
 
 StatusOr<std::vector<at::Tensor>> GraphDispatch::run(const std::vector<at::Tensor>& inputs) const {

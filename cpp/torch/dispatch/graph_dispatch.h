@@ -66,7 +66,8 @@ class GraphDispatch {
     for (c10::ScalarType accepted : rule.dtypes) dtype_ok = dtype_ok || accepted == actual;
     if (!dtype_ok) return false;
     if (rule.range == ShapeRange::kNone) return true;
-    if (rule.range == ShapeRange::kEnvelope && rule.outside_reported->load(std::memory_order_relaxed)) return true;
+    if (rule.range == ShapeRange::kEnvelope && rule.outside_reported->load(std::memory_order_relaxed))
+      return true;
     const c10::IntArrayRef sizes = tensor.sizes();
     if (rule.range == ShapeRange::kProfile && sizes.size() != rule.min_shape.size()) return false;
     for (size_t axis = 0; axis < sizes.size() && axis < rule.min_shape.size(); ++axis) {

@@ -23,8 +23,8 @@ InputRule rule_of(size_t leaf, std::string path, ShapeRange range, std::vector<i
 
 GraphDispatch graph_of(std::vector<InputRule> rules, std::shared_ptr<Runner> runner = nullptr,
                        std::vector<int64_t> order = {}) {
-  return GraphDispatch("0", "m", "TorchInductorAotBackend()", std::move(rules), std::move(runner), std::move(order),
-                       {"out"});
+  return GraphDispatch("0", "m", "TorchInductorAotBackend()", std::move(rules), std::move(runner),
+                       std::move(order), {"out"});
 }
 
 // Checks one tensor against rule 0; `reported` counts first exits from the envelope.
@@ -36,12 +36,14 @@ Status check(const GraphDispatch& graph, const at::Tensor& tensor, int* reported
 }
 
 TEST(GraphDispatchTest, DtypeMismatchNamesBothDtypesTheInputAndTheGraph) {
-  const GraphDispatch graph = graph_of({rule_of(0, "'x'", ShapeRange::kNone, {}, {}, {c10::kFloat, c10::kHalf})});
+  const GraphDispatch graph =
+      graph_of({rule_of(0, "'x'", ShapeRange::kNone, {}, {}, {c10::kFloat, c10::kHalf})});
   const Status status = check(graph, at::zeros({2}, at::kDouble));
   EXPECT_EQ(status.code(), StatusCode::kProfileShape);
-  EXPECT_EQ(status.message(),
-            "Input dtype torch.float64 does not match tuned dtype torch.float32 or torch.float16 for input 'x' "
-            "(tensor 'input_x') in module 'm', graph '0', backend TorchInductorAotBackend()");
+  EXPECT_EQ(
+      status.message(),
+      "Input dtype torch.float64 does not match tuned dtype torch.float32 or torch.float16 for input 'x' "
+      "(tensor 'input_x') in module 'm', graph '0', backend TorchInductorAotBackend()");
   EXPECT_TRUE(check(graph, at::zeros({2}, at::kHalf)).ok());
 }
 
@@ -50,17 +52,22 @@ TEST(GraphDispatchTest, ProfileRefusesAboveMaxWithUnboundedAxesPrintedAsNone) {
   EXPECT_TRUE(check(graph, at::zeros({4, 600})).ok());
   const Status status = check(graph, at::zeros({5, 6}));
   EXPECT_EQ(status.code(), StatusCode::kProfileShape);
-  EXPECT_EQ(status.message(),
-            "Input shape [5, 6] exceeds max profile shape [4, None] for input 'x' (tensor 'input_x'; profile min "
-            "[1, 6], max [4, None]) in module 'm', graph '0', backend TorchInductorAotBackend()");
+  EXPECT_EQ(
+      status.message(),
+      "Input shape [5, 6] exceeds max profile shape [4, None] for input 'x' (tensor 'input_x'; profile min "
+      "[1, 6], max [4, None]) in module 'm', graph '0', backend TorchInductorAotBackend()");
 }
 
 TEST(GraphDispatchTest, ProfileRefusesBelowMinAndAboveWinsWhenBoth) {
-  const GraphDispatch graph = graph_of({rule_of(0, "('options', 'mask')", ShapeRange::kProfile, {2, 6}, {4, 6})});
-  EXPECT_EQ(check(graph, at::zeros({1, 6})).message(),
-            "Input shape [1, 6] is below min profile shape [2, 6] for input ('options', 'mask') (tensor 'input_x'; "
-            "profile min [2, 6], max [4, 6]) in module 'm', graph '0', backend TorchInductorAotBackend()");
-  EXPECT_EQ(check(graph, at::zeros({1, 7})).message().rfind("Input shape [1, 7] exceeds max profile shape [4, 6]", 0),
+  const GraphDispatch graph =
+      graph_of({rule_of(0, "('options', 'mask')", ShapeRange::kProfile, {2, 6}, {4, 6})});
+  EXPECT_EQ(
+      check(graph, at::zeros({1, 6})).message(),
+      "Input shape [1, 6] is below min profile shape [2, 6] for input ('options', 'mask') (tensor 'input_x'; "
+      "profile min [2, 6], max [4, 6]) in module 'm', graph '0', backend TorchInductorAotBackend()");
+  EXPECT_EQ(check(graph, at::zeros({1, 7}))
+                .message()
+                .rfind("Input shape [1, 7] exceeds max profile shape [4, 6]", 0),
             0u);
   // The boundaries themselves are inside.
   EXPECT_TRUE(check(graph, at::zeros({2, 6})).ok());
@@ -71,9 +78,10 @@ TEST(GraphDispatchTest, ProfileRefusesAnotherRank) {
   const GraphDispatch graph = graph_of({rule_of(0, "'x'", ShapeRange::kProfile, {1, 6}, {4, 6})});
   const Status status = check(graph, at::zeros({2, 6, 1}));
   EXPECT_EQ(status.code(), StatusCode::kProfileShape);
-  EXPECT_EQ(status.message(),
-            "Input shape [2, 6, 1] has rank 3, profile shape [1, 6] has rank 2 for input 'x' (tensor 'input_x'; "
-            "profile min [1, 6], max [4, 6]) in module 'm', graph '0', backend TorchInductorAotBackend()");
+  EXPECT_EQ(
+      status.message(),
+      "Input shape [2, 6, 1] has rank 3, profile shape [1, 6] has rank 2 for input 'x' (tensor 'input_x'; "
+      "profile min [1, 6], max [4, 6]) in module 'm', graph '0', backend TorchInductorAotBackend()");
 }
 
 TEST(GraphDispatchTest, EnvelopeIsReportedOnceAndNeverRefused) {
@@ -112,13 +120,14 @@ TEST(GraphDispatchTest, TheInlineFastPathAgreesWithTheFullCheck) {
       rule_of(0, "'x'", ShapeRange::kEnvelope, {1, 6}, {4, 6}),
       rule_of(0, "'x'", ShapeRange::kProfile, {1, 6}, {4, kNoUpperBound}),
   };
-  const std::vector<at::Tensor> tensors = {at::zeros({2, 6}), at::zeros({5, 6}),       at::zeros({0, 6}),
-                                           at::zeros({2, 9}), at::zeros({2, 6, 1}),    at::zeros({6}),
-                                           at::zeros({2, 6}, at::kInt)};
+  const std::vector<at::Tensor> tensors = {
+      at::zeros({2, 6}),    at::zeros({5, 6}), at::zeros({0, 6}),          at::zeros({2, 9}),
+      at::zeros({2, 6, 1}), at::zeros({6}),    at::zeros({2, 6}, at::kInt)};
   for (const InputRule& rule : rules) {
     for (const at::Tensor& tensor : tensors) {
       const GraphDispatch graph = graph_of({rule_of(0, "'x'", rule.range, rule.min_shape, rule.max_shape)});
-      const bool passes = GraphDispatch::passes(graph.rules()[0], tensor);  // first: check_input marks a report
+      const bool passes =
+          GraphDispatch::passes(graph.rules()[0], tensor);  // first: check_input marks a report
       bool report_outside = false;
       const Status status = graph.check_input(graph.rules()[0], tensor, report_outside);
       EXPECT_EQ(passes, status.ok() && !report_outside)
@@ -174,8 +183,9 @@ TEST(GraphDispatchTest, InputOrderNamingAMissingInputIsCorrupt) {
   const Status status = graph.check_input_order();
   EXPECT_EQ(status.code(), StatusCode::kCorrupt);
   EXPECT_EQ(status.message(), "input_order of graph '0' names tensor input 2 of 1");
-  EXPECT_EQ(graph_of({rule_of(0, "'a'", ShapeRange::kNone, {}, {})}, nullptr, {-1}).check_input_order().code(),
-            StatusCode::kCorrupt);
+  EXPECT_EQ(
+      graph_of({rule_of(0, "'a'", ShapeRange::kNone, {}, {})}, nullptr, {-1}).check_input_order().code(),
+      StatusCode::kCorrupt);
 }
 
 TEST(GraphDispatchTest, RunWithoutANativeRunnerIsUnavailable) {

@@ -120,8 +120,9 @@ LibraryProbe probe_library(const char* name, const Names& sonames, VersionFn ver
     if (!errors.empty()) errors += "; ";
     errors += "dlopen(" + soname + ") failed";
   }
-  probe.how = errors + " (the Python wheels keep their libraries off the loader path: `python -m aitune doctor` "
-                       "also checks the Python packages)";
+  probe.how = errors +
+              " (the Python wheels keep their libraries off the loader path: `python -m aitune doctor` "
+              "also checks the Python packages)";
   return probe;
 }
 
@@ -178,7 +179,7 @@ std::string decode_tensorrt_version(int v) {
     return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
   };
   if (v >= 100000) return text(v / 10000, (v / 100) % 100, v % 100);  // TensorRT 10 and later
-  if (v >= 8000) return text(v / 1000, (v / 100) % 10, v % 100);       // TensorRT 8 and 9
+  if (v >= 8000) return text(v / 1000, (v / 100) % 10, v % 100);      // TensorRT 8 and 9
   return "";
 }
 
@@ -199,12 +200,14 @@ EnvironmentInfo probe_environment() {
   probe_driver(info);
   info.libraries.push_back(probe_tensorrt(tensorrt_sonames()));
   const std::vector<std::string> torch_tensorrt = {"libtorchtrt.so", "libtorchtrt_runtime.so"};
-  info.libraries.push_back(probe_library("Torch-TensorRT", torch_tensorrt, [](void*) { return std::string(); }));
+  info.libraries.push_back(
+      probe_library("Torch-TensorRT", torch_tensorrt, [](void*) { return std::string(); }));
   const std::vector<std::string> onnxruntime = {"libonnxruntime.so.1", "libonnxruntime.so"};
   info.libraries.push_back(probe_library("ONNX Runtime", onnxruntime, onnxruntime_version));
   const char* kill = std::getenv("AITUNE_DISABLE_CUDA_GRAPHS");
   std::string_view k = kill ? kill : "";
-  info.cuda_graphs_disabled = k == "1" || k == "true" || k == "True" || k == "yes" || k == "Yes" || k == "YES";
+  info.cuda_graphs_disabled =
+      k == "1" || k == "true" || k == "True" || k == "yes" || k == "Yes" || k == "YES";
   return info;
 }
 
@@ -213,7 +216,8 @@ EnvironmentInfo probe_environment() {
 // insertion crashed there while the same code ran fine in the CLI).
 std::string to_json(const EnvironmentInfo& info) {
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-  std::string o = "{\"aitune_version\": " + q(info.aitune_version) + ", \"torch_version\": " + q(info.torch_version) +
+  std::string o = "{\"aitune_version\": " + q(info.aitune_version) +
+                  ", \"torch_version\": " + q(info.torch_version) +
                   ", \"torch_has_cuda\": " + b(info.torch_has_cuda) +
                   ", \"torch_cuda_runtime\": " + q(info.torch_cuda_runtime) +
                   ", \"driver_version\": " + q(info.driver_version) +
@@ -252,8 +256,8 @@ std::string to_text(const EnvironmentInfo& info) {
          std::to_string(g.sm_minor) + ", " + std::to_string(g.memory_bytes >> 20) + " MiB\n";
   }
   for (const auto& l : info.libraries) {
-    o += l.name + ": " + (l.found ? "usable" : "not found") + (l.version.empty() ? "" : " " + l.version) + " (" +
-         l.how + ")\n";
+    o += l.name + ": " + (l.found ? "usable" : "not found") + (l.version.empty() ? "" : " " + l.version) +
+         " (" + l.how + ")\n";
   }
   o += std::string("CUDA graphs: ") +
        (info.cuda_graphs_disabled ? "disabled by AITUNE_DISABLE_CUDA_GRAPHS" : "enabled") + "\n";

@@ -80,8 +80,8 @@ TEST(Environment, KillSwitchIsRead) {
 
 TEST(Environment, JsonNamesEveryField) {
   std::string json = to_json(probe_environment());
-  for (const char* key : {"\"torch_version\"", "\"gpus\"", "\"libraries\"", "\"driver_error\"",
-                          "\"cuda_graphs_disabled\""}) {
+  for (const char* key :
+       {"\"torch_version\"", "\"gpus\"", "\"libraries\"", "\"driver_error\"", "\"cuda_graphs_disabled\""}) {
     EXPECT_NE(json.find(key), std::string::npos) << key;
   }
   EXPECT_EQ(json.front(), '{');

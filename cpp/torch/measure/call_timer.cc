@@ -23,9 +23,9 @@ namespace aitune {
 namespace {
 
 double now_ns() {
-  return static_cast<double>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count());
 }
 
 Status cuda_failure(const std::string& what) { return Status(StatusCode::kCudaError, "time_call: " + what); }
@@ -36,7 +36,8 @@ Status invoke(const std::function<Status()>& fn) {
   try {
     return fn();
   } catch (const c10::Error& e) {
-    return Status(StatusCode::kBackendError, std::string("the timed call failed: ") + e.what_without_backtrace());
+    return Status(StatusCode::kBackendError,
+                  std::string("the timed call failed: ") + e.what_without_backtrace());
   } catch (const std::exception& e) {
     return Status(StatusCode::kBackendError, std::string("the timed call failed: ") + e.what());
   }
@@ -46,13 +47,14 @@ Status invoke(const std::function<Status()>& fn) {
 StatusOr<TimedCall> time_on_cuda(const std::function<Status()>& fn, int device) {
   const int count = static_cast<int>(c10::cuda::device_count());
   if (count == 0) {
-    return Status(StatusCode::kBackendUnavailable,
-                  "time_call: CUDA timing requested for device " + std::to_string(device) +
-                      " but no CUDA device is available");
+    return Status(StatusCode::kBackendUnavailable, "time_call: CUDA timing requested for device " +
+                                                       std::to_string(device) +
+                                                       " but no CUDA device is available");
   }
   if (device < 0 || device >= count) {
     return Status(StatusCode::kBackendUnavailable, "time_call: CUDA device index out of range; expected 0.." +
-                                                       std::to_string(count - 1) + ", got " + std::to_string(device));
+                                                       std::to_string(count - 1) + ", got " +
+                                                       std::to_string(device));
   }
   const auto index = static_cast<c10::DeviceIndex>(device);
   c10::cuda::CUDAGuard device_guard(index);

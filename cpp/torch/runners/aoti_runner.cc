@@ -28,8 +28,9 @@ std::string cuda_device_name(int index) { return "cuda:" + std::to_string(index)
 
 }  // namespace
 
-AotiRunner::AotiRunner(std::string package_path, std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader,
-                       bool is_cuda, int device_index, int num_inputs, std::vector<std::string> call_spec,
+AotiRunner::AotiRunner(std::string package_path,
+                       std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader, bool is_cuda,
+                       int device_index, int num_inputs, std::vector<std::string> call_spec,
                        std::unordered_map<std::string, std::string> metadata)
     : package_path_(std::move(package_path)),
       loader_(std::move(loader)),
@@ -43,15 +44,17 @@ AotiRunner::~AotiRunner() = default;
 
 StatusOr<std::unique_ptr<AotiRunner>> AotiRunner::load(const std::string& package_path, int device_index) {
   AITUNE_CHECK_ARG(!package_path.empty(), "AOTInductor package path is empty");
-  AITUNE_CHECK_ARG(device_index >= -1, "device_index must be -1 (CPU / current device) or a CUDA device index, got " +
-                                           std::to_string(device_index));
+  AITUNE_CHECK_ARG(device_index >= -1,
+                   "device_index must be -1 (CPU / current device) or a CUDA device index, got " +
+                       std::to_string(device_index));
   std::error_code ec;
   if (!std::filesystem::is_regular_file(package_path, ec)) {
     return not_found("AOTInductor package not found: '" + package_path +
                      "' (expected a model.pt2 written by torch._inductor.aoti_compile_and_package)");
   }
   try {
-    auto metadata = torch::inductor::AOTIModelPackageLoader::load_metadata_from_package(package_path, "model");
+    auto metadata =
+        torch::inductor::AOTIModelPackageLoader::load_metadata_from_package(package_path, "model");
     const auto device_it = metadata.find("AOTI_DEVICE_KEY");
     const std::string device_key = device_it == metadata.end() ? "cpu" : device_it->second;
     const bool is_cuda = device_key == "cuda";
@@ -60,8 +63,9 @@ StatusOr<std::unique_ptr<AotiRunner>> AotiRunner::load(const std::string& packag
                          "'; aitune serves cpu and cuda packages");
     }
     if (!is_cuda && device_index != -1) {
-      return invalid_argument("AOTInductor package '" + package_path + "' was compiled for the CPU; load it with " +
-                              "device_index=-1, not " + std::to_string(device_index));
+      return invalid_argument("AOTInductor package '" + package_path +
+                              "' was compiled for the CPU; load it with " + "device_index=-1, not " +
+                              std::to_string(device_index));
     }
     int index = device_index;
     if (is_cuda) {
@@ -77,8 +81,8 @@ StatusOr<std::unique_ptr<AotiRunner>> AotiRunner::load(const std::string& packag
       }
       if (index < 0) index = impl->getDevice().index();
       if (index >= count) {
-        return invalid_argument("device_index " + std::to_string(index) + " is out of range: " +
-                                std::to_string(count) + " CUDA device(s) visible");
+        return invalid_argument("device_index " + std::to_string(index) +
+                                " is out of range: " + std::to_string(count) + " CUDA device(s) visible");
       }
     }
     int num_inputs = -1;
@@ -101,8 +105,9 @@ StatusOr<std::unique_ptr<AotiRunner>> AotiRunner::load(const std::string& packag
           static_cast<c10::DeviceIndex>(is_cuda ? index : -1));
     }
     std::vector<std::string> call_spec = loader->get_call_spec();
-    return std::unique_ptr<AotiRunner>(new AotiRunner(package_path, std::move(loader), is_cuda, is_cuda ? index : -1,
-                                                      num_inputs, std::move(call_spec), std::move(metadata)));
+    return std::unique_ptr<AotiRunner>(new AotiRunner(package_path, std::move(loader), is_cuda,
+                                                      is_cuda ? index : -1, num_inputs, std::move(call_spec),
+                                                      std::move(metadata)));
   } catch (const std::exception& e) {
     return backend_error("Failed to load AOTInductor package '" + package_path + "': " + exception_text(e));
   } catch (...) {
@@ -118,19 +123,21 @@ std::string AotiRunner::describe() const {
 
 StatusOr<std::vector<at::Tensor>> AotiRunner::run(const std::vector<at::Tensor>& inputs) {
   if (num_inputs_ >= 0 && inputs.size() != static_cast<size_t>(num_inputs_)) {
-    return invalid_argument("AOTInductor package '" + package_path_ + "' takes " + std::to_string(num_inputs_) +
-                            " input tensor(s), got " + std::to_string(inputs.size()));
+    return invalid_argument("AOTInductor package '" + package_path_ + "' takes " +
+                            std::to_string(num_inputs_) + " input tensor(s), got " +
+                            std::to_string(inputs.size()));
   }
   // Wrong devices or strides would make the generated code read garbage, not fail: check here.
   bool all_contiguous = true;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
-    if (!t.defined()) return invalid_argument("AOTInductor input " + std::to_string(i) + " is an undefined tensor");
+    if (!t.defined())
+      return invalid_argument("AOTInductor input " + std::to_string(i) + " is an undefined tensor");
     const c10::Device d = t.device();
     const bool ok = is_cuda_ ? (d.is_cuda() && d.index() == device_index_) : d.is_cpu();
     if (!ok) {
-      return invalid_argument("AOTInductor input " + std::to_string(i) + " is on " + d.str() + ", but package '" +
-                              package_path_ + "' runs on " + device());
+      return invalid_argument("AOTInductor input " + std::to_string(i) + " is on " + d.str() +
+                              ", but package '" + package_path_ + "' runs on " + device());
     }
     all_contiguous = all_contiguous && t.is_contiguous();
   }

@@ -54,8 +54,8 @@ class AotiRunner : public Runner {
   const std::unordered_map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
-  AotiRunner(std::string package_path, std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader, bool is_cuda,
-             int device_index, int num_inputs, std::vector<std::string> call_spec,
+  AotiRunner(std::string package_path, std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader,
+             bool is_cuda, int device_index, int num_inputs, std::vector<std::string> call_spec,
              std::unordered_map<std::string, std::string> metadata);
 
   std::string package_path_;

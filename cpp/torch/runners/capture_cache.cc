@@ -59,7 +59,8 @@ std::string describe_capture_key(const CaptureKey& key) {
     const bool contiguous = key.tokens[i + 2] != 0;
     const int64_t rank = key.tokens[i + 3];
     out += std::string(first ? "" : ", ") + dtype_name(dtype) + "[";
-    for (int64_t axis = 0; axis < rank; ++axis) out += (axis ? ", " : "") + std::to_string(key.tokens[i + 4 + axis]);
+    for (int64_t axis = 0; axis < rank; ++axis)
+      out += (axis ? ", " : "") + std::to_string(key.tokens[i + 4 + axis]);
     out += "] cuda:" + std::to_string(device) + (contiguous ? "" : " non-contiguous");
     i += 4 + static_cast<size_t>(rank);
   }

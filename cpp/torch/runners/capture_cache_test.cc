@@ -35,7 +35,8 @@ TEST(CaptureKeyTest, DescribesEveryInput) {
   key.add(c10::kLong, 0, false, {8});
   key.add(c10::kHalf, 0, true, {});
   key.finish();
-  EXPECT_EQ(describe_capture_key(key), "(float32[8, 3] cuda:0, int64[8] cuda:0 non-contiguous, float16[] cuda:0)");
+  EXPECT_EQ(describe_capture_key(key),
+            "(float32[8, 3] cuda:0, int64[8] cuda:0 non-contiguous, float16[] cuda:0)");
 }
 
 TEST(CaptureKeyTest, OnlyCudaInputsOnOneDeviceHaveAKey) {
@@ -66,7 +67,8 @@ TEST(CaptureCacheTest, EvictsTheLeastRecentlyUsedBeforeAddingBeyondCapacity) {
 
 TEST(CaptureCacheTest, UncapturableKeysAreBoundedOldestFirst) {
   CaptureCache<Captured> cache(1);
-  for (int64_t i = 0; i < static_cast<int64_t>(kMaxUncapturableKeys); ++i) cache.mark_uncapturable(key_of({i}));
+  for (int64_t i = 0; i < static_cast<int64_t>(kMaxUncapturableKeys); ++i)
+    cache.mark_uncapturable(key_of({i}));
   EXPECT_TRUE(cache.is_uncapturable(key_of({0})));
   EXPECT_FALSE(cache.is_uncapturable(key_of({1000})));
   cache.mark_uncapturable(key_of({1000}));

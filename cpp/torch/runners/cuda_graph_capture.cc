@@ -22,9 +22,11 @@ class SilentWarnings : public c10::WarningHandler {
 // (an invalidated capture makes cudaStreamEndCapture fail first thing): the stream's capture,
 // the allocators' routing into the pool, and the pool's use count. Every step may already have
 // happened or never have started, so each one is best effort.
-void release_failed_capture(const c10::cuda::CUDAStream& stream, c10::DeviceIndex device, c10::MempoolId_t pool) {
+void release_failed_capture(const c10::cuda::CUDAStream& stream, c10::DeviceIndex device,
+                            c10::MempoolId_t pool) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream.stream(), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+  if (cudaStreamIsCapturing(stream.stream(), &status) == cudaSuccess &&
+      status != cudaStreamCaptureStatusNone) {
     cudaGraph_t raw = nullptr;
     if (cudaStreamEndCapture(stream.stream(), &raw) == cudaSuccess && raw != nullptr) cudaGraphDestroy(raw);
   }
@@ -65,17 +67,16 @@ std::vector<at::Tensor> record_copy_out_nodes(const std::vector<at::Tensor>& out
       continue;
     }
     staging[j] = at::empty_like(out);  // allocated inside the capture: from the graph's pool
-    C10_CUDA_CHECK(cudaMemcpyAsync(staging[j].data_ptr(), out.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice,
-                                   stream));
+    C10_CUDA_CHECK(cudaMemcpyAsync(staging[j].data_ptr(), out.data_ptr(), out.nbytes(),
+                                   cudaMemcpyDeviceToDevice, stream));
   }
   return staging;
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const Key& key,
-                                                                            const std::vector<at::Tensor>& inputs,
-                                                                            std::string& failure) {
+StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(
+    const Key& key, const std::vector<at::Tensor>& inputs, std::string& failure) {
   const auto device = static_cast<c10::DeviceIndex>(key.device_index);
   c10::cuda::CUDAGuard device_guard(device);
   const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device);
@@ -168,9 +169,9 @@ StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const
       for (size_t i = 0; i < inputs.size(); ++i) {
         const at::Tensor& staging = entry->input_staging[i];
         if (!staging.defined()) continue;
-        entry->input_copies[i] = GraphCopyNode::find(raw, GraphCopyNode::Direction::kIntoGraph,
-                                                     entry->static_inputs[i].data_ptr(), staging.data_ptr(),
-                                                     staging.nbytes());
+        entry->input_copies[i] =
+            GraphCopyNode::find(raw, GraphCopyNode::Direction::kIntoGraph, entry->static_inputs[i].data_ptr(),
+                                staging.data_ptr(), staging.nbytes());
         bound += entry->input_copies[i].bound();
       }
       const auto& outs = outputs.value();
@@ -179,8 +180,9 @@ StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const
       for (size_t j = 0; j < outs.size(); ++j) {
         const at::Tensor& staging = entry->output_staging[j];
         if (!staging.defined()) continue;
-        entry->output_copies[j] = GraphCopyNode::find(raw, GraphCopyNode::Direction::kOutOfGraph,
-                                                      staging.data_ptr(), outs[j].data_ptr(), staging.nbytes());
+        entry->output_copies[j] =
+            GraphCopyNode::find(raw, GraphCopyNode::Direction::kOutOfGraph, staging.data_ptr(),
+                                outs[j].data_ptr(), staging.nbytes());
         bound += entry->output_copies[j].bound();
       }
       graph->instantiate();
@@ -210,8 +212,9 @@ StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const
 
 #else  // !AITUNE_GRAPHS_HAVE_CUDA: graphs_active_ is false, so this is never reached.
 
-StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const Key&, const std::vector<at::Tensor>&,
-                                                                            std::string& failure) {
+StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(const Key&,
+                                                                           const std::vector<at::Tensor>&,
+                                                                           std::string& failure) {
   failure = "this build of aitune has no CUDA support";
   return std::unique_ptr<Entry>();
 }

@@ -18,9 +18,9 @@
 // build of torch). Without them the runner forwards every call to the inner runner.
 #if !defined(AITUNE_NO_CUDA) && __has_include(<ATen/cuda/CUDAGraph.h>) && __has_include(<cuda_runtime_api.h>)
 #define AITUNE_GRAPHS_HAVE_CUDA 1
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
-#include <ATen/core/CachingHostAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAException.h>

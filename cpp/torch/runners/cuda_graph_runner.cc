@@ -84,7 +84,8 @@ void CudaGraphRunner::mark_uncapturable(const Key& key, const std::string& why) 
   ++stats_.capture_failures;
   // Torch's CUDA errors and Python tracebacks span lines; the first one says what failed.
   last_warning_ = "CUDA graph capture failed for runner '" + inner_->describe() + "' with inputs " +
-                  describe_capture_key(key) + ": " + why.substr(0, why.find('\n')) + "; these inputs run without a CUDA graph";
+                  describe_capture_key(key) + ": " + why.substr(0, why.find('\n')) +
+                  "; these inputs run without a CUDA graph";
 }
 
 #if AITUNE_GRAPHS_HAVE_CUDA
@@ -134,7 +135,8 @@ at::Tensor fresh_copy(const at::Tensor& out, cudaStream_t stream) {
 
 }  // namespace
 
-StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key& key, const std::vector<at::Tensor>& inputs) {
+StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key& key,
+                                                             const std::vector<at::Tensor>& inputs) {
   std::lock_guard<std::mutex> lock(mutex_);
   try {
     // Graphs are an inference path: nothing captured may record autograd history.
@@ -165,7 +167,8 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key& key, con
   }
 }
 
-StatusOr<std::vector<at::Tensor>> CudaGraphRunner::replay(Entry& entry, const std::vector<at::Tensor>& inputs) {
+StatusOr<std::vector<at::Tensor>> CudaGraphRunner::replay(Entry& entry,
+                                                          const std::vector<at::Tensor>& inputs) {
   const auto device = static_cast<c10::DeviceIndex>(entry.key.device_index);
   c10::cuda::CUDAGuard device_guard(device);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device);
@@ -217,7 +220,8 @@ StatusOr<std::vector<at::Tensor>> CudaGraphRunner::replay(Entry& entry, const st
 
 #else  // !AITUNE_GRAPHS_HAVE_CUDA: graphs_active_ is false, so these are never reached.
 
-StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key&, const std::vector<at::Tensor>& inputs) {
+StatusOr<std::vector<at::Tensor>> CudaGraphRunner::run_graph(const Key&,
+                                                             const std::vector<at::Tensor>& inputs) {
   return run_inner(inputs);
 }
 

@@ -84,7 +84,7 @@ class CudaGraphRunner final : public Runner {
   // Immutable after construction.
   const std::shared_ptr<Runner> inner_;
   const CudaGraphOptions options_;
-  const bool graphs_active_;  // enabled, not killed by the environment, cache_size > 0, built with CUDA
+  const bool graphs_active_;    // enabled, not killed by the environment, cache_size > 0, built with CUDA
   const bool in_graph_copies_;  // dense copies in and out ride in the graph (graph_copy_node.h)
 
   // Everything below is guarded by mutex_.

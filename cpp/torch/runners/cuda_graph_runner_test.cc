@@ -10,9 +10,9 @@
 
 #if __has_include(<c10/cuda/CUDAGuard.h>) && __has_include(<cuda_runtime_api.h>)
 #define AITUNE_TEST_HAS_CUDA 1
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAStream.h>
 #else
 #define AITUNE_TEST_HAS_CUDA 0
@@ -343,7 +343,8 @@ TEST(CudaGraphRunnerGpu, InGraphCopiesFollowEachCallsTensors) {
     }
     c10::cuda::device_synchronize();
     for (int i = 0; i < 32; ++i) {
-      EXPECT_TRUE(at::equal(ys[i].cpu(), at::full({512}, 2.0 * i + 1))) << "call " << i << ", copy nodes " << copy_nodes;
+      EXPECT_TRUE(at::equal(ys[i].cpu(), at::full({512}, 2.0 * i + 1)))
+          << "call " << i << ", copy nodes " << copy_nodes;
     }
     EXPECT_EQ(runner.stats().in_graph_copies, std::string(copy_nodes) == "1" ? 2u : 0u);
     EXPECT_EQ(runner.stats().hits, 32u);
@@ -404,7 +405,8 @@ TEST(CudaGraphRunnerGpu, ConcurrentCallersGetTheirOwnResults) {
       std::optional<c10::cuda::CUDAStreamGuard> stream_guard;
       if (t % 2 == 1) stream_guard.emplace(c10::cuda::getStreamFromPool());
 #endif
-      const std::vector<int64_t> shape = t % 3 == 0 ? std::vector<int64_t>{64, 32} : std::vector<int64_t>{128};
+      const std::vector<int64_t> shape =
+          t % 3 == 0 ? std::vector<int64_t>{64, 32} : std::vector<int64_t>{128};
       for (int i = 0; i < kCalls; ++i) {
         at::Tensor x = at::full(shape, static_cast<double>(t * 1000 + i), at::device(at::kCUDA));
         auto r = runner.run({x});

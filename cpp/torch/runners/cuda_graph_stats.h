@@ -12,11 +12,12 @@ namespace aitune {
 struct CudaGraphStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
-  uint64_t captures = 0;          // successful captures (a miss whose capture failed is not one)
+  uint64_t captures = 0;  // successful captures (a miss whose capture failed is not one)
   uint64_t evictions = 0;
   uint64_t capture_failures = 0;  // keys marked non-capturable
   uint64_t direct_calls = 0;
-  uint64_t in_graph_copies = 0;   // input and output copies captured as nodes of the graphs (not launched apart)
+  uint64_t in_graph_copies =
+      0;  // input and output copies captured as nodes of the graphs (not launched apart)
 };
 
 }  // namespace aitune

@@ -6,8 +6,8 @@
 
 namespace aitune {
 
-std::string native_unsupported_reason(const std::string& where, const std::string& backend_name, bool native_flag,
-                                      const std::map<std::string, std::string>& artifacts) {
+std::string native_unsupported_reason(const std::string& where, const std::string& backend_name,
+                                      bool native_flag, const std::map<std::string, std::string>& artifacts) {
   if (!native_flag)
     return where + " uses " + backend_name +
            ", which needs Python (only AOT backends run in the C++ runtime)";
@@ -26,8 +26,8 @@ std::string native_unsupported_reason(const std::string& where, const std::strin
   for (const std::string& k : registered_runner_kinds()) registered += (registered.empty() ? "" : ", ") + k;
   return where + " uses " + backend_name + ", whose artifact" + (kinds.size() == 1 ? " kind " : " kinds ") +
          (saved.empty() ? "(none)" : saved) + (kinds.size() == 1 ? " has" : " have") +
-         " no runner in this C++ runtime (runners are registered for: " + (registered.empty() ? "nothing" : registered) +
-         ")";
+         " no runner in this C++ runtime (runners are registered for: " +
+         (registered.empty() ? "nothing" : registered) + ")";
 }
 
 }  // namespace aitune

@@ -12,7 +12,7 @@ namespace aitune {
 // why not, naming `where` ("graph 'g' of module 'm'") and the backend's stable name. A TensorRT
 // plan (artifact "plan") needs a runtime built with TensorRT, which this build is not: the message
 // says so instead of calling the plan an unknown artifact.
-std::string native_unsupported_reason(const std::string& where, const std::string& backend_name, bool native_flag,
-                                      const std::map<std::string, std::string>& artifacts);
+std::string native_unsupported_reason(const std::string& where, const std::string& backend_name,
+                                      bool native_flag, const std::map<std::string, std::string>& artifacts);
 
 }  // namespace aitune

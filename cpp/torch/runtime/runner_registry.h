@@ -25,7 +25,8 @@ struct LoadedRunner {
 };
 
 // Loads the artifact at `artifact_path` for `device_index` (-1: the CPU).
-using RunnerFactory = std::function<StatusOr<LoadedRunner>(const std::string& artifact_path, int device_index)>;
+using RunnerFactory =
+    std::function<StatusOr<LoadedRunner>(const std::string& artifact_path, int device_index)>;
 
 // The artifact kind of a backend entry's artifact key: "package" -> "aoti_package", "plan" ->
 // "tensorrt_plan", "model" -> "onnx_model", "exported_model" -> "torch_tensorrt_program"; any

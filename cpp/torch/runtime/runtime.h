@@ -53,11 +53,11 @@ struct CudaGraphLoadOptions {
 using CudaGraphCounters = CudaGraphStats;
 
 struct LoadOptions {
-  int device_index = 0;   // CUDA device for CUDA artifacts; -1: CPU
-  std::string cache_dir;  // empty: $AITUNE_CACHE_DIR or ~/.cache/aitune
-  bool verify_full = false;         // re-hash cached artifacts on an extraction-cache hit
-  bool allow_incompatible = false;  // load despite fingerprint mismatches (graphs keep the mismatch text)
-  bool load_runners = true;         // false: verify and describe only (aitune inspect)
+  int device_index = 0;              // CUDA device for CUDA artifacts; -1: CPU
+  std::string cache_dir;             // empty: $AITUNE_CACHE_DIR or ~/.cache/aitune
+  bool verify_full = false;          // re-hash cached artifacts on an extraction-cache hit
+  bool allow_incompatible = false;   // load despite fingerprint mismatches (graphs keep the mismatch text)
+  bool load_runners = true;          // false: verify and describe only (aitune inspect)
   CudaGraphLoadOptions cuda_graphs;  // applies to CUDA graphs (device_index >= 0) only
 };
 
@@ -69,10 +69,10 @@ using ProfileRange = ManifestProfile;
 
 struct GraphInfo {
   std::string name;
-  std::string backend_class;  // format 1: the qualified Python class name it stored; format 2: empty
-  std::string backend_name;   // stable name: "torch_inductor_aot", "custom:<module>.<qualname>"
+  std::string backend_class;        // format 1: the qualified Python class name it stored; format 2: empty
+  std::string backend_name;         // stable name: "torch_inductor_aot", "custom:<module>.<qualname>"
   std::string backend_config_json;  // the backend's config object, JSON text
-  std::string precision_class;  // "fp32", ...
+  std::string precision_class;      // "fp32", ...
   bool native = false;
   std::string not_native_reason;  // empty when native
   std::string incompatible;       // fingerprint mismatches (one per line) when loaded with allow_incompatible
@@ -82,10 +82,10 @@ struct GraphInfo {
   std::vector<ProfileRange> profiles;  // per tensor input leaf, in tensor-leaf order; empty: no hard range
   std::vector<int> input_order;        // tensor-leaf index feeding each native input
   std::vector<std::string> output_paths;
-  std::vector<std::string> samples;  // entry prefixes
+  std::vector<std::string> samples;          // entry prefixes
   std::vector<std::string> required_fields;  // the manifest's "requires"
-  bool saved_cuda_graphs = false;  // the backend config's use_cuda_graphs
-  bool cuda_graphs = false;        // served through a CUDA-graph runner in this Runtime
+  bool saved_cuda_graphs = false;            // the backend config's use_cuda_graphs
+  bool cuda_graphs = false;                  // served through a CUDA-graph runner in this Runtime
 };
 
 // A stored sample of a graph: its tensor inputs keyed by tensor name, and the eager reference

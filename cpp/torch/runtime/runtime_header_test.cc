@@ -1,7 +1,6 @@
 // The public runtime header names no third-party type but torch's (docs/reference/native.md#runtime-api):
 // this file includes only it, so a header that pulls nlohmann/json.hpp back in fails to compile.
 #include <aitune/runtime.h>
-
 #include <gtest/gtest.h>
 
 #include <type_traits>

@@ -1,3 +1,5 @@
+#include "runtime/runtime.h"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -6,21 +8,20 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/zip_archive.h"
 #include "runners/runner.h"
 #include "runtime/native_support.h"
 #include "runtime/runner_registry.h"
-#include "runtime/runtime.h"
 #include "runtime/safetensors_io.h"
 
 namespace aitune {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("aitune_rt_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("aitune_rt_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 TEST(SafetensorsIo, RoundTripKeepsNamesDtypesShapesAndValues) {
@@ -98,16 +99,21 @@ TEST(Runtime, TensorRtPlanNeedsABuildWithTensorRt) {
   const std::string where = "graph '0' of module 'm'";
   const std::string reason = native_unsupported_reason(where, "tensorrt", true, {{"plan", "p"}});
   EXPECT_EQ(reason.rfind(where + " uses tensorrt: running a TensorRT plan from C++ needs aitune built with "
-                         "TensorRT", 0), 0u) << reason;
+                                 "TensorRT",
+                         0),
+            0u)
+      << reason;
   EXPECT_EQ(native_unsupported_reason(where, "torch_inductor_aot", true, {{"package", "p"}}), "");
-  EXPECT_NE(native_unsupported_reason(where, "torch_eager", false, {}).find("needs Python"), std::string::npos);
+  EXPECT_NE(native_unsupported_reason(where, "torch_eager", false, {}).find("needs Python"),
+            std::string::npos);
 }
 
 TEST(Runtime, AnArtifactWithoutARegisteredRunnerIsNotNative) {
-  const std::string reason =
-      native_unsupported_reason("graph '0' of module 'm'", "onnx_runtime", true, {{"model", "m"}, {"io", "i"}});
-  EXPECT_EQ(reason, "graph '0' of module 'm' uses onnx_runtime, whose artifact kinds io, onnx_model have no runner "
-                    "in this C++ runtime (runners are registered for: aoti_package)");
+  const std::string reason = native_unsupported_reason("graph '0' of module 'm'", "onnx_runtime", true,
+                                                       {{"model", "m"}, {"io", "i"}});
+  EXPECT_EQ(reason,
+            "graph '0' of module 'm' uses onnx_runtime, whose artifact kinds io, onnx_model have no runner "
+            "in this C++ runtime (runners are registered for: aoti_package)");
 }
 
 TEST(RunnerRegistry, AotInductorPackagesAreBuiltIn) {
@@ -123,7 +129,9 @@ TEST(RunnerRegistry, AotInductorPackagesAreBuiltIn) {
 // Doubles its one input.
 class DoublingRunner : public Runner {
  public:
-  StatusOr<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs) override { return std::vector<at::Tensor>{inputs.at(0) * 2}; }
+  StatusOr<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs) override {
+    return std::vector<at::Tensor>{inputs.at(0) * 2};
+  }
   std::string describe() const override { return "DoublingRunner"; }
 };
 
@@ -135,23 +143,52 @@ std::string write_fake_kind_checkpoint(const std::string& path) {
   const std::string artifact = "modules/0/graphs/g/backend/fake.bin";
   EXPECT_TRUE(writer->add_bytes(artifact, "fake runner payload").ok());
   json files = json::array();
-  for (const FileRecord& f : writer->files()) files.push_back({{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}});
+  for (const FileRecord& f : writer->files())
+    files.push_back({{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}});
   auto leaf = [](const std::string& n) {
-    return json{{"semantic_path", n}, {"access_path", n}, {"name", "input_" + n}, {"shape", {"batch0", 3}},
-                {"axis_kinds", {"batch", "static"}}, {"min_shape", {1, 3}}, {"max_shape", {4, 3}},
-                {"multipliers", {1, 1}}, {"dtype", "float32"}, {"dtypes", {"float32"}}};
+    return json{{"semantic_path", n},
+                {"access_path", n},
+                {"name", "input_" + n},
+                {"shape", {"batch0", 3}},
+                {"axis_kinds", {"batch", "static"}},
+                {"min_shape", {1, 3}},
+                {"max_shape", {4, 3}},
+                {"multipliers", {1, 1}},
+                {"dtype", "float32"},
+                {"dtypes", {"float32"}}};
   };
-  json backend = {{"name", "custom:tests.FakeBackend"}, {"config", json::object()}, {"precision_class", "fp32"},
-                  {"is_jit", false}, {"native", true}, {"requires", json::array()}, {"device", "cpu"},
-                  {"artifacts", {{"fake_kind", artifact}}}, {"input_order", nullptr}, {"output_paths", {"out"}},
+  json backend = {{"name", "custom:tests.FakeBackend"},
+                  {"config", json::object()},
+                  {"precision_class", "fp32"},
+                  {"is_jit", false},
+                  {"native", true},
+                  {"requires", json::array()},
+                  {"device", "cpu"},
+                  {"artifacts", {{"fake_kind", artifact}}},
+                  {"input_order", nullptr},
+                  {"output_paths", {"out"}},
                   {"profiles", nullptr}};
-  json graph = {{"name", "g"}, {"key_tokens", json::array()}, {"input_spec", {{"leaves", {leaf("x")}}}},
-                {"output_spec", {{"leaves", {leaf("out")}}}}, {"backend", backend}, {"samples", json::array()}};
-  json module = {{"name", "m"}, {"prefix", ""}, {"class", "t.Net"}, {"strict_mode", true}, {"fallback_policy", "raise"},
-                 {"weights", nullptr}, {"forward_signature", json::array()}, {"graphs", {graph}}};
-  json manifest = {{"format", "aitune.checkpoint"}, {"format_version", 2}, {"aitune_version", "0"},
-                   {"created_at", "2026-12-01T00:00:00Z"}, {"fingerprint", json::object()},
-                   {"root", {{"kind", "module"}, {"class", "t.Net"}, {"weights", nullptr}}}, {"modules", {module}},
+  json graph = {{"name", "g"},
+                {"key_tokens", json::array()},
+                {"input_spec", {{"leaves", {leaf("x")}}}},
+                {"output_spec", {{"leaves", {leaf("out")}}}},
+                {"backend", backend},
+                {"samples", json::array()}};
+  json module = {{"name", "m"},
+                 {"prefix", ""},
+                 {"class", "t.Net"},
+                 {"strict_mode", true},
+                 {"fallback_policy", "raise"},
+                 {"weights", nullptr},
+                 {"forward_signature", json::array()},
+                 {"graphs", {graph}}};
+  json manifest = {{"format", "aitune.checkpoint"},
+                   {"format_version", 2},
+                   {"aitune_version", "0"},
+                   {"created_at", "2026-12-01T00:00:00Z"},
+                   {"fingerprint", json::object()},
+                   {"root", {{"kind", "module"}, {"class", "t.Net"}, {"weights", nullptr}}},
+                   {"modules", {module}},
                    {"files", files}};
   EXPECT_TRUE(writer->finish(manifest.dump()).ok());
   return artifact;

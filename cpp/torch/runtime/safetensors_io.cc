@@ -2,8 +2,6 @@
 // reader/writer of the format (8-byte little-endian header length, JSON header, raw bytes).
 #include "runtime/safetensors_io.h"
 
-#include "checkpoint/manifest_schema.h"
-
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -15,18 +13,30 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/manifest_schema.h"
+
 namespace aitune {
 namespace {
 
 const std::vector<std::pair<const char*, c10::ScalarType>>& dtype_table() {
   static const std::vector<std::pair<const char*, c10::ScalarType>> table = {
-      {"F64", c10::kDouble},      {"F32", c10::kFloat},      {"F16", c10::kHalf},
-      {"BF16", c10::kBFloat16},   {"I64", c10::kLong},       {"I32", c10::kInt},
-      {"I16", c10::kShort},       {"I8", c10::kChar},        {"U8", c10::kByte},
-      {"BOOL", c10::kBool},       {"F8_E4M3", c10::ScalarType::Float8_e4m3fn},
+      {"F64", c10::kDouble},
+      {"F32", c10::kFloat},
+      {"F16", c10::kHalf},
+      {"BF16", c10::kBFloat16},
+      {"I64", c10::kLong},
+      {"I32", c10::kInt},
+      {"I16", c10::kShort},
+      {"I8", c10::kChar},
+      {"U8", c10::kByte},
+      {"BOOL", c10::kBool},
+      {"F8_E4M3", c10::ScalarType::Float8_e4m3fn},
       {"F8_E5M2", c10::ScalarType::Float8_e5m2},
-      {"C64", c10::kComplexFloat}, {"C128", c10::kComplexDouble},
-      {"U16", c10::ScalarType::UInt16}, {"U32", c10::ScalarType::UInt32}, {"U64", c10::ScalarType::UInt64},
+      {"C64", c10::kComplexFloat},
+      {"C128", c10::kComplexDouble},
+      {"U16", c10::ScalarType::UInt16},
+      {"U32", c10::ScalarType::UInt32},
+      {"U64", c10::ScalarType::UInt64},
   };
   return table;
 }
@@ -53,12 +63,15 @@ StatusOr<NamedTensors> parse_safetensors(std::string_view bytes) {
   if (bytes.size() < 8) return corrupt("shorter than the 8-byte header length");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[i]);
-  if (header_len > bytes.size() - 8) return corrupt("header length " + std::to_string(header_len) + " exceeds the data");
+  if (header_len > bytes.size() - 8)
+    return corrupt("header length " + std::to_string(header_len) + " exceeds the data");
   // nlohmann recurses per nesting level: refuse deep nesting before parsing (a stack overflow).
-  if (Status s = check_json_nesting(bytes.substr(8, header_len), kMaxJsonNesting, "the safetensors header"); !s.ok()) {
+  if (Status s = check_json_nesting(bytes.substr(8, header_len), kMaxJsonNesting, "the safetensors header");
+      !s.ok()) {
     return corrupt(s.message());
   }
-  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json header =
+      nlohmann::json::parse(bytes.substr(8, header_len), nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return corrupt("the header is not a JSON object");
   const std::string_view data = bytes.substr(8 + header_len);
   struct Entry {
@@ -71,7 +84,8 @@ StatusOr<NamedTensors> parse_safetensors(std::string_view bytes) {
   try {
     for (const auto& [name, info] : header.items()) {
       if (name == "__metadata__") continue;
-      if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+      if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
+          !info.contains("data_offsets"))
         return corrupt("entry '" + name + "' lacks dtype, shape or data_offsets");
       AITUNE_ASSIGN_OR_RETURN(c10::ScalarType type, safetensors_dtype(info["dtype"].get<std::string>()));
       Entry e{name, type, info["shape"].get<std::vector<int64_t>>(), 0, 0};
@@ -85,14 +99,15 @@ StatusOr<NamedTensors> parse_safetensors(std::string_view bytes) {
         if (d < 0) return corrupt("entry '" + name + "' has a negative dimension");
         // Checked: a shape such as [2^32, 2^32] wraps to 0 elements and would pass the size test.
         if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel)) {
-          return corrupt("entry '" + name + "' has shape " + info["shape"].dump() + ", more elements than 2^64");
+          return corrupt("entry '" + name + "' has shape " + info["shape"].dump() +
+                         ", more elements than 2^64");
         }
       }
       uint64_t nbytes = 0;
       if (__builtin_mul_overflow(numel, static_cast<uint64_t>(c10::elementSize(type)), &nbytes) ||
           nbytes != e.end - e.begin)
-        return corrupt("entry '" + name + "' holds " + std::to_string(e.end - e.begin) + " bytes, its shape " +
-                       info["shape"].dump() + " needs " + std::to_string(nbytes));
+        return corrupt("entry '" + name + "' holds " + std::to_string(e.end - e.begin) +
+                       " bytes, its shape " + info["shape"].dump() + " needs " + std::to_string(nbytes));
       entries.push_back(std::move(e));
     }
   } catch (const std::exception& ex) {
@@ -119,7 +134,8 @@ StatusOr<NamedTensors> read_safetensors_file(const std::string& path) {
   const auto kind = std::filesystem::status(path, ec).type();
   if (kind == std::filesystem::file_type::not_found) return not_found("Cannot open safetensors file " + path);
   // Reading a FIFO or a device would wait or never end.
-  if (kind != std::filesystem::file_type::regular) return invalid_argument("safetensors file " + path + " is not a regular file");
+  if (kind != std::filesystem::file_type::regular)
+    return invalid_argument("safetensors file " + path + " is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found("Cannot open safetensors file " + path);
   std::stringstream buffer;
@@ -140,7 +156,8 @@ StatusOr<std::string> serialize_safetensors(const NamedTensors& tensors) {
       AITUNE_ASSIGN_OR_RETURN(std::string code, safetensors_dtype_code(tensor.scalar_type()));
       at::Tensor c = tensor.detach().to(at::kCPU).contiguous();
       const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * c.element_size();
-      header[name] = {{"dtype", code}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + nbytes}}};
+      header[name] = {
+          {"dtype", code}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + nbytes}}};
       offset += nbytes;
       contiguous.push_back(std::move(c));
     }

@@ -51,8 +51,8 @@ StatusOr<TensorMetrics> compare_tensors(const at::Tensor& candidate, const at::T
   try {
     at::NoGradGuard no_grad;
     const bool complex = candidate.is_complex() || reference.is_complex();
-    const c10::ScalarType compute = complex ? (use_fp64 ? at::kComplexDouble : at::kComplexFloat)
-                                            : (use_fp64 ? at::kDouble : at::kFloat);
+    const c10::ScalarType compute =
+        complex ? (use_fp64 ? at::kComplexDouble : at::kComplexFloat) : (use_fp64 ? at::kDouble : at::kFloat);
     const at::Tensor ref_native = reference.to(candidate.device());
     const at::Tensor c = candidate.to(compute);
     const at::Tensor r = ref_native.to(compute);
@@ -69,10 +69,10 @@ StatusOr<TensorMetrics> compare_tensors(const at::Tensor& candidate, const at::T
                                    ? at::isnan(candidate).any()
                                    : at::zeros({}, candidate.options().dtype(at::kBool));
 
-    const at::Tensor host = at::stack({diff.max().to(at::kDouble), rel.max().to(at::kDouble),
-                                       diff.norm().to(at::kDouble), ref_abs.norm().to(at::kDouble),
-                                       mismatched.sum().to(at::kDouble), nan_any.to(at::kDouble)})
-                                .cpu();
+    const at::Tensor host =
+        at::stack({diff.max().to(at::kDouble), rel.max().to(at::kDouble), diff.norm().to(at::kDouble),
+                   ref_abs.norm().to(at::kDouble), mismatched.sum().to(at::kDouble), nan_any.to(at::kDouble)})
+            .cpu();
     const auto v = host.accessor<double, 1>();
     static_assert(kNumSlots == 6);
 

@@ -15,13 +15,14 @@ namespace aitune {
 // Metrics of one leaf. Errors are in the leaf's units; fractions are in [0, 1]. All zero for
 // empty tensors.
 struct TensorMetrics {
-  double max_abs_error = 0.0;      // max |c - r|
-  double max_rel_error = 0.0;      // max |c - r| / max(|r|, atol)
-  double rel_l2_error = 0.0;       // ||c - r||_2 / max(||r||_2, atol * sqrt(n))
-  double mismatch_fraction = 0.0;  // share of elements with |c - r| > atol + rtol * |r| (unequal, for integer leaves)
-  bool has_nan = false;            // any NaN in the candidate
+  double max_abs_error = 0.0;  // max |c - r|
+  double max_rel_error = 0.0;  // max |c - r| / max(|r|, atol)
+  double rel_l2_error = 0.0;   // ||c - r||_2 / max(||r||_2, atol * sqrt(n))
+  double mismatch_fraction =
+      0.0;               // share of elements with |c - r| > atol + rtol * |r| (unequal, for integer leaves)
+  bool has_nan = false;  // any NaN in the candidate
   int64_t numel = 0;
-  bool dtype_differs = false;  // reported, never a failure by itself
+  bool dtype_differs = false;   // reported, never a failure by itself
   std::string candidate_dtype;  // torch names without the prefix: "float16"
   std::string reference_dtype;
 };

@@ -30,7 +30,7 @@ TEST(CompareTensors, HandComputedExample) {
   auto m = compare_tensors(f32({1.0f, 2.0f, 3.5f}), f32({1.0f, 2.5f, 3.0f}), 0.1, 0.1, false);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   EXPECT_NEAR(m->max_abs_error, 0.5, 1e-7);
-  EXPECT_NEAR(m->max_rel_error, 0.2, 1e-7);                                 // .5 / 2.5
+  EXPECT_NEAR(m->max_rel_error, 0.2, 1e-7);                               // .5 / 2.5
   EXPECT_NEAR(m->rel_l2_error, std::sqrt(0.5) / std::sqrt(16.25), 1e-7);  // ||d|| / ||r||
   EXPECT_NEAR(m->mismatch_fraction, 2.0 / 3.0, 1e-12);
   EXPECT_FALSE(m->has_nan);

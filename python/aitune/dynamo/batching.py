@@ -102,11 +102,12 @@ class DynamicBatcher:
         for key, group in groups.items():
             start = 0
             for count, padded in batch_plan(len(group), self._sizes_for(key)):
-                chunk = group[start:start + count]
+                chunk = group[start : start + count]
                 start += count
                 try:
-                    outputs = await loop.run_in_executor(self._executor, self._run_batch, key,
-                                                         [w.item for w in chunk], padded)
+                    outputs = await loop.run_in_executor(
+                        self._executor, self._run_batch, key, [w.item for w in chunk], padded
+                    )
                 except Exception as e:  # noqa: BLE001 - this batch's requests fail, the worker serves on
                     logger.warning("A batch of %d item(s) failed: %s: %s", count, type(e).__name__, e)
                     for w in chunk:

@@ -44,24 +44,32 @@ class DynamoWorkerConfig:
     def __post_init__(self) -> None:
         if self.type not in WORKER_TYPES:
             raise AITuneUserInputError(
-                f"DynamoWorkerConfig.type must be one of {', '.join(WORKER_TYPES)}; got {self.type!r}")
+                f"DynamoWorkerConfig.type must be one of {', '.join(WORKER_TYPES)}; got {self.type!r}"
+            )
         if not isinstance(self.model_path, str) or not self.model_path:
             raise AITuneUserInputError(
-                f"DynamoWorkerConfig.model_path must be a non-empty string; got {self.model_path!r}")
+                f"DynamoWorkerConfig.model_path must be a non-empty string; got {self.model_path!r}"
+            )
         for field in ("namespace", "component", "endpoint"):
             value = getattr(self, field)
             if not isinstance(value, str) or not value or "." in value:
                 raise AITuneUserInputError(
                     f"DynamoWorkerConfig.{field} must be a non-empty name without dots "
-                    f"(the endpoint path is namespace.component.endpoint); got {value!r}")
+                    f"(the endpoint path is namespace.component.endpoint); got {value!r}"
+                )
         if self.mapping is not None and not callable(self.mapping) and not isinstance(self.mapping, Mapping):
             raise AITuneUserInputError(
                 "DynamoWorkerConfig.mapping must be None, a callable (request -> input) or a mapping "
-                f"{{parameter: request field}}; got a {type(self.mapping).__name__}")
-        if isinstance(self.max_wait_ms, bool) or not isinstance(self.max_wait_ms, (int, float)) \
-                or not 0 <= self.max_wait_ms <= 1000:
+                f"{{parameter: request field}}; got a {type(self.mapping).__name__}"
+            )
+        if (
+            isinstance(self.max_wait_ms, bool)
+            or not isinstance(self.max_wait_ms, (int, float))
+            or not 0 <= self.max_wait_ms <= 1000
+        ):
             raise AITuneUserInputError(
-                f"DynamoWorkerConfig.max_wait_ms must be a number of milliseconds in [0, 1000]; got {self.max_wait_ms!r}")
+                f"DynamoWorkerConfig.max_wait_ms must be a number of milliseconds in [0, 1000]; got {self.max_wait_ms!r}"
+            )
 
     @property
     def endpoint_path(self) -> str:

@@ -29,8 +29,12 @@ STOP_GRACE_S = 15.0  # after SIGTERM, how long a child may take to drain before 
 
 
 def _common_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, metavar="MODULE:FACTORY",
-                        help="a function returning the (untuned) torch model the checkpoint was saved from")
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="MODULE:FACTORY",
+        help="a function returning the (untuned) torch model the checkpoint was saved from",
+    )
     parser.add_argument("--checkpoint", required=True, help="the .ait checkpoint (ait.save) to serve")
     parser.add_argument("--type", default="embedding", choices=WORKER_TYPES)
     parser.add_argument("--model-name", default=None, help="the name clients send (default: the checkpoint path)")
@@ -48,7 +52,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     worker.add_argument("--device", default="cuda:0")
     serve = commands.add_parser("serve", help="one worker per device, optionally behind a frontend")
     _common_arguments(serve)
-    serve.add_argument("--devices", required=True, help="comma-separated, one worker each: cuda:0,cuda:1 (cpu,cpu works)")
+    serve.add_argument(
+        "--devices", required=True, help="comma-separated, one worker each: cuda:0,cuda:1 (cpu,cpu works)"
+    )
     serve.add_argument("--frontend", action="store_true", help="also start Dynamo's OpenAI frontend")
     serve.add_argument("--http-host", default="0.0.0.0")
     serve.add_argument("--http-port", type=int, default=8000)
@@ -85,25 +91,63 @@ def worker_main(args: argparse.Namespace) -> int:
     from aitune.dynamo.worker import dynamo_worker
 
     served = load_on_device(load_factory(args.model), args.checkpoint, args.device)
-    config = DynamoWorkerConfig(type=args.type, model_path=args.checkpoint, model_name=args.model_name,
-                                namespace=args.namespace, component=args.component, endpoint=args.endpoint,
-                                max_wait_ms=args.max_wait_ms)
+    config = DynamoWorkerConfig(
+        type=args.type,
+        model_path=args.checkpoint,
+        model_name=args.model_name,
+        namespace=args.namespace,
+        component=args.component,
+        endpoint=args.endpoint,
+        max_wait_ms=args.max_wait_ms,
+    )
     dynamo_worker(served, config)
     return 0
 
 
 def _worker_command(args: argparse.Namespace, device: str) -> list[str]:
-    command = [sys.executable, "-m", "aitune.dynamo", "worker", "--model", args.model, "--checkpoint", args.checkpoint,
-               "--type", args.type, "--namespace", args.namespace, "--component", args.component,
-               "--endpoint", args.endpoint, "--max-wait-ms", str(args.max_wait_ms), "--device", device]
+    command = [
+        sys.executable,
+        "-m",
+        "aitune.dynamo",
+        "worker",
+        "--model",
+        args.model,
+        "--checkpoint",
+        args.checkpoint,
+        "--type",
+        args.type,
+        "--namespace",
+        args.namespace,
+        "--component",
+        args.component,
+        "--endpoint",
+        args.endpoint,
+        "--max-wait-ms",
+        str(args.max_wait_ms),
+        "--device",
+        device,
+    ]
     if args.model_name:
         command += ["--model-name", args.model_name]
     return command
 
 
 def frontend_command(host: str, port: int, namespace: str) -> list[str]:
-    return [sys.executable, "-m", "dynamo.frontend", "--discovery-backend", "file", "--request-plane", "tcp",
-            "--http-host", host, "--http-port", str(port), "--namespace", namespace]
+    return [
+        sys.executable,
+        "-m",
+        "dynamo.frontend",
+        "--discovery-backend",
+        "file",
+        "--request-plane",
+        "tcp",
+        "--http-host",
+        host,
+        "--http-port",
+        str(port),
+        "--namespace",
+        namespace,
+    ]
 
 
 def serve_main(args: argparse.Namespace) -> int:

@@ -25,7 +25,8 @@ class ItemShape:
 
     def accepts(self, shape: tuple[int, ...]) -> bool:
         return len(shape) == len(self.min_shape) and all(
-            lo <= n <= hi for n, lo, hi in zip(shape, self.min_shape, self.max_shape))
+            lo <= n <= hi for n, lo, hi in zip(shape, self.min_shape, self.max_shape)
+        )
 
     def describe(self) -> str:
         dims = [str(lo) if lo == hi else f"{lo}..{hi}" for lo, hi in zip(self.min_shape, self.max_shape)]
@@ -50,8 +51,15 @@ def item_shapes(module: Any) -> list[ItemShape]:
             continue
         spec = tensors[0].spec
         min_bs, max_bs = spec.min_shape[0], spec.max_shape[0]
-        shapes.append(ItemShape(graph.name, tensors[0].dtypes[0], list(spec.min_shape[1:]), list(spec.max_shape[1:]),
-                                tuned_batch_sizes(graph, min_bs, max_bs)))
+        shapes.append(
+            ItemShape(
+                graph.name,
+                tensors[0].dtypes[0],
+                list(spec.min_shape[1:]),
+                list(spec.max_shape[1:]),
+                tuned_batch_sizes(graph, min_bs, max_bs),
+            )
+        )
     return shapes
 
 
@@ -65,7 +73,8 @@ class ModuleEngine:
             raise TypeError(
                 "dynamo_worker serves a torch module directly only when it is a tuned ait.Module (or loaded with "
                 "ait.load) with a graph of one batched tensor input; wrap anything else in a function that "
-                "takes the request's input")
+                "takes the request's input"
+            )
         self.device = getattr(module, "device", None) or torch.device("cpu")
 
     def item(self, ids: list[int], position: int) -> tuple[Hashable, torch.Tensor]:
@@ -79,8 +88,9 @@ class ModuleEngine:
                     raise BadRequest(f"'input[{position}]' cannot be a {accepted.dtype} tensor: {e}") from e
                 return (index, shape), tensor
         accepted_text = "; ".join(s.describe() for s in self.shapes)
-        raise BadRequest(f"'input[{position}]' has {len(ids)} token ids; the tuned model accepts item shapes "
-                         f"{accepted_text}")
+        raise BadRequest(
+            f"'input[{position}]' has {len(ids)} token ids; the tuned model accepts item shapes {accepted_text}"
+        )
 
     def sizes_for(self, key: Hashable) -> list[int]:
         return self.shapes[key[0]].batch_sizes  # type: ignore[index]
@@ -90,8 +100,10 @@ class ModuleEngine:
         with torch.no_grad():  # grad mode is per thread: this runs in the batcher's model thread
             output = self.module(batch)
         if not isinstance(output, torch.Tensor) or output.dim() < 1 or output.shape[0] != padded:
-            raise TypeError(f"the module returned {type(output).__name__} "
-                            f"{list(output.shape) if isinstance(output, torch.Tensor) else ''} for a batch of "
-                            f"{padded}; an embedding worker needs one tensor [batch, dim]")
+            raise TypeError(
+                f"the module returned {type(output).__name__} "
+                f"{list(output.shape) if isinstance(output, torch.Tensor) else ''} for a batch of "
+                f"{padded}; an embedding worker needs one tensor [batch, dim]"
+            )
         rows = output.detach().float().cpu()
         return [rows[i].reshape(-1) for i in range(len(items))]

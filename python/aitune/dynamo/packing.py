@@ -27,13 +27,20 @@ def embedding_vectors(value: Any) -> list[list[float]]:
     if rows and all(isinstance(v, (int, float)) for v in rows):
         rows = [rows]  # one vector for one item
     if not rows or not all(isinstance(r, list) and r and all(isinstance(v, (int, float)) for v in r) for r in rows):
-        raise TypeError(f"an embedding worker's function must return vectors (a tensor or array [items, dim], "
-                        f"or a list of lists of floats); got {_describe(value)}")
+        raise TypeError(
+            f"an embedding worker's function must return vectors (a tensor or array [items, dim], "
+            f"or a list of lists of floats); got {_describe(value)}"
+        )
     return [[float(v) for v in r] for r in rows]
 
 
-def pack_embeddings(vectors: Sequence[Sequence[float]], model: str, encoding_format: str = "float",
-                    dimensions: int | None = None, prompt_tokens: int = 0) -> dict[str, Any]:
+def pack_embeddings(
+    vectors: Sequence[Sequence[float]],
+    model: str,
+    encoding_format: str = "float",
+    dimensions: int | None = None,
+    prompt_tokens: int = 0,
+) -> dict[str, Any]:
     """OpenAI's embedding response. `dimensions` keeps the first values of each vector
     (Matryoshka truncation), as OpenAI's parameter does; base64 is little-endian float32."""
     data = []
@@ -47,8 +54,12 @@ def pack_embeddings(vectors: Sequence[Sequence[float]], model: str, encoding_for
         else:
             encoded = [float(v) for v in vector]
         data.append({"object": "embedding", "embedding": encoded, "index": index})
-    return {"object": "list", "data": data, "model": model,
-            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}}
+    return {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+    }
 
 
 def pack_images(value: Any, model: str) -> dict[str, Any]:
@@ -62,8 +73,10 @@ def pack_images(value: Any, model: str) -> dict[str, Any]:
         elif isinstance(item, str):
             data.append({"url": item})
         else:
-            raise TypeError(f"an image worker's function must return encoded image bytes (e.g. PNG), a URL string, "
-                            f"a list of those, or a response dict; got {_describe(item)}")
+            raise TypeError(
+                f"an image worker's function must return encoded image bytes (e.g. PNG), a URL string, "
+                f"a list of those, or a response dict; got {_describe(item)}"
+            )
     return {"created": int(time.time()), "data": data}
 
 
@@ -74,11 +87,20 @@ def pack_videos(value: Any, model: str, output_format: str = "mp4") -> dict[str,
     data = []
     for item in items:
         if not isinstance(item, (bytes, bytearray, memoryview)):
-            raise TypeError(f"a video worker's function must return encoded video bytes (e.g. MP4), a list of them, "
-                            f"or a response dict; got {_describe(item)}")
+            raise TypeError(
+                f"a video worker's function must return encoded video bytes (e.g. MP4), a list of them, "
+                f"or a response dict; got {_describe(item)}"
+            )
         data.append({"output_format": output_format, "b64_json": base64.b64encode(bytes(item)).decode("ascii")})
-    return {"id": f"video-{uuid.uuid4().hex}", "object": "video", "model": model, "status": "completed",
-            "progress": 100, "created": int(time.time()), "data": data}
+    return {
+        "id": f"video-{uuid.uuid4().hex}",
+        "object": "video",
+        "model": model,
+        "status": "completed",
+        "progress": 100,
+        "created": int(time.time()),
+        "data": data,
+    }
 
 
 def _to_nested_list(value: Any) -> Any:

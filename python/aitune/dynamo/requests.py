@@ -56,7 +56,8 @@ def token_sequences(request: Mapping[str, Any]) -> list[list[int]]:
     if isinstance(value, str) or (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
         raise BadRequest(
             "this worker serves a tensor model: 'input' must be token ids (a list of ints, or a list of lists of "
-            "ints), got text; serve a function that tokenizes (dynamo_worker(fn, ...)) to accept text")
+            "ints), got text; serve a function that tokenizes (dynamo_worker(fn, ...)) to accept text"
+        )
     if not isinstance(value, list) or not value:
         raise BadRequest(f"'input' must be a non-empty list of token ids, got {_kind(value)}")
     if all(_is_int(v) for v in value):

@@ -126,11 +126,22 @@ class FunctionWorker(DynamoWorker):
 
     async def on_ready(self, runtime: Any, endpoint: Any) -> None:
         dynamo = import_dynamo()
-        await dynamo.register_model(dynamo.ModelInput.Text, model_type(dynamo, self.config.type), endpoint,
-                                    self.config.model_path, self.config.served_name,
-                                    worker_type=dynamo.WorkerType.Aggregated, skip_model_assets=True)
-        logger.info("✅ Worker ready: model '%s' (%s) at %s, pid %d", self.config.served_name, self.config.type,
-                    self.config.endpoint_path, os.getpid())
+        await dynamo.register_model(
+            dynamo.ModelInput.Text,
+            model_type(dynamo, self.config.type),
+            endpoint,
+            self.config.model_path,
+            self.config.served_name,
+            worker_type=dynamo.WorkerType.Aggregated,
+            skip_model_assets=True,
+        )
+        logger.info(
+            "✅ Worker ready: model '%s' (%s) at %s, pid %d",
+            self.config.served_name,
+            self.config.type,
+            self.config.endpoint_path,
+            os.getpid(),
+        )
 
     async def on_shutdown(self) -> None:
         if self.batcher is not None:
@@ -138,8 +149,12 @@ class FunctionWorker(DynamoWorker):
             logger.info("Batches run: %d for %d items", self.batcher.batches_run, self.batcher.items_run)
         if self._executor is not None:
             self._executor.shutdown(wait=True)
-        logger.info("Worker stopped: served %d requests (%d rejected as bad requests, %d failed)", self.served,
-                    self.rejected, self.failed)
+        logger.info(
+            "Worker stopped: served %d requests (%d rejected as bad requests, %d failed)",
+            self.served,
+            self.rejected,
+            self.failed,
+        )
 
     async def serve(self, request: Any) -> AsyncGenerator[Any, None]:
         try:
@@ -164,8 +179,13 @@ class FunctionWorker(DynamoWorker):
                 sequences = token_sequences(request)
                 keyed = [self.engine.item(ids, i) for i, ids in enumerate(sequences)]
                 rows = await self.batcher.submit(keyed)  # type: ignore[union-attr]
-                return pack_embeddings([r.tolist() for r in rows], model, encoding, dimensions,
-                                       prompt_tokens=sum(len(s) for s in sequences))
+                return pack_embeddings(
+                    [r.tolist() for r in rows],
+                    model,
+                    encoding,
+                    dimensions,
+                    prompt_tokens=sum(len(s) for s in sequences),
+                )
             result = await self._call(request)
             if isinstance(result, dict):
                 return result
@@ -196,7 +216,9 @@ def dynamo_worker(fn: Callable, config: DynamoWorkerConfig) -> None:
     if not isinstance(config, DynamoWorkerConfig):
         raise AITuneUserInputError(f"dynamo_worker needs a DynamoWorkerConfig, got a {type(config).__name__}")
     if not callable(fn):
-        raise AITuneUserInputError(f"dynamo_worker serves a callable (e.g. a tuned ait.Module), got a {type(fn).__name__}")
+        raise AITuneUserInputError(
+            f"dynamo_worker serves a callable (e.g. a tuned ait.Module), got a {type(fn).__name__}"
+        )
     device = getattr(fn, "device", None)
     _configure_logging(f"{config.served_name}{f' {device}' if device is not None else ''} pid {os.getpid()}")
     FunctionWorker(fn, config).run(enable_nats=config.enable_nats)

@@ -219,8 +219,7 @@ class AITuneConfig:
 
     @max_batch_search_s.setter
     def max_batch_search_s(self, value: Optional[float]) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not value > 0):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
             raise ValueError(f"max_batch_search_s must be a number of seconds > 0 or None, got {value!r}")
         self._max_batch_search_s = None if value is None or math.isinf(value) else float(value)
 

@@ -25,8 +25,17 @@ from aitune.exceptions import AITuneUserInputError
 from aitune.exceptions import InvalidValueError
 from aitune.torch.shape_datasets import DynamicShapeDataset, InputConfig, MinMaxRandomDataset, RepeatEachItem
 
-__all__ = ["DataLoaderFactory", "DatasetLike", "DynamicShapeDataset", "InputConfig", "MinMaxRandomDataset",
-           "SingleBatchDatasetWrapper", "default_data_collator", "ensure_enough_samples", "samples_generator"]
+__all__ = [
+    "DataLoaderFactory",
+    "DatasetLike",
+    "DynamicShapeDataset",
+    "InputConfig",
+    "MinMaxRandomDataset",
+    "SingleBatchDatasetWrapper",
+    "default_data_collator",
+    "ensure_enough_samples",
+    "samples_generator",
+]
 
 # What ait.tune and ait.inspect take as a dataset (AITune's name).
 DatasetLike = Union[Sequence, Dataset]

@@ -9,7 +9,6 @@ from typing import Any
 logger = logging.getLogger("aitune")
 
 
-
 class ModuleRegistry(OrderedDict):
     """Name -> ait.Module, in registration order. `.modules` is AITune's view of the same
     mapping (`MODULE_REGISTRY.modules.values()`, docs/guide.md "Coming from AITune")."""

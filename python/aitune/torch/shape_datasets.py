@@ -33,8 +33,10 @@ class InputConfig:
         if self.max_input is None:
             self.max_input = self.min_input
         if len(self.min_input) != len(self.max_input) or any(lo > hi for lo, hi in zip(self.min_input, self.max_input)):
-            raise InvalidValueError(f"InputConfig: min_input {tuple(self.min_input)} and max_input "
-                                    f"{tuple(self.max_input)} must have the same rank and min <= max per axis")
+            raise InvalidValueError(
+                f"InputConfig: min_input {tuple(self.min_input)} and max_input "
+                f"{tuple(self.max_input)} must have the same rank and min <= max per axis"
+            )
 
 
 class DynamicShapeDataset(list, Dataset):
@@ -63,8 +65,10 @@ class MinMaxRandomDataset(DynamicShapeDataset):
         super().__init__(items)
 
     def _item(self, shape_of: Callable[[InputConfig], Sequence[int]]) -> Any:
-        tensors = [torch.empty(tuple(shape_of(cfg)), dtype=cfg.dtype).uniform_(cfg.min_value, cfg.max_value)
-                   for cfg in self.input_configs]
+        tensors = [
+            torch.empty(tuple(shape_of(cfg)), dtype=cfg.dtype).uniform_(cfg.min_value, cfg.max_value)
+            for cfg in self.input_configs
+        ]
         if self.is_dict:
             return {cfg.kwarg_name: t for cfg, t in zip(self.input_configs, tensors)}
         return tensors

@@ -78,7 +78,8 @@ def _resolve_devices(devices: Iterable[Any]) -> list[torch.device]:
     if len(kinds) > 1:
         raise AITuneUserInputError(
             f"devices must all be of one type, since candidates measured on them are compared; got {kinds} in "
-            f"{[str(d) for d in resolved]}")
+            f"{[str(d) for d in resolved]}"
+        )
     if resolved[0].type == "cuda":
         count = torch.cuda.device_count()
         missing = [str(d) for d in resolved if (d.index or 0) >= count]
@@ -87,10 +88,18 @@ def _resolve_devices(devices: Iterable[Any]) -> list[torch.device]:
     return resolved
 
 
-def tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None = None,
-         max_num_batches_per_batch_size: int | None = None, device: Any = "cuda:0", dry_run: bool = False,
-         disable_external_logging: bool = False, clear_cache: bool = False, ignore_failing_modules: bool = True,
-         devices: Iterable[Any] | None = None) -> None:
+def tune(
+    func: Callable,
+    dataset: Any,
+    batch_sizes: Iterable[int] | None = None,
+    max_num_batches_per_batch_size: int | None = None,
+    device: Any = "cuda:0",
+    dry_run: bool = False,
+    disable_external_logging: bool = False,
+    clear_cache: bool = False,
+    ignore_failing_modules: bool = True,
+    devices: Iterable[Any] | None = None,
+) -> None:
     """Runs `func` over `dataset` at each batch size so wrapped modules record their calls,
     then tunes each registered module in registration order and activates the results.
 
@@ -106,18 +115,36 @@ def tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None = None,
         pool_devices = _resolve_devices(devices) if devices is not None else []
         if pool_devices:
             device = pool_devices[0]
-        _tune(func, dataset, batch_sizes, max_num_batches_per_batch_size, device, dry_run, ignore_failing_modules,
-              pool_devices if len(pool_devices) > 1 and not dry_run else [])
+        _tune(
+            func,
+            dataset,
+            batch_sizes,
+            max_num_batches_per_batch_size,
+            device,
+            dry_run,
+            ignore_failing_modules,
+            pool_devices if len(pool_devices) > 1 and not dry_run else [],
+        )
     logger.info("⏱️ ait.tune completed in %s", format_duration(time.perf_counter() - start))
 
 
-def _tune(func: Callable, dataset: Any, batch_sizes: Iterable[int] | None, max_num_batches_per_batch_size: int | None,
-          device: Any, dry_run: bool, ignore_failing_modules: bool, pool_devices: list[torch.device]) -> None:
+def _tune(
+    func: Callable,
+    dataset: Any,
+    batch_sizes: Iterable[int] | None,
+    max_num_batches_per_batch_size: int | None,
+    device: Any,
+    dry_run: bool,
+    ignore_failing_modules: bool,
+    pool_devices: list[torch.device],
+) -> None:
     from aitune.torch.multi_device.pool import device_pool
 
     # The pool's workers start first, so they boot while the dataset is recorded.
-    with tune_data.run_span("dry_run" if dry_run else config.mode.value), \
-            (device_pool(pool_devices) if pool_devices else contextlib.nullcontext()) as pool:
+    with (
+        tune_data.run_span("dry_run" if dry_run else config.mode.value),
+        device_pool(pool_devices) if pool_devices else contextlib.nullcontext() as pool,
+    ):
         device = _resolve_device(device)
         sizes = _resolve_batch_sizes(batch_sizes)
 
@@ -210,12 +237,16 @@ def _activate(modules: list) -> None:
         if module.state is not ModuleState.TUNED:
             kept = tune_data.module_outcome(module.name) == "kept_eager"
             for graph in module.graph_specs:
-                logger.info("  ➤ graph: %s\n  ➤ %s: using original module", graph.display_name,
-                            "kept eager" if kept else "tuning failed")
+                logger.info(
+                    "  ➤ graph: %s\n  ➤ %s: using original module",
+                    graph.display_name,
+                    "kept eager" if kept else "tuning failed",
+                )
             continue
         for graph, backend in module.tuned_module.backends:
-            logger.info("  ➤ graph: %s\n%s\n    backend: %s", graph.display_name, graph.input_spec.table(),
-                        backend.describe())
+            logger.info(
+                "  ➤ graph: %s\n%s\n    backend: %s", graph.display_name, graph.input_spec.table(), backend.describe()
+            )
 
 
 # AITune's scripts import save and load from here too (docs/guide.md, "Coming from AITune").

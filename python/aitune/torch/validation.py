@@ -51,8 +51,9 @@ DEFAULT_TOLERANCES: dict[PrecisionClass, NumericTolerance] = {
 ToleranceSetting = Union[NumericTolerance, Mapping[Union[PrecisionClass, str], NumericTolerance]]
 
 
-def resolve_tolerance(precision_class: str, backend_tolerance: NumericTolerance | None,
-                      strategy_tolerance: ToleranceSetting | None) -> NumericTolerance:
+def resolve_tolerance(
+    precision_class: str, backend_tolerance: NumericTolerance | None, strategy_tolerance: ToleranceSetting | None
+) -> NumericTolerance:
     """Precedence (docs/reference/validation.md#numeric-comparison): the backend's tolerance=, then the strategy's
     set_tolerance(...) (one value or one per class), then the defaults."""
     cls = PrecisionClass(precision_class)

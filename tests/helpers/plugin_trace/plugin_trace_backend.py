@@ -24,8 +24,9 @@ class PluginTraceBackend(Backend):
         self._file: ArtifactPath | None = None
         self.restored = False  # True when _restore loaded it (tests tell a restore from a rebuild)
 
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None:
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         sample = data[0]
         traced = torch.jit.trace(module.to(device), sample.args, check_trace=self.config.check_trace)
         path = Path(cache_dir) / "model.ts"

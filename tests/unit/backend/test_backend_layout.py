@@ -26,8 +26,15 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_the_seven_backend_folders_are_there():
-    assert FOLDERS == ["onnx_runtime", "tensorrt", "torch_eager", "torch_inductor_aot", "torch_inductor_jit",
-                       "torch_tensorrt_aot", "torch_tensorrt_jit"]
+    assert FOLDERS == [
+        "onnx_runtime",
+        "tensorrt",
+        "torch_eager",
+        "torch_inductor_aot",
+        "torch_inductor_jit",
+        "torch_tensorrt_aot",
+        "torch_tensorrt_jit",
+    ]
 
 
 def test_every_backend_folder_has_the_same_file_names():
@@ -45,9 +52,15 @@ def test_no_backend_imports_a_sibling_backend():
 
 
 def test_nothing_probes_a_backend_for_undeclared_hooks():
-    probe = re.compile(r"(hasattr|getattr)\((backend|blueprint|cls|self)(\.config)?, \"(from_checkpoint|"
-                       r"fingerprint_requires|num_native_outputs|use_cuda_graphs|_restored_profile|"
-                       r"_cuda_graph_settings)\"")
-    hits = [f"{p}: {line.strip()}" for p in PACKAGE.rglob("*.py") for line in p.read_text().splitlines()
-            if probe.search(line)]
+    probe = re.compile(
+        r"(hasattr|getattr)\((backend|blueprint|cls|self)(\.config)?, \"(from_checkpoint|"
+        r"fingerprint_requires|num_native_outputs|use_cuda_graphs|_restored_profile|"
+        r"_cuda_graph_settings)\""
+    )
+    hits = [
+        f"{p}: {line.strip()}"
+        for p in PACKAGE.rglob("*.py")
+        for line in p.read_text().splitlines()
+        if probe.search(line)
+    ]
     assert hits == []

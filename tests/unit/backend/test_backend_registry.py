@@ -25,8 +25,15 @@ from aitune.torch.module.state import ModuleState
 from checkpoint_tools import rewrite
 
 V1 = Path(__file__).resolve().parents[2] / "data" / "checkpoints_v1"
-BUILTIN = {"torch_eager", "torch_inductor_jit", "torch_inductor_aot", "onnx_runtime", "tensorrt",
-           "torch_tensorrt_jit", "torch_tensorrt_aot"}
+BUILTIN = {
+    "torch_eager",
+    "torch_inductor_jit",
+    "torch_inductor_aot",
+    "onnx_runtime",
+    "tensorrt",
+    "torch_tensorrt_jit",
+    "torch_tensorrt_aot",
+}
 
 
 def _mlp(seed: int = 0) -> torch.nn.Module:
@@ -56,8 +63,11 @@ def test_a_name_held_by_another_class_is_refused():
 
         def _infer(self, *args, **kwargs): ...
 
-    with pytest.raises(BackendRegistryError, match=r"'torch_eager' is already registered to "
-                                                   r"aitune\.torch\.backend\.torch_eager.*TorchEagerBackend"):
+    with pytest.raises(
+        BackendRegistryError,
+        match=r"'torch_eager' is already registered to "
+        r"aitune\.torch\.backend\.torch_eager.*TorchEagerBackend",
+    ):
         register_backend("torch_eager")(Other)
     assert registry.lookup("torch_eager") is TorchEagerBackend
     # The refused class keeps its automatic name.
@@ -107,12 +117,15 @@ def test_an_unknown_name_names_the_backend_what_is_registered_and_the_fix():
     assert "import the module that defines it before ait.load" in text
 
 
-@pytest.mark.parametrize("class_path", ["os.system", "json.decoder.JSONDecoder", "aitune_never_imported.Thing",
-                                        "aitune.torch.jit_never_there.Backend"])
+@pytest.mark.parametrize(
+    "class_path",
+    ["os.system", "json.decoder.JSONDecoder", "aitune_never_imported.Thing", "aitune.torch.jit_never_there.Backend"],
+)
 def test_a_class_path_in_a_file_imports_nothing(class_path):
     before = set(sys.modules)
-    entry = ckpt_format.BackendEntry.from_json({"class": class_path, "config": {}, "requires": [], "artifacts": {}},
-                                               version=1)
+    entry = ckpt_format.BackendEntry.from_json(
+        {"class": class_path, "config": {}, "requires": [], "artifacts": {}}, version=1
+    )
     assert entry.name == f"custom:{class_path}"
     with pytest.raises(errors.UnsupportedCheckpointError, match=f"Unknown backend type: {class_path}"):
         entry.resolve()
@@ -135,9 +148,12 @@ def test_ait_load_refuses_os_system_as_a_backend_without_importing(tmp_path):
 
 def test_a_format1_class_path_of_a_moved_class_maps_through_the_fixed_table():
     assert ckpt_format.format1_name("aitune.torch.backend.tensorrt.backend.TensorRTBackend") == "tensorrt"
-    assert ckpt_format.format1_name(
-        "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend") == \
-        "torch_inductor_aot"
+    assert (
+        ckpt_format.format1_name(
+            "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend"
+        )
+        == "torch_inductor_aot"
+    )
     assert set(registry.FORMAT1_CLASS_PATHS.values()) == BUILTIN
 
 
@@ -170,8 +186,11 @@ def test_new_files_are_written_in_the_format_the_native_reader_reads(tmp_path):
     supported = getattr(_C, "MANIFEST_FORMAT_VERSIONS", (1,))
     assert manifest["format_version"] == (2 if 2 in supported else 1)
     backend = manifest["modules"][0]["graphs"][0]["backend"]
-    assert (backend["name"] == "torch_eager") if manifest["format_version"] == 2 else \
-        backend["class"].endswith("TorchEagerBackend")
+    assert (
+        (backend["name"] == "torch_eager")
+        if manifest["format_version"] == 2
+        else backend["class"].endswith("TorchEagerBackend")
+    )
 
 
 # -- format-1 files written by 46eec07 ---------------------------------------------------------------
@@ -199,15 +218,17 @@ def test_a_format1_inductor_aot_checkpoint_loads_and_serves_the_reference(aoti_l
 
 def test_a_format1_custom_backend_checkpoint_needs_its_module_imported():
     x, y = _reference()
-    code = ("import sys, torch; import aitune.torch as ait\n"
-            f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / 'helpers')!r})\n"
-            "from aitune import exceptions as errors\n"
-            "m = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))\n"
-            "try:\n"
-            f"    ait.load(m, {str(V1 / 'custom_torchscript.ait')!r})\n"
-            "except errors.UnsupportedCheckpointError as e:\n"
-            "    print('REFUSED', e)\n"
-            "print('IMPORTED', 'checkpoint_v1_backend' in sys.modules)\n")
+    code = (
+        "import sys, torch; import aitune.torch as ait\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / 'helpers')!r})\n"
+        "from aitune import exceptions as errors\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))\n"
+        "try:\n"
+        f"    ait.load(m, {str(V1 / 'custom_torchscript.ait')!r})\n"
+        "except errors.UnsupportedCheckpointError as e:\n"
+        "    print('REFUSED', e)\n"
+        "print('IMPORTED', 'checkpoint_v1_backend' in sys.modules)\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "REFUSED Unknown backend type: checkpoint_v1_backend.V1TorchScriptBackend" in r.stdout, r.stderr[-2000:]
     assert "IMPORTED False" in r.stdout
@@ -229,8 +250,9 @@ def test_a_format2_manifest_parses_to_the_same_entries_as_its_format1_twin(tmp_p
     for manifest, version in ((v1, 1), (v2, 2)):
         entry = manifest["modules"][0]["graphs"][0]["backend"]
         entry.pop("name", None), entry.pop("class", None)
-        entry.update({"class": registry.format1_class_for_name("torch_eager")} if version == 1 else
-                     {"name": "torch_eager"})
+        entry.update(
+            {"class": registry.format1_class_for_name("torch_eager")} if version == 1 else {"name": "torch_eager"}
+        )
     one, two = ckpt_format.Manifest.from_json(v1), ckpt_format.Manifest.from_json(v2)
     b1, b2 = one.modules[0].graphs[0].backend, two.modules[0].graphs[0].backend
     assert b1.name == b2.name == "torch_eager" and b1.resolve() is b2.resolve() is TorchEagerBackend

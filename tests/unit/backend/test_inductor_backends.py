@@ -177,9 +177,13 @@ class Variadic(torch.nn.Module):
 def test_varargs_and_var_keyword_export_and_input_order():
     """*args contents are exported positionally; **kwargs contents become keyword-only
     parameters of the traced forward (torch.export takes no dynamic shapes under **kwargs)."""
+
     def call(bs):
-        return (bs, (torch.randn(bs, 2), torch.randn(bs, 3), torch.randn(bs, 4)),
-                {"flag": False, "zz": torch.randn(bs, 5), "aa": torch.randn(bs, 6)})
+        return (
+            bs,
+            (torch.randn(bs, 2), torch.randn(bs, 3), torch.randn(bs, 4)),
+            {"flag": False, "zz": torch.randn(bs, 5), "aa": torch.randn(bs, 6)},
+        )
 
     m, graph = _record(Variadic(), [call(1), call(3)])
     paths = [t.semantic_path for t in graph.input_spec.tensors]
@@ -309,8 +313,10 @@ def test_aot_input_order_for_keyword_call(tmp_path, aoti_loads):
     """forward(x, y) called as m(y=..., x=...): aitune binds to (x, y) before both orders."""
     torch.manual_seed(0)
     model = KeywordPair().eval()
-    calls = [(1, (), {"y": torch.randn(1, 3), "x": torch.randn(1, 4), "scale": 2.0}),
-             (2, (), {"y": torch.randn(2, 3), "x": torch.randn(2, 4), "scale": 2.0})]
+    calls = [
+        (1, (), {"y": torch.randn(1, 3), "x": torch.randn(1, 4), "scale": 2.0}),
+        (2, (), {"y": torch.randn(2, 3), "x": torch.randn(2, 4), "scale": 2.0}),
+    ]
     m, graph = _record(model, calls)
     assert [t.semantic_path for t in graph.input_spec.tensors] == ["x", "y"]
     backend = TorchInductorAotBackend()

@@ -59,10 +59,15 @@ class Nested(torch.nn.Module):
 
 def _nested_call(bs, n):
     g = torch.Generator().manual_seed(bs * 10 + n)
-    opts = {"bias": torch.randn(bs, n, generator=g), "pair": [torch.randn(bs, 1, generator=g),
-                                                             torch.randn(bs, 2, generator=g)]}
-    return (bs, (torch.randn(bs, 4, generator=g), opts, torch.randn(bs, 2, generator=g)),
-            {"mask": torch.rand(bs, 3, generator=g), "scale": 2.0})
+    opts = {
+        "bias": torch.randn(bs, n, generator=g),
+        "pair": [torch.randn(bs, 1, generator=g), torch.randn(bs, 2, generator=g)],
+    }
+    return (
+        bs,
+        (torch.randn(bs, 4, generator=g), opts, torch.randn(bs, 2, generator=g)),
+        {"mask": torch.rand(bs, 3, generator=g), "scale": 2.0},
+    )
 
 
 def _leaves(call):
@@ -85,9 +90,16 @@ def test_input_names_follow_spec_table():
 def test_nested_model_exports_and_matches_eager(tmp_path, use_dynamo):
     m, graph = _record(Nested(), [_nested_call(1, 5), _nested_call(3, 7)])
     assert [t.name for t in graph.input_spec.tensors] == [
-        "input_x", "input_opts_bias", "input_opts_pair_0", "input_opts_pair_1", "input_unused", "input_mask"]
-    info, template = export_onnx_with_template(m.module, graph, graph.samples, tmp_path / "model.onnx",
-                                               use_dynamo=use_dynamo)
+        "input_x",
+        "input_opts_bias",
+        "input_opts_pair_0",
+        "input_opts_pair_1",
+        "input_unused",
+        "input_mask",
+    ]
+    info, template = export_onnx_with_template(
+        m.module, graph, graph.samples, tmp_path / "model.onnx", use_dynamo=use_dynamo
+    )
     assert info.path == tmp_path / "model.onnx" and info.path.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]  # no staging folder, no .data
     # opts["pair"][0] and unused feed nothing: the TorchScript exporter drops them, dynamo keeps them.
@@ -130,8 +142,7 @@ def test_script_exporter_labels_axes_batch_dim_and_explicit_names(tmp_path):
     defs = {"x": (BatchDim("batch", 1, 8), DynamicDim("seq", 2, 16)), "y": (BatchDim("batch", 1, 8), 2)}
     m, graph = _record(Pair(), [(None, (torch.randn(2, 4), torch.randn(2, 2)), {})], dynamic_shapes=defs)
     for use_dynamo in (False, True):
-        info = export_onnx(m.module, graph, graph.samples, tmp_path / f"named_{use_dynamo}.onnx",
-                           use_dynamo=use_dynamo)
+        info = export_onnx(m.module, graph, graph.samples, tmp_path / f"named_{use_dynamo}.onnx", use_dynamo=use_dynamo)
         assert info.dynamic_axes == {"input_x": {0: "batch", 1: "seq"}, "input_y": {0: "batch"}}, use_dynamo
         x, y = torch.randn(5, 11), torch.randn(5, 2)
         (out,) = _run_onnx(info, [x, y])
@@ -155,8 +166,12 @@ def test_weights_above_threshold_go_to_one_data_file(tmp_path, monkeypatch, use_
     m, graph = _record(model, [(1, (torch.randn(1, 64),), {}), (2, (torch.randn(2, 64),), {})])
     info = export_onnx(m.module, graph, graph.samples, tmp_path / "big.onnx", use_dynamo=use_dynamo)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.onnx", "big.onnx.data"]
-    locations = {e.value for t in onnx.load(str(info.path), load_external_data=False).graph.initializer
-                 for e in t.external_data if e.key == "location"}
+    locations = {
+        e.value
+        for t in onnx.load(str(info.path), load_external_data=False).graph.initializer
+        for e in t.external_data
+        if e.key == "location"
+    }
     assert locations == {"big.onnx.data"}
     x = torch.randn(3, 64)
     torch.testing.assert_close(_run_onnx(info, [x])[0], model(x).detach(), rtol=1e-5, atol=1e-5)
@@ -183,8 +198,9 @@ def test_dynamo_failure_names_the_exporter_gives_advice_and_leaves_no_files(tmp_
     with pytest.raises(RuntimeError) as raised:
         export_onnx(m.module, graph, graph.samples, target, use_dynamo=True)
     message = str(raised.value)
-    assert message.startswith("ONNX export of graph '0' with the dynamo exporter (torch.onnx.export(dynamo=True)) "
-                              "failed: ")
+    assert message.startswith(
+        "ONNX export of graph '0' with the dynamo exporter (torch.onnx.export(dynamo=True)) failed: "
+    )
     assert DYNAMO_EXPORT_ADVICE in message and "use_dynamo=False" in message
     assert list(target.parent.iterdir()) == []
     # The advice works: the TorchScript tracer records the branch taken by the sample.
@@ -199,8 +215,9 @@ def test_script_failure_names_the_exporter_and_leaves_no_files(tmp_path):
     with pytest.raises(RuntimeError) as raised:
         export_onnx(m.module, graph, graph.samples, target, use_dynamo=False)
     message = str(raised.value)
-    assert message.startswith("ONNX export of graph '0' with the TorchScript exporter "
-                              "(torch.onnx.export(dynamo=False)) failed: ")
+    assert message.startswith(
+        "ONNX export of graph '0' with the TorchScript exporter (torch.onnx.export(dynamo=False)) failed: "
+    )
     assert "linalg_inv" in message and "use_dynamo=True" in message
     assert list(tmp_path.iterdir()) == []
 
@@ -244,8 +261,9 @@ class PassThrough(torch.nn.Module):
 def test_repeated_and_pass_through_outputs_keep_their_own_names(tmp_path, use_dynamo):
     calls = [(bs, (torch.randn(bs, 4), torch.ones(bs, 2, dtype=torch.bool)), {}) for bs in (1, 3)]
     m, graph = _record(PassThrough().eval(), calls)
-    info, template = export_onnx_with_template(m.module, graph, graph.samples, tmp_path / "m.onnx",
-                                               use_dynamo=use_dynamo)
+    info, template = export_onnx_with_template(
+        m.module, graph, graph.samples, tmp_path / "m.onnx", use_dynamo=use_dynamo
+    )
     assert info.output_names == ["output_again", "output_mask", "output_y"]
     x, mask = torch.randn(2, 4), torch.tensor([[True, False], [False, True]])
     outputs = _run_onnx(info, [x, mask])

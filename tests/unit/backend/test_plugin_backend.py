@@ -31,8 +31,11 @@ def test_the_plugin_tunes_saves_and_loads_from_its_artefact(tmp_path):
     x = torch.randn(3, 6)
     with torch.no_grad():
         expected = model(x)
-    strategy = (ait.OneBackendStrategy(PluginTraceBackend()).enable_performance_validation(False)
-                .enable_find_max_batch_size(False))
+    strategy = (
+        ait.OneBackendStrategy(PluginTraceBackend())
+        .enable_performance_validation(False)
+        .enable_find_max_batch_size(False)
+    )
     module = ait.Module(model, "plugin", strategy=strategy)
     ait.tune(module, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cpu")
     assert module.state is ModuleState.TUNED

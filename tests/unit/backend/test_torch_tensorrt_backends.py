@@ -29,8 +29,9 @@ from fake_backend import FakeBackend, FakeBackendConfig, SleepyLinear
 from fake_torch_tensorrt import FakeCompilationSettings, FakeInput, calls_named
 
 TRT_ABSENT = trt_config.import_torch_tensorrt() is None
-needs_absent = pytest.mark.skipif(not TRT_ABSENT, reason="checks the behaviour without torch_tensorrt, which is "
-                                                          "installed here")
+needs_absent = pytest.mark.skipif(
+    not TRT_ABSENT, reason="checks the behaviour without torch_tensorrt, which is installed here"
+)
 
 
 def _mlp() -> torch.nn.Module:
@@ -63,12 +64,16 @@ def fake_trt(monkeypatch):
 @needs_absent
 def test_without_the_library_the_config_is_a_stand_in_that_serialises():
     assert TorchTensorRTConfig is trt_config.CompilationSettingsStandIn
-    settings = TorchTensorRTConfig(workspace_size=1 << 30, enabled_precisions={torch.float16},
-                                   use_explicit_typing=False, device="cuda:1")
+    settings = TorchTensorRTConfig(
+        workspace_size=1 << 30, enabled_precisions={torch.float16}, use_explicit_typing=False, device="cuda:1"
+    )
     config = TorchTensorRTJitBackendConfig(compile_config=settings, fullgraph=True)
     data = config.to_dict()
-    assert data["compile_config"] == {"enabled_precisions": ["torch.float16"], "use_explicit_typing": False,
-                                      "workspace_size": 1 << 30}  # no device
+    assert data["compile_config"] == {
+        "enabled_precisions": ["torch.float16"],
+        "use_explicit_typing": False,
+        "workspace_size": 1 << 30,
+    }  # no device
     restored = TorchTensorRTJitBackendConfig.from_dict(data)
     assert restored.compile_config.enabled_precisions == {torch.float16}
     assert restored.fullgraph is True and restored.to_dict() == data
@@ -84,16 +89,21 @@ def test_without_the_library_the_config_is_a_stand_in_that_serialises():
 def test_the_config_is_compilation_settings_when_the_library_is_importable(monkeypatch):
     fake_torch_tensorrt.install(monkeypatch)
     assert trt_config.resolve_compilation_settings_class() is FakeCompilationSettings
-    settings = FakeCompilationSettings(workspace_size=123, enabled_precisions={torch.float16, torch.float32},
-                                       device=torch.device("cuda:0"))
+    settings = FakeCompilationSettings(
+        workspace_size=123, enabled_precisions={torch.float16, torch.float32}, device=torch.device("cuda:0")
+    )
     config = TorchTensorRTAotBackendConfig(compile_config=settings, pickle_protocol=4)
     data = config.to_dict()["compile_config"]
     assert data == {"enabled_precisions": ["torch.float16", "torch.float32"], "workspace_size": 123}
     restored = trt_config.settings_from_dict(data, FakeCompilationSettings)
     assert restored == FakeCompilationSettings(workspace_size=123, enabled_precisions={torch.float16, torch.float32})
     # the device never changes the identity: it is the tuning device, added at build time
-    other = TorchTensorRTAotBackendConfig(compile_config=FakeCompilationSettings(
-        workspace_size=123, enabled_precisions={torch.float16, torch.float32}, device="cuda:1"), pickle_protocol=4)
+    other = TorchTensorRTAotBackendConfig(
+        compile_config=FakeCompilationSettings(
+            workspace_size=123, enabled_precisions={torch.float16, torch.float32}, device="cuda:1"
+        ),
+        pickle_protocol=4,
+    )
     assert other.key() == config.key()
 
 
@@ -115,25 +125,40 @@ class InstalledCompilationSettings:
 @pytest.mark.parametrize("settings_class", [trt_config.CompilationSettingsStandIn, InstalledCompilationSettings])
 def test_a_saved_config_with_an_unknown_setting_is_refused_naming_it(settings_class, monkeypatch):
     monkeypatch.setattr(trt_config, "TorchTensorRTConfig", settings_class)
-    saved = {"compile_config": {"debug": True, "workspace_size": 1024}, "fullgraph": False, "dynamic": None,
-             "autocast_enabled": False, "autocast_dtype": None, "use_cuda_graphs": False}
+    saved = {
+        "compile_config": {"debug": True, "workspace_size": 1024},
+        "fullgraph": False,
+        "dynamic": None,
+        "autocast_enabled": False,
+        "autocast_dtype": None,
+        "use_cuda_graphs": False,
+    }
     with pytest.raises(ValueError) as info:
         TorchTensorRTJitBackendConfig.from_dict(saved)
     message = str(info.value)
     assert message.startswith("TorchTensorRTJitBackendConfig: saved compile_config has setting(s) ['debug'] that ")
     assert settings_class.__qualname__ in message and "'workspace_size'" in message  # what it does have
     saved["compile_config"] = ["debug"]
-    with pytest.raises(ValueError, match=r"saved compile_config must be an object of Torch-TensorRT settings, got "
-                                         r"\['debug'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"saved compile_config must be an object of Torch-TensorRT settings, got "
+        r"\['debug'\]",
+    ):
         TorchTensorRTJitBackendConfig.from_dict(saved)
     saved["compile_config"] = {"workspace_size": 1024}
     assert TorchTensorRTJitBackendConfig.from_dict(saved).compile_config.workspace_size == 1024
 
 
-@pytest.mark.parametrize("backend_class, config_class", [(TorchTensorRTJitBackend, TorchTensorRTJitBackendConfig),
-                                                         (TorchTensorRTAotBackend, TorchTensorRTAotBackendConfig)])
+@pytest.mark.parametrize(
+    "backend_class, config_class",
+    [
+        (TorchTensorRTJitBackend, TorchTensorRTJitBackendConfig),
+        (TorchTensorRTAotBackend, TorchTensorRTAotBackendConfig),
+    ],
+)
 def test_the_precision_class_follows_autocast_and_weak_typing(backend_class, config_class):
     """An engine built with reduced-precision kernels is validated with that class's tolerances."""
+
     def precision(**settings):
         return backend_class(config_class(compile_config=TorchTensorRTConfig(**settings))).precision_class
 
@@ -148,24 +173,33 @@ def test_the_precision_class_follows_autocast_and_weak_typing(backend_class, con
 def test_operators_in_the_settings_are_saved_by_name_and_come_back_as_operators():
     """torch_executed_ops={torch.ops.aten.add.Tensor} (the documented form) must have a key and a
     saved form; operators do not sort and are not JSON."""
-    settings = TorchTensorRTConfig(torch_executed_ops={torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor,
-                                                       torch.ops.aten.relu}, min_block_size=1)
+    settings = TorchTensorRTConfig(
+        torch_executed_ops={torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor, torch.ops.aten.relu}, min_block_size=1
+    )
     config = TorchTensorRTAotBackendConfig(compile_config=settings)
     data = config.to_dict()
-    assert data["compile_config"] == {"min_block_size": 1, "torch_executed_ops": [
-        "torch.ops.aten.add.Tensor", "torch.ops.aten.mul.Tensor", "torch.ops.aten.relu"]}
+    assert data["compile_config"] == {
+        "min_block_size": 1,
+        "torch_executed_ops": ["torch.ops.aten.add.Tensor", "torch.ops.aten.mul.Tensor", "torch.ops.aten.relu"],
+    }
     assert "torch_executed_ops=" in TorchTensorRTAotBackend(config).describe()
     restored = TorchTensorRTAotBackendConfig.from_dict(data)
-    assert restored.compile_config.torch_executed_ops == {torch.ops.aten.mul.Tensor, torch.ops.aten.add.Tensor,
-                                                          torch.ops.aten.relu}
+    assert restored.compile_config.torch_executed_ops == {
+        torch.ops.aten.mul.Tensor,
+        torch.ops.aten.add.Tensor,
+        torch.ops.aten.relu,
+    }
     assert restored.key() == config.key() and restored.to_dict() == data
 
 
-@pytest.mark.parametrize("saved, error", [
-    ("torch.ops.aten.no_such_op.Tensor", "operator 'torch.ops.aten.no_such_op.Tensor' does not exist here"),
-    ("torch.ops.__class__.__init__", "is not an operator name"),
-    ("torch.ops.aten", "is not an operator name"),
-])
+@pytest.mark.parametrize(
+    "saved, error",
+    [
+        ("torch.ops.aten.no_such_op.Tensor", "operator 'torch.ops.aten.no_such_op.Tensor' does not exist here"),
+        ("torch.ops.__class__.__init__", "is not an operator name"),
+        ("torch.ops.aten", "is not an operator name"),
+    ],
+)
 def test_a_saved_operator_name_is_checked(saved, error):
     data = TorchTensorRTAotBackendConfig().to_dict()
     data["compile_config"] = {"torch_executed_ops": [saved]}
@@ -196,8 +230,11 @@ def test_config_errors_name_the_input():
 def test_without_the_library_construction_works_and_build_names_the_package(cls, tmp_path):
     backend = cls()  # never fails for a missing package (docs/reference/api.md#backend-classes)
     assert backend.is_available() == (False, "torch-tensorrt is not installed. Please install `torch-tensorrt`.")
-    with pytest.raises(BackendUnavailableError, match=r"torch-tensorrt is not installed\. Please install "
-                                                      r"`torch-tensorrt`\."):
+    with pytest.raises(
+        BackendUnavailableError,
+        match=r"torch-tensorrt is not installed\. Please install "
+        r"`torch-tensorrt`\.",
+    ):
         backend.build(torch.nn.Linear(2, 2), None, [], "cuda", tmp_path)
 
 
@@ -214,8 +251,9 @@ def test_the_cpu_is_not_a_torch_tensorrt_device(cls, monkeypatch, tmp_path):
 @pytest.mark.parametrize("strategy_class", [ait.FirstWinsStrategy, ait.MaxThroughputStrategy])
 def test_strategies_skip_the_unavailable_backends_with_the_reason(strategy_class, aitune_log):
     model = SleepyLinear(0.004).eval()
-    strategy = strategy_class([TorchTensorRTJitBackend(), TorchTensorRTAotBackend(),
-                               FakeBackend(FakeBackendConfig(name="good"))])
+    strategy = strategy_class(
+        [TorchTensorRTJitBackend(), TorchTensorRTAotBackend(), FakeBackend(FakeBackendConfig(name="good"))]
+    )
     strategy.enable_find_max_batch_size(False)
     m = ait.Module(model, "m", strategy=strategy)
     ait.tune(m, [torch.randn(8) for _ in range(2)], batch_sizes=[1, 2], device="cpu")
@@ -236,8 +274,7 @@ def test_one_backend_strategy_raises_for_the_unavailable_backend():
 
 
 # -- JIT glue (fake library) -----------------------------------------------------------------------
-def test_jit_compiles_with_the_settings_and_the_tuning_device_and_recompiles_on_load(fake_trt, monkeypatch,
-                                                                                    tmp_path):
+def test_jit_compiles_with_the_settings_and_the_tuning_device_and_recompiles_on_load(fake_trt, monkeypatch, tmp_path):
     compile_kwargs = []
     real_compile = torch.compile
 
@@ -249,8 +286,9 @@ def test_jit_compiles_with_the_settings_and_the_tuning_device_and_recompiles_on_
     model = _mlp()
     reference = copy.deepcopy(model)
     settings = TorchTensorRTConfig(workspace_size=1 << 20)
-    backend = TorchTensorRTJitBackend(TorchTensorRTJitBackendConfig(compile_config=settings, fullgraph=True,
-                                                                    dynamic=False))
+    backend = TorchTensorRTJitBackend(
+        TorchTensorRTJitBackendConfig(compile_config=settings, fullgraph=True, dynamic=False)
+    )
     m = ait.Module(model, "mlp", strategy=_serving(backend))
     ait.tune(m, _dataset(), batch_sizes=[1, 2], device="cpu")
     assert m.state is ModuleState.TUNED
@@ -274,8 +312,9 @@ def test_jit_compiles_with_the_settings_and_the_tuning_device_and_recompiles_on_
 
 
 def test_jit_autocast_runs_under_autocast_and_returns_eager_dtypes(fake_trt):
-    backend = TorchTensorRTJitBackend(TorchTensorRTJitBackendConfig(autocast_enabled=True,
-                                                                    autocast_dtype=torch.bfloat16))
+    backend = TorchTensorRTJitBackend(
+        TorchTensorRTJitBackendConfig(autocast_enabled=True, autocast_dtype=torch.bfloat16)
+    )
     assert backend.precision_class == "bf16"
     model = _mlp()
     m = ait.Module(model, "mlp", strategy=_serving(backend))
@@ -322,8 +361,10 @@ def test_aot_exports_compiles_saves_and_loads_with_the_recorded_ranges(fake_trt,
     assert list(dims) == ["input_x", "input_bias"]
     assert dims["input_x"][0].__name__ == "batch" and dims["input_bias"][0].__name__ == "batch"
     [compiled] = calls_named(fake_trt, "dynamo.compile")
-    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x"),
-                                      FakeInput([1, 3], [4, 3], [4, 3], torch.float32, "input_bias")]
+    assert compiled["arg_inputs"] == [
+        FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x"),
+        FakeInput([1, 3], [4, 3], [4, 3], torch.float32, "input_bias"),
+    ]
     assert compiled["kwarg_inputs"] is None
     assert compiled["device"] == torch.device("cpu") and compiled["workspace_size"] == 1 << 20
     assert "enabled_precisions" not in compiled  # only the settings the user changed
@@ -384,9 +425,17 @@ class HuggingFaceStyle(torch.nn.Module):
         super().__init__()
         self.linear = torch.nn.Linear(6, 3)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, use_cache: bool = False, *,
-                attention_mask: torch.Tensor | None = None, return_dict: bool = False, scale: float = 1.0,
-                mode: str = "plain") -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        use_cache: bool = False,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        return_dict: bool = False,
+        scale: float = 1.0,
+        mode: str = "plain",
+    ) -> torch.Tensor:
         out = self.linear(x) * scale
         return out + 1 if mode == "shifted" else out
 
@@ -410,6 +459,7 @@ def _tuned_aot(calls) -> tuple[ait.Module, torch.nn.Module]:
 def test_aot_saves_calls_with_none_bool_and_float_arguments_without_passing_them_to_save(fake_trt):
     """torch_tensorrt.save checks the inputs it gets before it looks at retrace, and refuses a
     positional None or bool and a keyword None or float; with retrace=False it needs none."""
+
     def calls(bs):
         return (torch.randn(bs, 6), None, True), {"attention_mask": None, "return_dict": False, "scale": 0.5}
 
@@ -420,19 +470,20 @@ def test_aot_saves_calls_with_none_bool_and_float_arguments_without_passing_them
     torch.testing.assert_close(m(*args, **kwargs), reference(*args, **kwargs))
 
 
-
 def test_aot_compiles_with_tensor_inputs_only(fake_trt):
     """torch.export specialised the non-tensor arguments into the program, which takes the tensors
     alone: dynamo.compile gets an Input per tensor and nothing else (2.11 refuses a str and turns a
     float or bool into a 0-d tensor input)."""
+
     def calls(bs):
-        return (torch.randn(bs, 6), None, True), {"attention_mask": torch.ones(bs, 6), "scale": 0.5,
-                                                 "mode": "shifted"}
+        return (torch.randn(bs, 6), None, True), {"attention_mask": torch.ones(bs, 6), "scale": 0.5, "mode": "shifted"}
 
     m, reference = _tuned_aot(calls)
     [compiled] = calls_named(fake_trt, "dynamo.compile")
-    assert compiled["arg_inputs"] == [FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x"),
-                                      FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_attention_mask")]
+    assert compiled["arg_inputs"] == [
+        FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_x"),
+        FakeInput([1, 6], [4, 6], [4, 6], torch.float32, "input_attention_mask"),
+    ]
     assert compiled["kwarg_inputs"] is None
     (args, kwargs) = calls(2)
     torch.testing.assert_close(m(*args, **kwargs), reference(*args, **kwargs))
@@ -479,7 +530,10 @@ def test_aot_needs_strict_mode_when_a_graph_has_non_tensor_inputs(fake_trt):
     m = ait.Module(HuggingFaceStyle().eval(), "hf", strategy=_serving(TorchTensorRTAotBackend()))
     with torch.no_grad(), published_batch_size(2):
         m(torch.randn(2, 6), scale=0.5)
-    with pytest.raises(ValueError, match=r"needs config.strict_mode=True when a graph has non-tensor inputs: the "
-                                         r"exported program keeps the non-tensor values of the recorded call "
-                                         r"\(scale=0.5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"needs config.strict_mode=True when a graph has non-tensor inputs: the "
+        r"exported program keeps the non-tensor values of the recorded call "
+        r"\(scale=0.5\)",
+    ):
         m.tune(device="cpu")

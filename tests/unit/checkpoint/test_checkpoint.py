@@ -177,19 +177,27 @@ def test_missing_and_unlisted_entries_are_detected(saved, tmp_path):
     path, _ = saved
     manifest = json.loads(_C.ArchiveReader(str(path)).manifest())
     weights = next(f["path"] for f in manifest["files"] if f["path"].endswith("weights.safetensors"))
-    missing = _rewrite(path, tmp_path / "missing.ait", drop=(weights,),
-                       edit_manifest=lambda m: m.update(files=manifest["files"]))
+    missing = _rewrite(
+        path, tmp_path / "missing.ait", drop=(weights,), edit_manifest=lambda m: m.update(files=manifest["files"])
+    )
     _untouched_after(missing, errors.CorruptCheckpointError, "Failed to verify SHA hashes for files")
-    unlisted = _rewrite(path, tmp_path / "unlisted.ait", extra={"modules/0/evil.bin": b"x"},
-                        edit_manifest=lambda m: m.update(files=manifest["files"]))
+    unlisted = _rewrite(
+        path,
+        tmp_path / "unlisted.ait",
+        extra={"modules/0/evil.bin": b"x"},
+        edit_manifest=lambda m: m.update(files=manifest["files"]),
+    )
     _untouched_after(unlisted, errors.CorruptCheckpointError, "is not listed in the manifest")
 
 
 def test_unknown_format_version_and_truncation(saved, tmp_path):
     path, _ = saved
     future = _rewrite(path, tmp_path / "future.ait", edit_manifest=lambda m: m.update(format_version=3))
-    _untouched_after(future, errors.UnsupportedCheckpointError,
-                     r"Unsupported checkpoint format_version 3 \(this aitune reads 1 and 2\)")
+    _untouched_after(
+        future,
+        errors.UnsupportedCheckpointError,
+        r"Unsupported checkpoint format_version 3 \(this aitune reads 1 and 2\)",
+    )
     truncated = tmp_path / "truncated.ait"
     truncated.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     _untouched_after(truncated, errors.CorruptCheckpointError, "")

@@ -76,8 +76,11 @@ def _identity(m: dict) -> str:
 # -- 1. artifact paths -------------------------------------------------------------------------
 @pytest.mark.parametrize("package", ["/abs/x.pt2", "../outside.pt2", "modules/0/graphs/0/samples/0.json"])
 def test_artifact_paths_must_be_listed_members_of_their_graph(eager_ckpt, tmp_path, package):
-    bad = rewrite(eager_ckpt, tmp_path / "bad.ait",
-                  edit_manifest=lambda m: _graph(m)["backend"]["artifacts"].update(package=package))
+    bad = rewrite(
+        eager_ckpt,
+        tmp_path / "bad.ait",
+        edit_manifest=lambda m: _graph(m)["backend"]["artifacts"].update(package=package),
+    )
     _refused(bad, errors.CorruptCheckpointError, f"names '{package}'")
 
 
@@ -86,11 +89,19 @@ def test_aot_package_outside_the_archive_is_not_loaded(aot_ckpt, tmp_path):
     _, members = read_archive(aot_ckpt)
     package = next(k for k in members if k.endswith("model.pt2"))
     outside.write_bytes(members[package])
-    bad = rewrite(aot_ckpt, tmp_path / "bad.ait",
-                  edit_manifest=lambda m: _graph(m)["backend"]["artifacts"].update(package=str(outside)))
+    bad = rewrite(
+        aot_ckpt,
+        tmp_path / "bad.ait",
+        edit_manifest=lambda m: _graph(m)["backend"]["artifacts"].update(package=str(outside)),
+    )
     _refused(bad, errors.CorruptCheckpointError, "which is not a listed file")
-    r = subprocess.run([aitune_cli(), "run", str(bad), "--device", "cpu"], capture_output=True, text=True,
-                       env=dict(os.environ, AITUNE_CACHE_DIR=str(tmp_path / "c")), timeout=300)
+    r = subprocess.run(
+        [aitune_cli(), "run", str(bad), "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, AITUNE_CACHE_DIR=str(tmp_path / "c")),
+        timeout=300,
+    )
     assert r.returncode == 3, r.stderr
 
 
@@ -148,8 +159,11 @@ def evil_module_dir(tmp_path, monkeypatch):
 
 
 def test_a_backend_class_named_by_the_file_is_not_imported(eager_ckpt, tmp_path, evil_module_dir):
-    bad = rewrite(eager_ckpt, tmp_path / "bad.ait",
-                  edit_manifest=lambda m: _graph(m)["backend"].update({_identity(m): "aitune_evil_backend.EvilBackend"}))
+    bad = rewrite(
+        eager_ckpt,
+        tmp_path / "bad.ait",
+        edit_manifest=lambda m: _graph(m)["backend"].update({_identity(m): "aitune_evil_backend.EvilBackend"}),
+    )
     _refused(bad, errors.UnsupportedCheckpointError, "Unknown backend type: aitune_evil_backend.EvilBackend")
     assert not evil_module_dir.exists() and "aitune_evil_backend" not in sys.modules
 
@@ -170,8 +184,12 @@ def test_deeply_nested_manifest_is_refused_by_python_and_the_cli(eager_ckpt, tmp
     manifest, members = read_archive(eager_ckpt)
     text = json.dumps(manifest)
     deep = "[" * 80000 + "]" * 80000
-    bad = write_archive(tmp_path / "deep.ait", text.replace('"fingerprint": {', f'"deep": {deep}, "fingerprint": {{', 1),
-                        members, fix_records=False)
+    bad = write_archive(
+        tmp_path / "deep.ait",
+        text.replace('"fingerprint": {', f'"deep": {deep}, "fingerprint": {{', 1),
+        members,
+        fix_records=False,
+    )
     _refused(bad, errors.CorruptCheckpointError, "nests deeper than 64 levels")
     r = subprocess.run([aitune_cli(), "inspect", str(bad)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 3, (r.returncode, r.stderr[-500:])
@@ -181,8 +199,9 @@ def test_deeply_nested_manifest_is_refused_by_python_and_the_cli(eager_ckpt, tmp
 def test_deeply_nested_sample_skeleton_is_refused(eager_ckpt, tmp_path):
     manifest, members = read_archive(eager_ckpt)
     prefix = _graph(manifest)["samples"][0]
-    members[prefix + ".json"] = ('{"args": ' + '{"tuple": [' * 5000 + "]}" * 5000 + ', "kwargs": {"dict": []}, '
-                                 '"batch_size": 1}').encode()
+    members[prefix + ".json"] = (
+        '{"args": ' + '{"tuple": [' * 5000 + "]}" * 5000 + ', "kwargs": {"dict": []}, "batch_size": 1}'
+    ).encode()
     bad = write_archive(tmp_path / "bad.ait", manifest, members)
     _refused(bad, errors.CorruptCheckpointError, "nests deeper than 64 levels")
 
@@ -241,8 +260,12 @@ def test_no_modules_is_corrupt(eager_ckpt, tmp_path):
 
 
 def test_eager_graph_without_weights_is_corrupt(eager_ckpt, tmp_path):
-    bad = rewrite(eager_ckpt, tmp_path / "bad.ait", drop=("modules/0/weights.safetensors",),
-                  edit_manifest=lambda m: m["modules"][0].update(weights=None))
+    bad = rewrite(
+        eager_ckpt,
+        tmp_path / "bad.ait",
+        drop=("modules/0/weights.safetensors",),
+        edit_manifest=lambda m: m["modules"][0].update(weights=None),
+    )
     _refused(bad, errors.CorruptCheckpointError, "modules[0].weights is null, but")
 
 
@@ -258,8 +281,12 @@ def test_a_byte_flipped_manifest_is_refused(eager_ckpt, tmp_path):
 def test_a_results_store_file_is_not_a_checkpoint(eager_ckpt, tmp_path):
     """Store files hold no weights by design; marking a checkpoint as one must not let it load
     with the caller's weights."""
-    bad = rewrite(eager_ckpt, tmp_path / "bad.ait", drop=("modules/0/weights.safetensors",),
-                  edit_manifest=lambda m: (m.update(kind="aitune.results"), m["modules"][0].update(weights=None)))
+    bad = rewrite(
+        eager_ckpt,
+        tmp_path / "bad.ait",
+        drop=("modules/0/weights.safetensors",),
+        edit_manifest=lambda m: (m.update(kind="aitune.results"), m["modules"][0].update(weights=None)),
+    )
     _refused(bad, errors.UnsupportedCheckpointError, "tuning-results store")
 
 
@@ -297,6 +324,7 @@ def test_a_damaged_entry_name_is_a_corrupt_checkpoint_not_a_unicode_error(eager_
 def test_a_spec_with_a_duplicated_leaf_is_refused(eager_ckpt, tmp_path):
     """Found by tests/fuzz (seed 20261201, mutant 962): a second copy of the input leaf loaded, and the
     first call read past the call's leaves in the native dispatcher (SIGSEGV)."""
+
     def duplicate(m: dict) -> None:
         leaves = _graph(m)["input_spec"]["leaves"]
         leaves.append(copy.deepcopy(leaves[0]))
@@ -339,12 +367,21 @@ def test_a_package_whose_library_is_damaged_fails_cleanly(aot_ckpt, tmp_path):
 
 # -- 11-15. the CLI ------------------------------------------------------------------------------------
 def _cli(*args, cache: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([aitune_cli(), *map(str, args)], capture_output=True, text=True, errors="replace",
-                          env=dict(os.environ, AITUNE_CACHE_DIR=str(cache)), timeout=timeout)
+    return subprocess.run(
+        [aitune_cli(), *map(str, args)],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        env=dict(os.environ, AITUNE_CACHE_DIR=str(cache)),
+        timeout=timeout,
+    )
 
 
-@pytest.mark.parametrize("edit", [lambda m: m.update(modules=[]), lambda m: m["modules"][0].update(graphs=[]),
-                                  lambda m: _graph(m).pop("backend")], ids=["no modules", "no graphs", "no backend"])
+@pytest.mark.parametrize(
+    "edit",
+    [lambda m: m.update(modules=[]), lambda m: m["modules"][0].update(graphs=[]), lambda m: _graph(m).pop("backend")],
+    ids=["no modules", "no graphs", "no backend"],
+)
 def test_cli_exit_code_for_broken_manifests_is_3(eager_ckpt, tmp_path, edit):
     bad = rewrite(eager_ckpt, tmp_path / "bad.ait", edit_manifest=edit)
     for command in ("inspect", "run"):
@@ -353,7 +390,7 @@ def test_cli_exit_code_for_broken_manifests_is_3(eager_ckpt, tmp_path, edit):
 
 
 def test_cli_refuses_an_inputs_file_whose_shape_overflows(aot_ckpt, tmp_path):
-    header = json.dumps({"input_x": {"dtype": "F32", "shape": [2 ** 32, 2 ** 32], "data_offsets": [0, 0]}}).encode()
+    header = json.dumps({"input_x": {"dtype": "F32", "shape": [2**32, 2**32], "data_offsets": [0, 0]}}).encode()
     inputs = tmp_path / "in.safetensors"
     inputs.write_bytes(len(header).to_bytes(8, "little") + header)
     r = _cli("run", aot_ckpt, "--device", "cpu", "--inputs", inputs, cache=tmp_path / "c")
@@ -434,8 +471,14 @@ def test_a_graph_saved_for_a_missing_device_is_incompatible_not_a_raw_error(eage
     """Fuzzer find (seed 20261201, mutant 11416): a graph whose backend device says cuda:0, loaded
     where CUDA is missing, raised torch's raw "Found no NVIDIA driver" RuntimeError from deep in
     the restore. It is now refused up front, naming the graph, the device and the fix."""
-    bad = rewrite(eager_ckpt, tmp_path / "cuda.ait", edit_manifest=lambda m: _graph(m)["backend"].update(device="cuda:0"))
-    e = _refused(bad, errors.IncompatibleCheckpointError, "device: saved cuda:0, current 0 CUDA device(s) here (module 'mlp' graph '0'")
+    bad = rewrite(
+        eager_ckpt, tmp_path / "cuda.ait", edit_manifest=lambda m: _graph(m)["backend"].update(device="cuda:0")
+    )
+    e = _refused(
+        bad,
+        errors.IncompatibleCheckpointError,
+        "device: saved cuda:0, current 0 CUDA device(s) here (module 'mlp' graph '0'",
+    )
     assert "device_map={'mlp': 'cpu'}" in str(e)
     loaded = ait.load(_mlp(), bad, device_map={"mlp": "cpu"})  # the fix the message names
     x = torch.randn(2, 6)
@@ -452,6 +495,7 @@ def test_a_graph_device_that_is_not_a_torch_device_is_corrupt(eager_ckpt, tmp_pa
 def test_a_config_field_of_the_wrong_type_is_refused(eager_ckpt, tmp_path, value):
     """Fuzzer find (seed 20261201): `autocast_enabled: "cuda:0"` (hashes fixed) loaded as True and
     served autocast outputs. A saved config's scalar fields are type-checked."""
+
     def edit(m):
         _graph(m)["backend"]["config"]["autocast_enabled"] = value
 

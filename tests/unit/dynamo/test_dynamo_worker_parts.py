@@ -83,8 +83,10 @@ def test_embeddings_pack_as_openai_lists_floats_or_base64():
     assert vectors == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
     assert embedding_vectors(np.array([0.5, 1.5])) == [[0.5, 1.5]]  # one vector: one item
     packed = pack_embeddings(vectors, "m", dimensions=2, prompt_tokens=6)
-    assert packed["data"] == [{"object": "embedding", "embedding": [1.0, 2.0], "index": 0},
-                              {"object": "embedding", "embedding": [4.0, 5.0], "index": 1}]
+    assert packed["data"] == [
+        {"object": "embedding", "embedding": [1.0, 2.0], "index": 0},
+        {"object": "embedding", "embedding": [4.0, 5.0], "index": 1},
+    ]
     assert packed["usage"] == {"prompt_tokens": 6, "total_tokens": 6} and packed["object"] == "list"
     encoded = pack_embeddings(vectors, "m", encoding_format="base64")["data"][1]["embedding"]
     assert struct.unpack("<3f", base64.b64decode(encoded)) == (4.0, 5.0, 6.0)
@@ -166,12 +168,15 @@ def test_module_engine_serves_a_tuned_module_at_its_tuned_batch_sizes(tmp_path):
 
 
 def test_missing_dynamo_is_named_with_the_install_command():
-    code = ("import sys; sys.modules['dynamo'] = None\n"
-            "from aitune.dynamo import DynamoWorkerConfig, dynamo_worker\n"
-            "try:\n"
-            "    dynamo_worker(lambda p: b'x', DynamoWorkerConfig(type='image', model_path='m'))\n"
-            "except ImportError as e:\n"
-            "    print('ImportError:', e)\n")
+    code = (
+        "import sys; sys.modules['dynamo'] = None\n"
+        "from aitune.dynamo import DynamoWorkerConfig, dynamo_worker\n"
+        "try:\n"
+        "    dynamo_worker(lambda p: b'x', DynamoWorkerConfig(type='image', model_path='m'))\n"
+        "except ImportError as e:\n"
+        "    print('ImportError:', e)\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "ImportError: aitune's Dynamo workers need NVIDIA Dynamo: pip install 'aitune[dynamo]'" in result.stdout, \
+    assert "ImportError: aitune's Dynamo workers need NVIDIA Dynamo: pip install 'aitune[dynamo]'" in result.stdout, (
         result.stdout + result.stderr
+    )

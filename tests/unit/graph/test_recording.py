@@ -290,8 +290,14 @@ def test_tune_with_two_batch_sizes_infers_batch_and_dim_axes():
         bs = x.shape[0]
         m(torch.ones(bs, 2, last_axis[bs]))
 
-    ait.tune(func, [torch.ones(1) for _ in range(3)], batch_sizes=[1, 3], max_num_batches_per_batch_size=1,
-             device="cpu", dry_run=True)
+    ait.tune(
+        func,
+        [torch.ones(1) for _ in range(3)],
+        batch_sizes=[1, 3],
+        max_num_batches_per_batch_size=1,
+        device="cpu",
+        dry_run=True,
+    )
     assert m.state is ModuleState.RECORDING
     [graph] = m.graph_specs
     [leaf] = graph.input_spec.tensors
@@ -306,14 +312,33 @@ def test_tune_with_two_batch_sizes_infers_batch_and_dim_axes():
 @pytest.mark.parametrize(
     "calls, shape, min_shape, max_shape, multipliers",
     [
-        pytest.param([([1, 2, 3], 1), ([3, 2, 6], 3)], ["batch0", 2, "dim2"], [1, 2, 3], [3, 2, 6], {0: 1},
-                     id="1-batch-and-dim"),
-        pytest.param([([1, 2, 3], 1), ([3, 2, 6], 3), ([4, 2, 4], 1)], ["dim0", 2, "dim2"], [1, 2, 3], [4, 2, 6], {},
-                     id="2-batch-demoted"),
-        pytest.param([([3, 2, 6], 3), ([5, 4, 10], 5)], ["batch0", "dim1", "batch2"], [3, 2, 6], [5, 4, 10],
-                     {0: 1, 2: 2}, id="3-stacked-batch"),
-        pytest.param([([1, 3, 224], None), ([2, 3, 256], None)], ["dim0", 3, "dim2"], [1, 3, 224], [2, 3, 256], {},
-                     id="4-unknown-batch-size"),
+        pytest.param(
+            [([1, 2, 3], 1), ([3, 2, 6], 3)], ["batch0", 2, "dim2"], [1, 2, 3], [3, 2, 6], {0: 1}, id="1-batch-and-dim"
+        ),
+        pytest.param(
+            [([1, 2, 3], 1), ([3, 2, 6], 3), ([4, 2, 4], 1)],
+            ["dim0", 2, "dim2"],
+            [1, 2, 3],
+            [4, 2, 6],
+            {},
+            id="2-batch-demoted",
+        ),
+        pytest.param(
+            [([3, 2, 6], 3), ([5, 4, 10], 5)],
+            ["batch0", "dim1", "batch2"],
+            [3, 2, 6],
+            [5, 4, 10],
+            {0: 1, 2: 2},
+            id="3-stacked-batch",
+        ),
+        pytest.param(
+            [([1, 3, 224], None), ([2, 3, 256], None)],
+            ["dim0", 3, "dim2"],
+            [1, 3, 224],
+            [2, 3, 256],
+            {},
+            id="4-unknown-batch-size",
+        ),
     ],
 )
 def test_shape_lattice_examples(calls, shape, min_shape, max_shape, multipliers):

@@ -11,8 +11,16 @@ from aitune.exceptions import AITuneUserInputError
 from aitune.torch import module_registry
 from aitune.torch.module.state import ModuleState
 
-COLUMNS = ["Module Name", "Calls", "Total Time (s)", "Avg Time (s)", "% of Total", "# of params", "# of layers",
-           "precisions"]
+COLUMNS = [
+    "Module Name",
+    "Calls",
+    "Total Time (s)",
+    "Avg Time (s)",
+    "% of Total",
+    "# of params",
+    "# of layers",
+    "precisions",
+]
 
 
 class TextEncoder(nn.Module):
@@ -153,8 +161,9 @@ def test_inspect_not_callable_and_traversal_errors(monkeypatch):
 
     holder = Holder()
     holder.extra = BadMapping(x=nn.Linear(8, 8))
-    info = ait.inspect(holder, _dataset(), inference_function=lambda x: holder.model(x), number_of_iterations=1,
-                       warmup_iterations=0)
+    info = ait.inspect(
+        holder, _dataset(), inference_function=lambda x: holder.model(x), number_of_iterations=1, warmup_iterations=0
+    )
     assert [m.name for m in info.modules] == ["model"]
     monkeypatch.setenv("AITUNE_INSPECT_DEBUG", "1")
     monkeypatch.setenv("AITUNE_INSPECT_DEBUG_RAISE", "1")
@@ -167,8 +176,12 @@ def test_wrap_replaces_and_tunes(cpu_eager_strategy):
     data = _dataset()
     expected = [pipe(x.unsqueeze(0)) for x in data]
     info = ait.inspect(pipe, data, number_of_iterations=2, warmup_iterations=1)
-    originals = {"text_encoder": pipe.text_encoder, "heads[0]": pipe.heads[0], "heads[1]": pipe.heads[1],
-                 "blocks['proj']": pipe.blocks["proj"]}
+    originals = {
+        "text_encoder": pipe.text_encoder,
+        "heads[0]": pipe.heads[0],
+        "heads[1]": pipe.heads[1],
+        "blocks['proj']": pipe.blocks["proj"],
+    }
     module_registry.register("stale", ait.Module(nn.Linear(2, 2), name="stale"))
 
     out = ait.wrap(pipe, info.get_modules(), strategy=cpu_eager_strategy)

@@ -34,8 +34,12 @@ def test_jit_config_is_an_attribute_and_no_submodule_shadows_it():
 def test_defaults_and_reset(monkeypatch, tmp_path):
     monkeypatch.setenv("AITUNE_JIT_CACHE_DIR", str(tmp_path / "jitcache"))
     cfg = Config()
-    assert (cfg.mode, cfg.dry_run, cfg.dry_run_failure_probability, cfg.device) == (JITMode.TUNE_EAGER, False, 0.2,
-                                                                                    "cuda:0")
+    assert (cfg.mode, cfg.dry_run, cfg.dry_run_failure_probability, cfg.device) == (
+        JITMode.TUNE_EAGER,
+        False,
+        0.2,
+        "cuda:0",
+    )
     assert (cfg.min_samples, cfg.batch_axis_required, cfg.max_depth_level, cfg.min_parameters) == (1, True, 1, 0)
     assert (cfg.detect_graph_breaks, cfg.skip_modules, cfg.patch_exclude, cfg.strategy) == (False, [], (), None)
     assert cfg.cache_dir == tmp_path / "jitcache"
@@ -75,8 +79,11 @@ def test_invalid_values_name_the_field():
     cfg = Config(mode="tune_deferred")
     cfg.validate()
     assert cfg.mode is JITMode.TUNE_DEFERRED and isinstance(cfg.cache_dir, Path)
-    with pytest.raises(ValueError, match=r"jit_config.mode must be one of \['INSPECT', 'TUNE_EAGER', 'TUNE_DEFERRED'\]"
-                                         r", got 'fast'"):
+    with pytest.raises(
+        ValueError,
+        match=r"jit_config.mode must be one of \['INSPECT', 'TUNE_EAGER', 'TUNE_DEFERRED'\]"
+        r", got 'fast'",
+    ):
         Config(mode="fast").validate()
     with pytest.raises(ValueError, match="jit_config.max_depth_level must be an integer >= 1, got 0"):
         Config(max_depth_level=0).validate()

@@ -105,8 +105,9 @@ def test_min_samples_without_batch_axis_tunes_after_n_calls():
 
 
 def test_deferred_tunes_on_the_next_forward_and_rejects_other_modes():
-    with pytest.raises(RuntimeError, match="^tune.deferred\\(\\) requires JITMode.TUNE_DEFERRED, but current mode is "
-                                           "tune_eager$"):
+    with pytest.raises(
+        RuntimeError, match="^tune.deferred\\(\\) requires JITMode.TUNE_DEFERRED, but current mode is tune_eager$"
+    ):
         ait.jit.tune.deferred()
     jit_config.mode = JITMode.TUNE_DEFERRED
     net = _build()
@@ -193,8 +194,10 @@ def test_exclusions_min_parameters_skip_modules_and_patch_exclude():
     # A skipped module is transparent: its blocks are judged as heads of their own.
     assert get_patched(net.a).state is JITModuleState.TUNED and get_patched(net.a).parent is None
     assert [h.name for h in runtime.heads] == ["Net", "Block", "Block.1"]
-    assert any(line.startswith("module `Net` skipped: class Net is in jit_config.skip_modules")
-               for line in exit_report.diagnostics())
+    assert any(
+        line.startswith("module `Net` skipped: class Net is in jit_config.skip_modules")
+        for line in exit_report.diagnostics()
+    )
 
 
 def _import_fresh(name: str) -> None:
@@ -311,8 +314,9 @@ def test_a_stored_no_backend_outcome_spares_the_next_process_the_builds(monkeypa
     def run_once() -> object:  # as a fresh process: no heads registered, default jit_config
         reset_jit()
         jit_config.cache_dir, jit_config.device = cache_dir, "cpu"
-        jit_config.strategy = ait.FirstWinsStrategy([SelectiveFakeBackend(SelectiveFakeConfig(delay_s=0.02))],
-                                                    profiling_config=profiling)
+        jit_config.strategy = ait.FirstWinsStrategy(
+            [SelectiveFakeBackend(SelectiveFakeConfig(delay_s=0.02))], profiling_config=profiling
+        )
         torch.manual_seed(0)  # the same weights: the same model fingerprint
         net = _build()
         with torch.no_grad():

@@ -130,8 +130,12 @@ def test_declared_shared_dim_across_two_inputs():
 
 
 def test_declared_path_never_observed_fails_at_tune_time(cpu_eager_strategy):
-    m = ait.Module(Pair(), "m", strategy=cpu_eager_strategy,
-                   dynamic_shapes={"x": (BatchDim("batch", 1, 8), 3), "z": (DynamicDim("q", 1, 4),)})
+    m = ait.Module(
+        Pair(),
+        "m",
+        strategy=cpu_eager_strategy,
+        dynamic_shapes={"x": (BatchDim("batch", 1, 8), 3), "z": (DynamicDim("q", 1, 4),)},
+    )
     _call(m, torch.ones(2, 3))
     with pytest.raises(AITuneUserInputError) as info:
         m.tune(device="cpu")
@@ -218,8 +222,9 @@ def test_unseen_graph_raises_graph_not_found():
 
 
 def _fallback_warnings(caplog):
-    return [r.getMessage() for r in caplog.records
-            if r.levelname == "WARNING" and "falling back to eager" in r.getMessage()]
+    return [
+        r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "falling back to eager" in r.getMessage()
+    ]
 
 
 def test_unseen_graph_with_eager_fallback_warns_once_per_key(aitune_log):
@@ -314,4 +319,3 @@ def test_no_grad_missing_for_recording_copy_is_explained():
         m(x)
     assert str(info.value).startswith("Cannot copy model inputs. Model is not in no_grad mode. Tip:")
     assert "torch.no_grad()" in str(info.value)
-

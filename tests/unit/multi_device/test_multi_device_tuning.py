@@ -32,9 +32,15 @@ def fake(**kwargs) -> FakeBackend:
 
 
 def first_wins_candidates() -> list:
-    return [fake(name="broken", fail_build=True), fake(name="nan", produce_nan=True),
-            fake(name="unavailable", unavailable_reason="not installed here"), fake(name="wrong", output_scale=1.5),
-            fake(name="slow", delay_s=0.015), fake(name="good"), fake(name="also-good")]
+    return [
+        fake(name="broken", fail_build=True),
+        fake(name="nan", produce_nan=True),
+        fake(name="unavailable", unavailable_reason="not installed here"),
+        fake(name="wrong", output_scale=1.5),
+        fake(name="slow", delay_s=0.015),
+        fake(name="good"),
+        fake(name="also-good"),
+    ]
 
 
 def tuned(strategy, devices=None, name="m"):
@@ -61,8 +67,11 @@ def test_first_wins_on_two_workers_decides_as_on_one_device(aitune_log):
     assert two.tuned_module.backends[0][1].describe() == one.tuned_module.backends[0][1].describe()
     assert content(parallel.backend_results) == content(sequential.backend_results)
     assert {r["device"] for r in parallel.backend_results} == {"cpu"}
-    assert [r["passed"] for r in parallel.perf_validation_results] == \
-        [r["passed"] for r in sequential.perf_validation_results] == [False, True]
+    assert (
+        [r["passed"] for r in parallel.perf_validation_results]
+        == [r["passed"] for r in sequential.perf_validation_results]
+        == [False, True]
+    )
     x = torch.randn(3, 8)
     assert torch.equal(two(x), two.module.compute(x)), "the winner serves on the tuning device"
     text = aitune_log.text
@@ -75,8 +84,12 @@ def test_first_wins_on_two_workers_decides_as_on_one_device(aitune_log):
 
 def test_max_throughput_on_two_workers_selects_as_on_one_device():
     def candidates():
-        return [fake(name="slowish", delay_s=0.003), fake(name="broken", fail_build=True), fake(name="fastest"),
-                fake(name="slower", delay_s=0.006)]
+        return [
+            fake(name="slowish", delay_s=0.003),
+            fake(name="broken", fail_build=True),
+            fake(name="fastest"),
+            fake(name="slower", delay_s=0.006),
+        ]
 
     sequential = ait.MaxThroughputStrategy(candidates(), profiling_config=quick_profiling())
     one = tuned(sequential, name="one")
@@ -91,8 +104,11 @@ def test_max_throughput_on_two_workers_selects_as_on_one_device():
 
 def test_nothing_qualifies_on_two_workers_keeps_eager_with_the_same_outcome(aitune_log):
     def candidates():
-        return [fake(name="broken", fail_build=True), fake(name="unavailable", unavailable_reason="absent"),
-                fake(name="slow", delay_s=0.015)]
+        return [
+            fake(name="broken", fail_build=True),
+            fake(name="unavailable", unavailable_reason="absent"),
+            fake(name="slow", delay_s=0.015),
+        ]
 
     one = tuned(ait.FirstWinsStrategy(candidates(), profiling_config=quick_profiling()), name="one")
     two = tuned(ait.FirstWinsStrategy(candidates(), profiling_config=quick_profiling()), devices=TWO_CPUS, name="two")
@@ -104,8 +120,9 @@ def test_nothing_qualifies_on_two_workers_keeps_eager_with_the_same_outcome(aitu
 
 
 def test_a_worker_that_dies_costs_only_its_candidates(aitune_log):
-    strategy = ait.FirstWinsStrategy([CrashingBackend(), fake(name="slow", delay_s=0.015), fake(name="good")],
-                                     profiling_config=quick_profiling())
+    strategy = ait.FirstWinsStrategy(
+        [CrashingBackend(), fake(name="slow", delay_s=0.015), fake(name="good")], profiling_config=quick_profiling()
+    )
     m = tuned(strategy, devices=TWO_CPUS)
     assert m.tuned_module.backends[0][1].config.name == "good"
     crashed = strategy.backend_results[0]
@@ -120,9 +137,10 @@ def test_a_worker_that_dies_measuring_gives_its_turn_back():
     measurement comes first, a measurement (of `slow` or of `good`) needs the turn after it."""
     import time
 
-    strategy = ait.FirstWinsStrategy([CrashingWhileMeasuredBackend(), fake(name="slow", delay_s=0.015),
-                                      fake(name="good")],
-                                     profiling_config=quick_profiling())
+    strategy = ait.FirstWinsStrategy(
+        [CrashingWhileMeasuredBackend(), fake(name="slow", delay_s=0.015), fake(name="good")],
+        profiling_config=quick_profiling(),
+    )
     start = time.monotonic()
     m = tuned(strategy, devices=TWO_CPUS)
     assert time.monotonic() - start < 120, "the other worker waited for a turn that was never given back"
@@ -132,7 +150,9 @@ def test_a_worker_that_dies_measuring_gives_its_turn_back():
 
 def test_devices_are_checked_with_clear_messages():
     m = ait.Module(SleepyLinear(0.0).eval(), "m")
-    with pytest.raises(AITuneUserInputError, match=r"devices must be a list of devices, e.g. \['cuda:0', 'cuda:1'\], got 'cpu'"):
+    with pytest.raises(
+        AITuneUserInputError, match=r"devices must be a list of devices, e.g. \['cuda:0', 'cuda:1'\], got 'cpu'"
+    ):
         ait.tune(m, [torch.randn(8)], devices="cpu")
     with pytest.raises(AITuneUserInputError, match="devices must name at least one device, got an empty list"):
         ait.tune(m, [torch.randn(8)], devices=[])
@@ -144,11 +164,14 @@ def test_a_module_that_cannot_be_sent_is_tuned_here_with_a_warning(aitune_log):
     module_registry.clear()
     model = SleepyLinear(0.004).eval()
     model.callback = lambda x: x  # a lambda cannot be pickled, so the module cannot go to a worker
-    strategy = ait.FirstWinsStrategy([fake(name="slow", delay_s=0.015), fake(name="good")],
-                                     profiling_config=quick_profiling()).enable_find_max_batch_size(False)
+    strategy = ait.FirstWinsStrategy(
+        [fake(name="slow", delay_s=0.015), fake(name="good")], profiling_config=quick_profiling()
+    ).enable_find_max_batch_size(False)
     m = ait.Module(model, "m", strategy=strategy)
     ait.tune(m, [torch.randn(8) for _ in range(4)], batch_sizes=[1, 2], device="cpu", devices=TWO_CPUS)
     assert m.tuned_module.backends[0][1].config.name == "good"
-    assert "⚠️ tuning on several devices sends the module to worker processes, but SleepyLinear cannot be " \
-           "pickled" in aitune_log.text
+    assert (
+        "⚠️ tuning on several devices sends the module to worker processes, but SleepyLinear cannot be "
+        "pickled" in aitune_log.text
+    )
     assert "tuning graph `0` on cpu alone" in aitune_log.text

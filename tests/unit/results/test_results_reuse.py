@@ -42,8 +42,14 @@ def _run(cache: Path, out: Path, **env: str) -> str:
     full = dict(os.environ, PYTHONPATH=pythonpath, AITUNE_CACHE_DIR=str(cache), **env)
     if "AITUNE_REUSE_TUNING_RESULTS" not in env:
         full.pop("AITUNE_REUSE_TUNING_RESULTS", None)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], capture_output=True, text=True, env=full,
-                          timeout=300, errors="replace")
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(out)],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=300,
+        errors="replace",
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log
     return log

@@ -195,7 +195,7 @@ def simulate_stable_rule(times, window=20, max_cv=0.10, warmup=10, max_samples=1
     """Number of calls after which the docs/reference/measurement.md#one-measured-call stable-window rule stops (None:
     it fails)."""
     for end in range(warmup + window, len(times) + 1):
-        last = np.asarray(times[end - window:end])
+        last = np.asarray(times[end - window : end])
         if np.std(last) / np.mean(last) <= max_cv:
             return end
         if end - warmup >= max_samples:
@@ -218,7 +218,7 @@ def test_stable_rule_stops_at_the_first_stable_window():
     assert len(calls) == expected_calls
     assert result["num_measured_calls"] == 20
     assert result["num_warmup_calls"] == expected_calls - 20
-    last = np.asarray(times[expected_calls - 20:expected_calls])
+    last = np.asarray(times[expected_calls - 20 : expected_calls])
     assert result["host_latency_cv"] == pytest.approx(np.std(last) / np.mean(last), rel=1e-12)
 
 
@@ -360,8 +360,12 @@ def test_sweep_best_before_any_add():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"rule": "sometimes"}, {"min_throughput_gain_ratio": 1.0}, {"min_throughput_gain_ratio": -0.1},
-     {"throughput_backoff_limit": -1}],
+    [
+        {"rule": "sometimes"},
+        {"min_throughput_gain_ratio": 1.0},
+        {"min_throughput_gain_ratio": -0.1},
+        {"throughput_backoff_limit": -1},
+    ],
 )
 def test_invalid_sweep_settings_raise(kwargs):
     with pytest.raises(exc.AITuneUserInputError):
@@ -389,8 +393,7 @@ def test_pick_best_tie_keeps_the_first():
 
 def test_pick_best_only_strictly_better_replaces():
     assert _C.pick_best([("a", True, 10.0), ("b", True, math.nextafter(10.0, 11.0))], "throughput") == 1
-    assert _C.pick_best([("a", True, 10.0), ("b", True, 9.0), ("c", True, 12.0), ("d", True, 12.0)],
-                        "throughput") == 2
+    assert _C.pick_best([("a", True, 10.0), ("b", True, 9.0), ("c", True, 12.0), ("d", True, 12.0)], "throughput") == 2
 
 
 def test_pick_best_latency_picks_the_lowest():
@@ -428,8 +431,10 @@ def test_speedups():
     assert _C.speedup_latency(5.0, 10.0) == 2.0  # baseline latency / candidate latency
 
 
-@pytest.mark.parametrize("candidate, baseline", [(0.0, 10.0), (10.0, 0.0), (-1.0, 10.0), (10.0, -2.0),
-                                                 (float("nan"), 10.0), (10.0, float("nan"))])
+@pytest.mark.parametrize(
+    "candidate, baseline",
+    [(0.0, 10.0), (10.0, 0.0), (-1.0, 10.0), (10.0, -2.0), (float("nan"), 10.0), (10.0, float("nan"))],
+)
 def test_speedups_are_nan_on_non_positive_inputs(candidate, baseline):
     assert math.isnan(_C.speedup_throughput(candidate, baseline))
     assert math.isnan(_C.speedup_latency(candidate, baseline))
@@ -555,10 +560,10 @@ def test_compare_known_perturbation_fp64():
     atol, rtol = 1e-3, 1e-2
     r = np.linspace(-2.0, 2.0, 50)
     c = r.copy()
-    c[3] += 0.5        # mismatch
-    c[10] -= 0.02      # |r|~1.18: 0.02 > 1e-3 + 1.18e-2 -> mismatch
-    c[25] += 1e-4      # within tolerance
-    c[40] += 5e-3      # |r|~1.27: 5e-3 <= 1e-3 + 1.27e-2 -> within
+    c[3] += 0.5  # mismatch
+    c[10] -= 0.02  # |r|~1.18: 0.02 > 1e-3 + 1.18e-2 -> mismatch
+    c[25] += 1e-4  # within tolerance
+    c[40] += 5e-3  # |r|~1.27: 5e-3 <= 1e-3 + 1.27e-2 -> within
     m = _C.compare_tensors(torch.from_numpy(c), torch.from_numpy(r), atol, rtol, True)
     expected = numpy_metrics(c, r, atol, rtol)
     assert expected["mismatch_fraction"] == pytest.approx(2 / 50)

@@ -22,7 +22,8 @@ def _strategy() -> ait.MaxThroughputStrategy:
     profiling = ProfilingConfig(batch_sizes=[1, 2], measurement_stop_strategy=NumStepsMeasuringStopStrategy(3, 1))
     strategy = ait.MaxThroughputStrategy(
         [FakeBackend(FakeBackendConfig(name="broken", fail_build=True)), FakeBackend(FakeBackendConfig(name="good"))],
-        profiling_config=profiling)
+        profiling_config=profiling,
+    )
     return strategy.enable_find_max_batch_size(False)
 
 
@@ -57,8 +58,12 @@ def test_json_hierarchy_failures_selection_and_measurements():
     assert good["success"] is True and good["duration_s"] >= 0
     assert [s["name"] for s in good["steps"]][:1] == ["build"]
     assert good["correctness"]["passed"] is True and good["correctness"]["precision_class"] == "fp32"
-    assert good["measurements"] and {"batch_size", "host_latency_ms_median", "host_latency_ms_p99",
-                                     "throughput_per_s"} <= set(good["measurements"][0])
+    assert good["measurements"] and {
+        "batch_size",
+        "host_latency_ms_median",
+        "host_latency_ms_p99",
+        "throughput_per_s",
+    } <= set(good["measurements"][0])
     assert graph["baseline_measurements"]
     selected = m.tuned_module.backends[0][1].describe()
     assert graph["selected_backend"] == selected
@@ -111,17 +116,38 @@ def test_telemetry_write_failure_does_not_fail_tuning(tmp_path):
 
 
 def test_render_html_escapes_and_tolerates_sparse_data():
-    text = render_html({"schema_version": 4, "modules": [{"name": "<m>", "graphs": [{"name": "g", "builds": [
-        {"backend": "B<x>", "skipped": "not installed", "success": False}]}]}]})
+    text = render_html(
+        {
+            "schema_version": 4,
+            "modules": [
+                {
+                    "name": "<m>",
+                    "graphs": [
+                        {"name": "g", "builds": [{"backend": "B<x>", "skipped": "not installed", "success": False}]}
+                    ],
+                }
+            ],
+        }
+    )
     assert "&lt;m&gt;" in text and "not installed" in text and "<m>" not in text
 
 
 def test_html_renders_in_headless_chromium(tmp_path):
-    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome", "headless_shell")
-                    if shutil.which(b)), None)
+    browser = next(
+        (
+            shutil.which(b)
+            for b in ("chromium", "chromium-browser", "google-chrome", "headless_shell")
+            if shutil.which(b)
+        ),
+        None,
+    )
     if browser is None:
         pytest.skip("no headless chromium installed")
     _run_tune()
-    out = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                          config.tuning_report_path.as_uri()], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", config.tuning_report_path.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and "<svg" in out.stdout

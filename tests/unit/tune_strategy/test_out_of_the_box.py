@@ -56,9 +56,14 @@ CUDA_FIRST_WINS = [
 ]
 CPU_FIRST_WINS = ["TensorRTBackend()", "TensorRTBackend(use_dynamo=False)", "TorchInductorJitBackend()"]
 PROFILING_FAMILIES = [
-    "TensorRTBackend({})", "TensorRTBackend(use_dynamo=False{})", "TorchInductorJitBackend({})",
-    "TorchInductorAotBackend({})", "TorchTensorRTJitBackend({})", "TorchTensorRTAotBackend({})",
-    "ONNXRuntimeBackend({})", "ONNXRuntimeBackend(use_dynamo=False{})",
+    "TensorRTBackend({})",
+    "TensorRTBackend(use_dynamo=False{})",
+    "TorchInductorJitBackend({})",
+    "TorchInductorAotBackend({})",
+    "TorchTensorRTJitBackend({})",
+    "TorchTensorRTAotBackend({})",
+    "ONNXRuntimeBackend({})",
+    "ONNXRuntimeBackend(use_dynamo=False{})",
 ]
 
 
@@ -75,15 +80,17 @@ def test_first_wins_default_candidates_per_device():
     assert names(explicit.prepare("cuda:0")) == ["FakeBackend(name='x')"]
 
 
-@pytest.mark.parametrize("make", [ait.MaxThroughputStrategy, ait.MinLatencyStrategy,
-                                  lambda: ait.LatencyBudgetStrategy(5.0)])
+@pytest.mark.parametrize(
+    "make", [ait.MaxThroughputStrategy, ait.MinLatencyStrategy, lambda: ait.LatencyBudgetStrategy(5.0)]
+)
 def test_profiling_default_candidates_per_device(make):
     plain = [f.format("") for f in PROFILING_FAMILIES]
     assert names(make().prepare("cpu")) == plain
     cuda = []
     for family in PROFILING_FAMILIES:
-        graph = family.format(", use_cuda_graphs=True") if "use_dynamo" in family else \
-            family.format("use_cuda_graphs=True")
+        graph = (
+            family.format(", use_cuda_graphs=True") if "use_dynamo" in family else family.format("use_cuda_graphs=True")
+        )
         cuda += [graph, family.format("")]
     assert names(make().prepare("cuda:0")) == cuda + ["TorchEagerBackend(use_cuda_graphs=True)"]
 
@@ -111,8 +118,9 @@ def test_the_deciding_bound_is_logged_and_in_the_telemetry(aitune_log):
     # the rule itself: the bound that fails, else the one used the most
     fp16 = {"atol": 1e-2, "rtol": 1e-2, "max_rel_l2": 1e-2, "max_mismatch_fraction": 1e-2}
     leaf = {"max_abs_error": 0.1, "max_rel_error": 0.1, "has_nan": False, "numel": 1000}
-    assert _C.deciding_bound({**leaf, "rel_l2_error": 1.37e-3, "mismatch_fraction": 6e-3}, fp16) == \
-        "max_mismatch_fraction"
+    assert (
+        _C.deciding_bound({**leaf, "rel_l2_error": 1.37e-3, "mismatch_fraction": 6e-3}, fp16) == "max_mismatch_fraction"
+    )
     assert _C.deciding_bound({**leaf, "rel_l2_error": 2e-2, "mismatch_fraction": 6e-3}, fp16) == "max_rel_l2"
     assert _C.deciding_bound({**leaf, "rel_l2_error": 0.0, "mismatch_fraction": 0.0, "has_nan": True}, fp16) == "nan"
 
@@ -172,15 +180,22 @@ def test_sweep_stops_at_the_time_budget_with_a_fake_clock():
         clock.now += 0.1  # every call "takes" 0.1 s: 3 s per batch size (10 warm-up + 20 measured)
         return x
 
-    config_ = ProfilingConfig(batch_sizes=[2 ** n for n in range(10)])
+    config_ = ProfilingConfig(batch_sizes=[2**n for n in range(10)])
     limits = SweepLimits(time_budget_s=20.0, clock=clock)
     results = profile(call, graph, graph.samples, config_, torch.device("cpu"), config_.batch_sizes, limits=limits)
     # after batch 16 the sweep has spent 15 s; batch 32 would take about 6 s more: over 20 s
     assert [r["batch_size"] for r in results] == [1, 2, 4, 8, 16]
     assert limits.stopped_by.startswith("the time budget of 20 s (spent 15.0 s; batch size 32 would take about")
     unlimited = SweepLimits(clock=clock)
-    results = profile(call, graph, graph.samples, ProfilingConfig(batch_sizes=[1, 2, 4]), torch.device("cpu"),
-                      [1, 2, 4], limits=unlimited)
+    results = profile(
+        call,
+        graph,
+        graph.samples,
+        ProfilingConfig(batch_sizes=[1, 2, 4]),
+        torch.device("cpu"),
+        [1, 2, 4],
+        limits=unlimited,
+    )
     assert len(results) == 3 and unlimited.stopped_by == "the last batch size to try"
 
 
@@ -224,8 +239,10 @@ def test_nothing_faster_than_eager_keeps_eager_plainly(aitune_log):
 
 
 def test_no_candidate_built_names_the_counts_and_the_log(aitune_log):
-    strategy = ait.FirstWinsStrategy([fake(name="absent", unavailable_reason="fakepkg is not installed"),
-                                      fake(name="broken", fail_build=True)], profiling_config=quick())
+    strategy = ait.FirstWinsStrategy(
+        [fake(name="absent", unavailable_reason="fakepkg is not installed"), fake(name="broken", fail_build=True)],
+        profiling_config=quick(),
+    )
     recorded(name="none", strategy=strategy.enable_find_max_batch_size(False))
     ait.tune(lambda x: None, [torch.randn(8)], device="cpu")
     line = next(line for line in aitune_log.text.splitlines() if "🟰 none.0" in line)
@@ -245,8 +262,10 @@ def test_profiling_strategy_keeping_eager_says_so(aitune_log):
 
 
 def test_an_unexpected_failure_is_still_a_warning(aitune_log):
-    recorded(name="boom", strategy=ait.OneBackendStrategy(fake(name="broken", fail_build=True))
-             .enable_find_max_batch_size(False))
+    recorded(
+        name="boom",
+        strategy=ait.OneBackendStrategy(fake(name="broken", fail_build=True)).enable_find_max_batch_size(False),
+    )
     ait.tune(lambda x: None, [torch.randn(8)], device="cpu")
     assert any("Tuning module: `boom` failed" in w for w in _warnings(aitune_log))
     assert telemetry()["modules"][0]["outcome"] == "failed"
@@ -264,8 +283,9 @@ class TinyConv(torch.nn.Module):
 
 def test_batched_dataset_items_get_a_hint():
     eager = ait.OneBackendStrategy(TorchEagerBackend())
-    m = ait.Module(TinyConv().eval(), "conv", strategy=eager.enable_performance_validation(False)
-                   .enable_find_max_batch_size(False))
+    m = ait.Module(
+        TinyConv().eval(), "conv", strategy=eager.enable_performance_validation(False).enable_find_max_batch_size(False)
+    )
     already_batched = [torch.randn(1, 3, 8, 8) for _ in range(4)]
     with pytest.raises(AITuneUserInputError) as info:
         ait.tune(m, already_batched, device="cpu")
@@ -284,8 +304,12 @@ def test_batched_dataset_items_get_a_hint():
 def test_checkpoint_records_the_validated_precision_class_and_tf32_switches(tmp_path):
     from checkpoint_tools import read_archive
 
-    m = recorded(name="prec", strategy=ait.FirstWinsStrategy([fake(name="f", precision="fp16")],
-                                                              profiling_config=quick()).enable_find_max_batch_size(False))
+    m = recorded(
+        name="prec",
+        strategy=ait.FirstWinsStrategy(
+            [fake(name="f", precision="fp16")], profiling_config=quick()
+        ).enable_find_max_batch_size(False),
+    )
     m.tune(device="cpu")
     path = ait.save(m, tmp_path / "prec.ait")
     manifest, _ = read_archive(path)
@@ -304,8 +328,10 @@ def test_cli_reads_an_older_cuda_fp32_checkpoint_as_tf32(tmp_path):
     from checkpoint_tools import rewrite
     from support import aitune_cli
 
-    m = recorded(name="old", strategy=ait.FirstWinsStrategy([fake(name="f")], profiling_config=quick())
-                 .enable_find_max_batch_size(False))
+    m = recorded(
+        name="old",
+        strategy=ait.FirstWinsStrategy([fake(name="f")], profiling_config=quick()).enable_find_max_batch_size(False),
+    )
     m.tune(device="cpu")
     path = ait.save(m, tmp_path / "new.ait")
 

@@ -60,8 +60,10 @@ def test_profiling_strategy_builds_a_sibling_pair_once_and_measures_both():
 
 
 def test_plain_sibling_wins_and_keeps_serving_after_the_graph_variant_is_released():
-    strategy = ait.MinLatencyStrategy([fake(name="f", use_cuda_graphs=True, graph_delay_s=0.006),
-                                       fake(name="f", graph_delay_s=0.006)], profiling_config=quick())
+    strategy = ait.MinLatencyStrategy(
+        [fake(name="f", use_cuda_graphs=True, graph_delay_s=0.006), fake(name="f", graph_delay_s=0.006)],
+        profiling_config=quick(),
+    )
     m = tuned(strategy)
     selected = m.tuned_module.backends[0][1]
     assert not selected.config.use_cuda_graphs and selected.is_active
@@ -71,14 +73,21 @@ def test_plain_sibling_wins_and_keeps_serving_after_the_graph_variant_is_release
 
 
 def test_failed_capture_falls_back_to_the_plain_sibling_without_a_rebuild(aitune_log):
-    strategy = ait.FirstWinsStrategy([fake(name="f", use_cuda_graphs=True, capture_fails=True),
-                                      fake(name="other", fail_build=True), fake(name="f", capture_fails=True)],
-                                     profiling_config=quick())
+    strategy = ait.FirstWinsStrategy(
+        [
+            fake(name="f", use_cuda_graphs=True, capture_fails=True),
+            fake(name="other", fail_build=True),
+            fake(name="f", capture_fails=True),
+        ],
+        profiling_config=quick(),
+    )
     m = tuned(strategy)
     selected = m.tuned_module.backends[0][1]
     assert selected.describe() == "FakeBackend(name='f', capture_fails=True)"
-    assert FakeBackend.builds == ["FakeBackend(name='f', capture_fails=True, use_cuda_graphs=True)",
-                                  "FakeBackend(name='other', fail_build=True)"]
+    assert FakeBackend.builds == [
+        "FakeBackend(name='f', capture_fails=True, use_cuda_graphs=True)",
+        "FakeBackend(name='other', fail_build=True)",
+    ]
     failure = results(strategy)["FakeBackend(name='f', capture_fails=True, use_cuda_graphs=True)"]["error"]
     assert failure.startswith("CudaGraphCaptureError: CUDA graph capture failed for FakeBackend(")
     assert "operation not permitted when stream is capturing" in failure
@@ -87,31 +96,39 @@ def test_failed_capture_falls_back_to_the_plain_sibling_without_a_rebuild(aitune
 
 
 def test_sibling_of_a_failed_build_is_skipped_with_the_reason(aitune_log):
-    strategy = ait.FirstWinsStrategy([fake(name="f", use_cuda_graphs=True, fail_build=True),
-                                      fake(name="f", fail_build=True), fake(name="good")],
-                                     profiling_config=quick())
+    strategy = ait.FirstWinsStrategy(
+        [fake(name="f", use_cuda_graphs=True, fail_build=True), fake(name="f", fail_build=True), fake(name="good")],
+        profiling_config=quick(),
+    )
     m = tuned(strategy)
     assert m.tuned_module.backends[0][1].describe() == "FakeBackend(name='good')"
-    assert FakeBackend.builds == ["FakeBackend(name='f', fail_build=True, use_cuda_graphs=True)",
-                                  "FakeBackend(name='good')"]
+    assert FakeBackend.builds == [
+        "FakeBackend(name='f', fail_build=True, use_cuda_graphs=True)",
+        "FakeBackend(name='good')",
+    ]
     skipped = results(strategy)["FakeBackend(name='f', fail_build=True)"]["skipped"]
-    assert skipped.startswith("its serving sibling FakeBackend(name='f', fail_build=True, use_cuda_graphs=True) "
-                              "failed to build (RuntimeError: fake build failure (f))")
+    assert skipped.startswith(
+        "its serving sibling FakeBackend(name='f', fail_build=True, use_cuda_graphs=True) "
+        "failed to build (RuntimeError: fake build failure (f))"
+    )
     assert "⏭️ backend skipped: FakeBackend(name='f', fail_build=True) — its serving sibling" in aitune_log.text
 
 
 def test_gate_rejected_graph_variant_keeps_its_build_for_the_plain_sibling_later_in_the_list():
     slow_graphs = fake(name="f", use_cuda_graphs=True, graph_delay_s=0.02)  # slower than eager through "graphs"
-    strategy = ait.FirstWinsStrategy([slow_graphs, fake(name="other", delay_s=0.02), fake(name="f", graph_delay_s=0.02)],
-                                     profiling_config=quick())
+    strategy = ait.FirstWinsStrategy(
+        [slow_graphs, fake(name="other", delay_s=0.02), fake(name="f", graph_delay_s=0.02)], profiling_config=quick()
+    )
     m = tuned(strategy, delay_s=0.006)
     assert m.tuned_module.backends[0][1].describe() == "FakeBackend(name='f', graph_delay_s=0.02)"
     assert FakeBackend.builds == [slow_graphs.describe(), "FakeBackend(name='other', delay_s=0.02)"]
 
 
 def test_wrong_outputs_in_both_serving_modes_cost_one_build():
-    strategy = ait.FirstWinsStrategy([fake(name="f", use_cuda_graphs=True, output_scale=2.0),
-                                      fake(name="f", output_scale=2.0)], profiling_config=quick())
+    strategy = ait.FirstWinsStrategy(
+        [fake(name="f", use_cuda_graphs=True, output_scale=2.0), fake(name="f", output_scale=2.0)],
+        profiling_config=quick(),
+    )
     with pytest.raises(NoValidBackendError) as info:
         tuned(strategy)
     assert len(FakeBackend.builds) == 1
@@ -120,8 +137,14 @@ def test_wrong_outputs_in_both_serving_modes_cost_one_build():
 
 
 def test_unused_derived_siblings_are_released():
-    strategy = ait.FirstWinsStrategy([fake(name="f", use_cuda_graphs=True, capture_fails=True),
-                                      fake(name="good"), fake(name="f", capture_fails=True)], profiling_config=quick())
+    strategy = ait.FirstWinsStrategy(
+        [
+            fake(name="f", use_cuda_graphs=True, capture_fails=True),
+            fake(name="good"),
+            fake(name="f", capture_fails=True),
+        ],
+        profiling_config=quick(),
+    )
     m = tuned(strategy)
     assert m.tuned_module.backends[0][1].describe() == "FakeBackend(name='good')"
     assert strategy._siblings._held == {}

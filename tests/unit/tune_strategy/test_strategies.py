@@ -53,9 +53,15 @@ def tune(m: ait.Module, strategy) -> None:
 def test_first_wins_skips_failures_and_picks_the_first_good_fast_backend(aitune_log):
     m = recorded()
     strategy = ait.FirstWinsStrategy(
-        [fake(name="broken", fail_build=True), fake(name="nan", produce_nan=True),
-         fake(name="wrong", output_scale=1.5), fake(name="good"), fake(name="also-good")],
-        profiling_config=quick_profiling())
+        [
+            fake(name="broken", fail_build=True),
+            fake(name="nan", produce_nan=True),
+            fake(name="wrong", output_scale=1.5),
+            fake(name="good"),
+            fake(name="also-good"),
+        ],
+        profiling_config=quick_profiling(),
+    )
     tune(m, strategy)
     selected = m.tuned_module.backends[0][1]
     assert selected.config.name == "good"
@@ -71,8 +77,9 @@ def test_first_wins_skips_failures_and_picks_the_first_good_fast_backend(aitune_
 
 def test_first_wins_build_failure_goes_to_build_log(tmp_path):
     m = recorded()
-    strategy = ait.FirstWinsStrategy([fake(name="broken", fail_build=True), fake(name="good")],
-                                     profiling_config=quick_profiling())
+    strategy = ait.FirstWinsStrategy(
+        [fake(name="broken", fail_build=True), fake(name="good")], profiling_config=quick_profiling()
+    )
     tune(m, strategy)
     logs = list(tmp_path.rglob("build.log"))
     broken = [p for p in logs if "fake build failure (broken)" in p.read_text()]
@@ -91,9 +98,13 @@ def test_first_wins_rejects_a_backend_slower_than_eager():
 
 def test_first_wins_skips_unavailable_backends_with_the_reason(aitune_log):
     m = recorded()
-    strategy = ait.FirstWinsStrategy([fake(name="gone", unavailable_reason="fakelib is not installed. Please "
-                                           "install `fakelib`."), fake(name="good")],
-                                     profiling_config=quick_profiling())
+    strategy = ait.FirstWinsStrategy(
+        [
+            fake(name="gone", unavailable_reason="fakelib is not installed. Please install `fakelib`."),
+            fake(name="good"),
+        ],
+        profiling_config=quick_profiling(),
+    )
     tune(m, strategy)
     assert "⏭️ backend skipped: FakeBackend(name='gone'" in aitune_log.text
     assert "fakelib is not installed. Please install `fakelib`." in aitune_log.text
@@ -101,8 +112,9 @@ def test_first_wins_skips_unavailable_backends_with_the_reason(aitune_log):
 
 def test_ait_tune_puts_a_module_without_valid_backend_into_passthrough():
     model = SleepyLinear(0.0)
-    m = ait.Module(model, "pt", strategy=ait.FirstWinsStrategy([fake(fail_build=True)],
-                                                                profiling_config=quick_profiling()))
+    m = ait.Module(
+        model, "pt", strategy=ait.FirstWinsStrategy([fake(fail_build=True)], profiling_config=quick_profiling())
+    )
     ait.tune(m, [torch.randn(8) for _ in range(2)], device="cpu")
     assert m.state is ModuleState.PASSTHROUGH
     x = torch.randn(2, 8)
@@ -116,8 +128,10 @@ def test_one_backend_propagates_build_and_correctness_errors():
     with pytest.raises(CorrectnessValueError, match="contains NaN values"):
         tune(recorded(name="b"), ait.OneBackendStrategy(fake(produce_nan=True), profiling_config=quick_profiling()))
     with pytest.raises(BackendUnavailableError, match="fakelib"):
-        tune(recorded(name="c"), ait.OneBackendStrategy(fake(unavailable_reason="fakelib missing"),
-                                                          profiling_config=quick_profiling()))
+        tune(
+            recorded(name="c"),
+            ait.OneBackendStrategy(fake(unavailable_reason="fakelib missing"), profiling_config=quick_profiling()),
+        )
 
 
 def test_one_backend_below_the_gate_serves_the_eager_baseline(aitune_log):
@@ -136,8 +150,11 @@ def test_one_backend_without_baseline_raises_the_spec_message(monkeypatch):
         strategy._baseline_backend = None
 
     monkeypatch.setattr(strategy, "_pre_tune", no_baseline)
-    with pytest.raises(NoValidBackendError, match=r"Backend 'FakeBackend\(delay_s=0.01\)' failed the performance "
-                                                   r"gate but no TorchEager baseline is available to fall back to\."):
+    with pytest.raises(
+        NoValidBackendError,
+        match=r"Backend 'FakeBackend\(delay_s=0.01\)' failed the performance "
+        r"gate but no TorchEager baseline is available to fall back to\.",
+    ):
         tune(m, strategy)
 
 
@@ -145,12 +162,20 @@ def test_first_wins_accepts_a_candidate_whose_gate_run_is_out_of_memory_at_once(
     # Out of memory at the first gate batch size leaves the gate with no measurement at all: like any
     # other failed gate measurement, the candidate is accepted (and the log says why), not a crash.
     calibration = recorded(name="calibrate")
-    tune(calibration, ait.FirstWinsStrategy([fake(name="count")], profiling_config=quick_profiling())
-         .enable_performance_validation(False))
+    tune(
+        calibration,
+        ait.FirstWinsStrategy([fake(name="count")], profiling_config=quick_profiling()).enable_performance_validation(
+            False
+        ),
+    )
     calls_before_the_gate = calibration.tuned_module.backends[0][1].calls
     m = recorded(name="m")
-    tune(m, ait.FirstWinsStrategy([fake(name="oom", oom_after_calls=calls_before_the_gate)],
-                                  profiling_config=quick_profiling()))
+    tune(
+        m,
+        ait.FirstWinsStrategy(
+            [fake(name="oom", oom_after_calls=calls_before_the_gate)], profiling_config=quick_profiling()
+        ),
+    )
     selected = m.tuned_module.backends[0][1]
     assert isinstance(selected, FakeBackend) and selected.config.name == "oom"
     assert "accepted without the performance gate" in aitune_log.text
@@ -169,32 +194,46 @@ def test_numeric_error_names_path_sample_and_tolerance():
 def test_tolerances_follow_backend_then_strategy_then_defaults():
     loose = NumericTolerance(atol=1.0, rtol=1.0, max_rel_l2=10.0, max_mismatch_fraction=1.0)
     m = recorded(name="strategy-tol")
-    tune(m, ait.OneBackendStrategy(fake(output_offset=0.01), profiling_config=quick_profiling())
-         .enable_performance_validation(False).set_tolerance(loose))
+    tune(
+        m,
+        ait.OneBackendStrategy(fake(output_offset=0.01), profiling_config=quick_profiling())
+        .enable_performance_validation(False)
+        .set_tolerance(loose),
+    )
     assert m.state is ModuleState.TUNED
     m2 = recorded(name="backend-tol")
     backend = FakeBackend(FakeBackendConfig(output_offset=0.01), tolerance=loose)
     tune(m2, ait.OneBackendStrategy(backend, profiling_config=quick_profiling()).enable_performance_validation(False))
     assert m2.state is ModuleState.TUNED
     m3 = recorded(name="numeric-off")
-    tune(m3, ait.OneBackendStrategy(fake(output_offset=0.01), profiling_config=quick_profiling())
-         .enable_performance_validation(False).enable_numeric_check(False))
+    tune(
+        m3,
+        ait.OneBackendStrategy(fake(output_offset=0.01), profiling_config=quick_profiling())
+        .enable_performance_validation(False)
+        .enable_numeric_check(False),
+    )
     assert m3.state is ModuleState.TUNED
 
 
 def test_fp16_class_uses_the_fp16_tolerance():
     m = recorded(name="fp16")
     # 0.1% off: beyond fp32's rel_l2 1e-4 but inside fp16's 1e-2.
-    tune(m, ait.OneBackendStrategy(fake(output_scale=1.001, precision="fp16"), profiling_config=quick_profiling())
-         .enable_performance_validation(False))
+    tune(
+        m,
+        ait.OneBackendStrategy(
+            fake(output_scale=1.001, precision="fp16"), profiling_config=quick_profiling()
+        ).enable_performance_validation(False),
+    )
     assert m.state is ModuleState.TUNED
 
 
 # -- profiling strategies ----------------------------------------------------------------------
 def test_max_throughput_picks_the_fastest_correct_backend():
     m = recorded(delay_s=0.004)
-    strategy = ait.MaxThroughputStrategy([fake(name="slowish", delay_s=0.003), fake(name="fastest"),
-                                          fake(name="wrong", output_scale=2.0)], profiling_config=quick_profiling())
+    strategy = ait.MaxThroughputStrategy(
+        [fake(name="slowish", delay_s=0.003), fake(name="fastest"), fake(name="wrong", output_scale=2.0)],
+        profiling_config=quick_profiling(),
+    )
     tune(m, strategy)
     assert m.tuned_module.backends[0][1].config.name == "fastest"
     assert strategy.perf_validation_results[0]["passed"] is True
@@ -216,8 +255,9 @@ def test_max_throughput_without_validation_and_candidates_raises():
 
 def test_min_latency_picks_the_lowest_latency():
     m = recorded(delay_s=0.004)
-    strategy = ait.MinLatencyStrategy([fake(name="a", delay_s=0.002), fake(name="b")],
-                                      profiling_config=quick_profiling())
+    strategy = ait.MinLatencyStrategy(
+        [fake(name="a", delay_s=0.002), fake(name="b")], profiling_config=quick_profiling()
+    )
     m.tune(device="cpu", strategy=strategy)
     assert m.tuned_module.backends[0][1].config.name == "b"
 
@@ -231,8 +271,9 @@ def test_latency_budget_nobody_meets_raises_before_eager_fallback():
 
 def test_latency_budget_picks_the_backend_within_budget():
     m = recorded(delay_s=0.02)
-    strategy = ait.LatencyBudgetStrategy(10.0, [fake(name="too-slow", delay_s=0.015), fake(name="ok")],
-                                         profiling_config=quick_profiling())
+    strategy = ait.LatencyBudgetStrategy(
+        10.0, [fake(name="too-slow", delay_s=0.015), fake(name="ok")], profiling_config=quick_profiling()
+    )
     tune(m, strategy)
     assert m.tuned_module.backends[0][1].config.name == "ok"
 
@@ -245,8 +286,12 @@ def test_latency_budget_must_be_positive():
 # -- max batch search --------------------------------------------------------------------------
 def test_max_batch_search_extends_the_graph_max_shapes(aitune_log):
     m = recorded(delay_s=0.0)
-    strategy = ait.OneBackendStrategy(fake(), profiling_config=ProfilingConfig(
-        batch_sizes=[1, 2, 4, 8], measurement_stop_strategy=NumStepsMeasuringStopStrategy(3, 1)))
+    strategy = ait.OneBackendStrategy(
+        fake(),
+        profiling_config=ProfilingConfig(
+            batch_sizes=[1, 2, 4, 8], measurement_stop_strategy=NumStepsMeasuringStopStrategy(3, 1)
+        ),
+    )
     strategy.enable_performance_validation(False)
     m.tune(device="cpu", strategy=strategy)
     spec = m.graph_specs[0].input_spec.tensors[0].spec

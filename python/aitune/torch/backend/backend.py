@@ -22,8 +22,7 @@ from aitune.torch.backend import registry
 from aitune.torch.backend.common.reference_contract import BuildMode, Contract, ExecutionMode
 from aitune.torch.checkpoint.artifact import ArtifactPath
 
-__all__ = ["ArtifactPath", "Backend", "BackendConfig", "BackendState", "BuildMode", "ExecutionMode",
-           "ServingOptions"]
+__all__ = ["ArtifactPath", "Backend", "BackendConfig", "BackendState", "BuildMode", "ExecutionMode", "ServingOptions"]
 
 logger = logging.getLogger("aitune")
 
@@ -72,8 +71,11 @@ class BackendConfig:
         """Inverse of to_dict(): dtypes saved as "torch.float16" come back as torch dtypes."""
         values = {}
         for key, value in data.items():
-            if isinstance(value, str) and value.startswith("torch.") and isinstance(getattr(torch, value[6:], None),
-                                                                                   torch.dtype):
+            if (
+                isinstance(value, str)
+                and value.startswith("torch.")
+                and isinstance(getattr(torch, value[6:], None), torch.dtype)
+            ):
                 value = getattr(torch, value[6:])
             values[key] = value
         _check_scalar_types(cls, values)
@@ -126,8 +128,10 @@ def _check_scalar_types(cls: type, values: dict[str, Any]) -> None:
         if not allowed or (optional and value is None):
             continue
         if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
-            raise TypeError(f"{cls.__name__}.{key} must be {' or '.join(t.__name__ for t in allowed)}"
-                            f"{' or None' if optional else ''}, got {type(value).__name__} {value!r}"[:300])
+            raise TypeError(
+                f"{cls.__name__}.{key} must be {' or '.join(t.__name__ for t in allowed)}"
+                f"{' or None' if optional else ''}, got {type(value).__name__} {value!r}"[:300]
+            )
 
 
 class ServingOptions:
@@ -143,8 +147,7 @@ class ServingOptions:
         this base existed does, declares a `use_cuda_graphs` dataclass field."""
         if isinstance(config, ServingOptions):
             return True
-        return dataclasses.is_dataclass(config) and any(f.name == "use_cuda_graphs"
-                                                        for f in dataclasses.fields(config))
+        return dataclasses.is_dataclass(config) and any(f.name == "use_cuda_graphs" for f in dataclasses.fields(config))
 
     @staticmethod
     def requested_by(config: Any) -> bool:
@@ -194,9 +197,7 @@ class Backend(abc.ABC):
         if config is None:
             config = self.config_class()
         if not isinstance(config, self.config_class):
-            raise TypeError(
-                f"{type(self).__name__} takes a {self.config_class.__name__}, got {type(config).__name__}"
-            )
+            raise TypeError(f"{type(self).__name__} takes a {self.config_class.__name__}, got {type(config).__name__}")
         self.config = config
         self.tolerance = tolerance
         self._state = BackendState.INIT
@@ -337,8 +338,15 @@ class Backend(abc.ABC):
         return ServingOptions.requested_by(self.config)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: Any, cache_dir: Path,
-              log_file: Path | None = None) -> Backend:
+    def build(
+        self,
+        module: torch.nn.Module,
+        graph_spec: Any,
+        data: list,
+        device: Any,
+        cache_dir: Path,
+        log_file: Path | None = None,
+    ) -> Backend:
         if self._state is not BackendState.INIT:
             raise RuntimeError(f"Backend {self.name} build should be called only once")
         device = torch.device(device)
@@ -497,8 +505,9 @@ class Backend(abc.ABC):
         return self._cuda_graph.stats() if self._cuda_graph is not None else None
 
     @abc.abstractmethod
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None: ...
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None: ...
 
     @abc.abstractmethod
     def _infer(self, *args: Any, **kwargs: Any) -> Any: ...

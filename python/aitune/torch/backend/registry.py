@@ -30,16 +30,12 @@ _AUTOMATIC: set[str] = set()  # names given by class definition, not by @registe
 # moved later keeps its stable name, and this table keeps its old path.
 FORMAT1_CLASS_PATHS: dict[str, str] = {
     "aitune.torch.backend.torch_eager.torch_eager_backend.TorchEagerBackend": "torch_eager",
-    "aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_backend.TorchInductorJitBackend":
-        "torch_inductor_jit",
-    "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend":
-        "torch_inductor_aot",
+    "aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_backend.TorchInductorJitBackend": "torch_inductor_jit",
+    "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend": "torch_inductor_aot",
     "aitune.torch.backend.onnx_runtime.onnx_runtime_backend.ONNXRuntimeBackend": "onnx_runtime",
     "aitune.torch.backend.tensorrt.backend.TensorRTBackend": "tensorrt",
-    "aitune.torch.backend.torch_tensorrt_jit.torch_tensorrt_jit_backend.TorchTensorRTJitBackend":
-        "torch_tensorrt_jit",
-    "aitune.torch.backend.torch_tensorrt_aot.torch_tensorrt_aot_backend.TorchTensorRTAotBackend":
-        "torch_tensorrt_aot",
+    "aitune.torch.backend.torch_tensorrt_jit.torch_tensorrt_jit_backend.TorchTensorRTJitBackend": "torch_tensorrt_jit",
+    "aitune.torch.backend.torch_tensorrt_aot.torch_tensorrt_aot_backend.TorchTensorRTAotBackend": "torch_tensorrt_aot",
 }
 _FORMAT1_PATH_OF = {name: path for path, name in FORMAT1_CLASS_PATHS.items()}
 
@@ -118,7 +114,7 @@ def format1_class_for_name(name: str) -> str:
     """The class path a format-1 reader expects for a stable name (the inverse of
     name_for_format1_class), used while the native manifest validator reads format 1 only."""
     if name.startswith(CUSTOM_PREFIX):
-        return name[len(CUSTOM_PREFIX):]
+        return name[len(CUSTOM_PREFIX) :]
     if name in _FORMAT1_PATH_OF:
         return _FORMAT1_PATH_OF[name]
     return class_path(_BY_NAME[name])

@@ -78,17 +78,18 @@ def save_backend_state(owner: str, state: dict[str, Any], writer: Any, prefix: s
     try:
         skeleton = encoder.encode(state, owner)
     except NotRepresentable as e:
-        raise ValueError(f"Cannot save {owner}: {e}. A saved state may hold tensors, numbers, strings, lists, "
-                         "tuples, dicts, dataclasses, paths, ArtifactPath, torch.device and torch.dtype values "
-                         "(aitune stores no pickle)") from None
+        raise ValueError(
+            f"Cannot save {owner}: {e}. A saved state may hold tensors, numbers, strings, lists, "
+            "tuples, dicts, dataclasses, paths, ArtifactPath, torch.device and torch.dtype values "
+            "(aitune stores no pickle)"
+        ) from None
     tensors_entry = None
     if encoder.tensors:
         tensors_entry = f"{prefix}/{_TENSORS}"
         writer.add_bytes(tensors_entry, save_safetensors(encoder.tensors))
         encoder.entries.append(tensors_entry)
     json.dumps(skeleton)  # fails here, naming nothing half-written, if a node is not JSON
-    return {"state": skeleton, "state_tensors": tensors_entry,
-            "artifacts": {name: name for name in encoder.entries}}
+    return {"state": skeleton, "state_tensors": tensors_entry, "artifacts": {name: name for name in encoder.entries}}
 
 
 def load_backend_state(entry: dict[str, Any], extracted: Path | None) -> dict[str, Any]:

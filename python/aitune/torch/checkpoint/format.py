@@ -98,12 +98,23 @@ class BackendEntry:
             class_path = data["class"]
             name = format1_name(class_path)
         return cls(
-            name=name, class_path=class_path, config=data["config"], requires=list(data["requires"]),
-            artifacts=dict(data["artifacts"]), device=data.get("device"), extra=data.get("extra") or {},
-            input_order=data.get("input_order"), output_paths=data.get("output_paths"),
-            precision_class=data.get("precision_class"), tf32=data.get("tf32"), is_jit=bool(data.get("is_jit")),
-            native=bool(data.get("native")), use_cuda_graphs=bool((data.get("runtime") or {}).get("use_cuda_graphs")),
-            profiles=data.get("profiles"), own_state=bool(data.get("own_state")), state=data.get("state"),
+            name=name,
+            class_path=class_path,
+            config=data["config"],
+            requires=list(data["requires"]),
+            artifacts=dict(data["artifacts"]),
+            device=data.get("device"),
+            extra=data.get("extra") or {},
+            input_order=data.get("input_order"),
+            output_paths=data.get("output_paths"),
+            precision_class=data.get("precision_class"),
+            tf32=data.get("tf32"),
+            is_jit=bool(data.get("is_jit")),
+            native=bool(data.get("native")),
+            use_cuda_graphs=bool((data.get("runtime") or {}).get("use_cuda_graphs")),
+            profiles=data.get("profiles"),
+            own_state=bool(data.get("own_state")),
+            state=data.get("state"),
             state_tensors=data.get("state_tensors"),
         )
 
@@ -111,17 +122,30 @@ class BackendEntry:
         identity = {"name": self.name} if version >= 2 else {"class": registry.format1_class_for_name(self.name)}
         data: dict[str, Any] = {**identity, "config": self.config, "extra": self.extra}
         if self.own_state:
-            data.update({"own_state": True, "state": self.state, "state_tensors": self.state_tensors,
-                         "artifacts": self.artifacts})
-        data.update({
-            # For runtimes without Python (C++ Runtime, CLI): which tensor input feeds each native
-            # input, and the access path of each native output.
-            "input_order": self.input_order, "output_paths": self.output_paths,
-            # The class the outputs were judged by when tuning (e.g. tf32 for an fp32 model on CUDA),
-            # and torch's TF32 switches then: every later check (aitune run --check) uses the same.
-            "precision_class": self.precision_class, "tf32": self.tf32, "is_jit": self.is_jit, "native": self.native,
-            "runtime": {"use_cuda_graphs": self.use_cuda_graphs}, "profiles": self.profiles,
-        })
+            data.update(
+                {
+                    "own_state": True,
+                    "state": self.state,
+                    "state_tensors": self.state_tensors,
+                    "artifacts": self.artifacts,
+                }
+            )
+        data.update(
+            {
+                # For runtimes without Python (C++ Runtime, CLI): which tensor input feeds each native
+                # input, and the access path of each native output.
+                "input_order": self.input_order,
+                "output_paths": self.output_paths,
+                # The class the outputs were judged by when tuning (e.g. tf32 for an fp32 model on CUDA),
+                # and torch's TF32 switches then: every later check (aitune run --check) uses the same.
+                "precision_class": self.precision_class,
+                "tf32": self.tf32,
+                "is_jit": self.is_jit,
+                "native": self.native,
+                "runtime": {"use_cuda_graphs": self.use_cuda_graphs},
+                "profiles": self.profiles,
+            }
+        )
         if not self.own_state:
             data["artifacts"] = self.artifacts
         data.update({"requires": self.requires, "device": self.device})
@@ -189,9 +213,17 @@ class ModuleEntry:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], version: int) -> ModuleEntry:
-        return cls(data["name"], data["prefix"], data["class"], data["strict_mode"], data["fallback_policy"],
-                   data["weights"], data["forward_signature"], data.get("dynamic_shapes"),
-                   [GraphEntry.from_json(g, version) for g in data["graphs"]])
+        return cls(
+            data["name"],
+            data["prefix"],
+            data["class"],
+            data["strict_mode"],
+            data["fallback_policy"],
+            data["weights"],
+            data["forward_signature"],
+            data.get("dynamic_shapes"),
+            [GraphEntry.from_json(g, version) for g in data["graphs"]],
+        )
 
 
 @dataclasses.dataclass
@@ -214,11 +246,19 @@ class Manifest:
         version = data["format_version"]
         if not isinstance(version, int) or not 1 <= version <= LATEST_FORMAT_VERSION:
             raise UnsupportedCheckpointError(
-                f"Unsupported checkpoint format_version {version!r} (this aitune reads 1 to {LATEST_FORMAT_VERSION})")
-        return cls(version, data.get("kind"), data.get("fingerprint") or {}, data["root"],
-                   [ModuleEntry.from_json(m, version) for m in data["modules"]],
-                   [FileRecord.from_json(f) for f in data["files"]], data.get("sha512") or {},
-                   data.get("created_at", "?"), data)
+                f"Unsupported checkpoint format_version {version!r} (this aitune reads 1 to {LATEST_FORMAT_VERSION})"
+            )
+        return cls(
+            version,
+            data.get("kind"),
+            data.get("fingerprint") or {},
+            data["root"],
+            [ModuleEntry.from_json(m, version) for m in data["modules"]],
+            [FileRecord.from_json(f) for f in data["files"]],
+            data.get("sha512") or {},
+            data.get("created_at", "?"),
+            data,
+        )
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -281,22 +321,42 @@ def config_of(cls: type[Backend], entry: BackendEntry) -> Any:
     return None if entry.own_state else cls.config_class.from_dict(entry.config)
 
 
-def restore_backend(cls: type[Backend], entry: BackendEntry, module: torch.nn.Module, graph: GraphSpec,
-                    device: torch.device, artifacts_root: Path | None, retune: bool, module_name: str,
-                    config: Any = None, path: Path | None = None) -> Backend:
+def restore_backend(
+    cls: type[Backend],
+    entry: BackendEntry,
+    module: torch.nn.Module,
+    graph: GraphSpec,
+    device: torch.device,
+    artifacts_root: Path | None,
+    retune: bool,
+    module_name: str,
+    config: Any = None,
+    path: Path | None = None,
+) -> Backend:
     """An active backend for one graph (with the precision class it was validated with)."""
     if config is None:
         config = config_of(cls, entry)
     backend = _restore_backend(cls, config, entry, module, graph, device, artifacts_root, retune, module_name, path)
     if isinstance(entry.precision_class, str):
-        backend.validated_precision = {"precision_class": entry.precision_class,
-                                       "tf32": entry.tf32 if isinstance(entry.tf32, dict) else None}
+        backend.validated_precision = {
+            "precision_class": entry.precision_class,
+            "tf32": entry.tf32 if isinstance(entry.tf32, dict) else None,
+        }
     return backend
 
 
-def _restore_backend(cls: type[Backend], config: Any, entry: BackendEntry, module: torch.nn.Module,
-                     graph: GraphSpec, device: torch.device, artifacts_root: Path | None, retune: bool,
-                     module_name: str, path: Path | None) -> Backend:
+def _restore_backend(
+    cls: type[Backend],
+    config: Any,
+    entry: BackendEntry,
+    module: torch.nn.Module,
+    graph: GraphSpec,
+    device: torch.device,
+    artifacts_root: Path | None,
+    retune: bool,
+    module_name: str,
+    path: Path | None,
+) -> Backend:
     """AOT artifacts load from the extracted files; JIT and eager backends (and graphs re-tuned
     after an incompatibility) build again from the module and the stored samples."""
     if entry.own_state and not retune:
@@ -366,15 +426,26 @@ def backend_entry(backend: Backend, writer: Any, prefix: str) -> BackendEntry:
     """The manifest entry of a built backend; its artifacts are written under `<prefix>/backend/`."""
     cls = type(backend)
     precision = _precision(backend)
-    common = {"name": registry.name_of(cls), "precision_class": precision["precision_class"],
-              "tf32": precision["tf32"], "is_jit": bool(backend.is_jit), "profiles": backend.input_profile(),
-              "requires": backend.requirements(),
-              "device": str(backend.device) if backend.device is not None else None}
+    common = {
+        "name": registry.name_of(cls),
+        "precision_class": precision["precision_class"],
+        "tf32": precision["tf32"],
+        "is_jit": bool(backend.is_jit),
+        "profiles": backend.input_profile(),
+        "requires": backend.requirements(),
+        "device": str(backend.device) if backend.device is not None else None,
+    }
     if cls._contract.own_state:
         # A backend written to AITune's contract: its to_dict() state, restored by its from_dict().
         stored = save_backend_state(f"{cls.__name__}.to_dict()", backend.to_dict(), writer, f"{prefix}/backend")
-        return BackendEntry(config={}, own_state=True, state=stored["state"], state_tensors=stored["state_tensors"],
-                            artifacts=stored["artifacts"], **common)
+        return BackendEntry(
+            config={},
+            own_state=True,
+            state=stored["state"],
+            state_tensors=stored["state_tensors"],
+            artifacts=stored["artifacts"],
+            **common,
+        )
     data = backend.to_dict()
     data.pop("class", None)
     artifacts = {}
@@ -386,16 +457,23 @@ def backend_entry(backend: Backend, writer: Any, prefix: str) -> BackendEntry:
             del data[key]
     native = backend.saved_native_io() if artifacts and not backend.is_jit else None
     return BackendEntry(
-        config=data.pop("config"), extra=data, artifacts=artifacts,
-        input_order=list(native[0]) if native else None, output_paths=output_paths(native) if native else None,
-        native=bool(artifacts) and not backend.is_jit, use_cuda_graphs=backend.serves_cuda_graphs, **common,
+        config=data.pop("config"),
+        extra=data,
+        artifacts=artifacts,
+        input_order=list(native[0]) if native else None,
+        output_paths=output_paths(native) if native else None,
+        native=bool(artifacts) and not backend.is_jit,
+        use_cuda_graphs=backend.serves_cuda_graphs,
+        **common,
     )
 
 
 def _precision(backend: Backend) -> dict[str, Any]:
     validated = backend.validated_precision or {}
-    return {"precision_class": validated.get("precision_class") or backend.precision_class,
-            "tf32": validated.get("tf32")}
+    return {
+        "precision_class": validated.get("precision_class") or backend.precision_class,
+        "tf32": validated.get("tf32"),
+    }
 
 
 def output_paths(native: tuple) -> list[str]:

@@ -29,21 +29,36 @@ def _leaf_to_json(leaf: TensorLeaf | ConstantLeaf) -> dict[str, Any]:
     if isinstance(leaf, TensorLeaf):
         spec = leaf.spec
         return {
-            "semantic_path": path_to_json(leaf.semantic_path), "access_path": leaf.access_path, "name": leaf.name,
-            "shape": spec.shape, "axis_kinds": spec.axis_kinds, "min_shape": spec.min_shape,
-            "max_shape": spec.max_shape, "multipliers": [None if math.isnan(m) else m for m in spec.multipliers],
-            "dtype": spec.dtype, "dtypes": [str(d).removeprefix("torch.") for d in leaf.dtypes],
+            "semantic_path": path_to_json(leaf.semantic_path),
+            "access_path": leaf.access_path,
+            "name": leaf.name,
+            "shape": spec.shape,
+            "axis_kinds": spec.axis_kinds,
+            "min_shape": spec.min_shape,
+            "max_shape": spec.max_shape,
+            "multipliers": [None if math.isnan(m) else m for m in spec.multipliers],
+            "dtype": spec.dtype,
+            "dtypes": [str(d).removeprefix("torch.") for d in leaf.dtypes],
         }
-    return {"semantic_path": path_to_json(leaf.semantic_path), "access_path": leaf.access_path,
-            "value": encode(leaf.value, {}), "needs_eq": leaf.needs_eq}
+    return {
+        "semantic_path": path_to_json(leaf.semantic_path),
+        "access_path": leaf.access_path,
+        "value": encode(leaf.value, {}),
+        "needs_eq": leaf.needs_eq,
+    }
 
 
 def _leaf_from_json(data: dict[str, Any]) -> TensorLeaf | ConstantLeaf:
     path = path_from_json(data["semantic_path"])
     if "value" in data:
         return ConstantLeaf(path, data["access_path"], decode(data["value"], {}), data.get("needs_eq", False))
-    spec = _C.TensorSpec.from_parts(data["axis_kinds"], data["min_shape"], data["max_shape"],
-                                    [math.nan if m is None else m for m in data["multipliers"]], data["dtype"])
+    spec = _C.TensorSpec.from_parts(
+        data["axis_kinds"],
+        data["min_shape"],
+        data["max_shape"],
+        [math.nan if m is None else m for m in data["multipliers"]],
+        data["dtype"],
+    )
     return TensorLeaf(path, data["access_path"], spec, [getattr(torch, d) for d in data["dtypes"]])
 
 
@@ -59,17 +74,23 @@ def spec_from_json(data: dict[str, Any], is_output: bool) -> TensorsSpec:
 
 def graph_to_json(graph: GraphSpec) -> dict[str, Any]:
     return {
-        "name": graph.name, "llm_phase": graph.llm_phase, "key_tokens": list(graph.key.tokens),
-        "input_spec": spec_to_json(graph.input_spec), "output_spec": spec_to_json(graph.output_spec),
+        "name": graph.name,
+        "llm_phase": graph.llm_phase,
+        "key_tokens": list(graph.key.tokens),
+        "input_spec": spec_to_json(graph.input_spec),
+        "output_spec": spec_to_json(graph.output_spec),
     }
 
 
 def graph_from_json(data: dict[str, Any], forward_params: list, dynamic_shapes: Any) -> GraphSpec:
     return GraphSpec(
-        name=data["name"], key=_C.GraphKey.from_tokens(data["key_tokens"]),
+        name=data["name"],
+        key=_C.GraphKey.from_tokens(data["key_tokens"]),
         inputs=spec_from_json(data["input_spec"], is_output=False),
         outputs=spec_from_json(data["output_spec"], is_output=True),
-        forward_params=forward_params, dynamic_shapes=dynamic_shapes, llm_phase=data.get("llm_phase"),
+        forward_params=forward_params,
+        dynamic_shapes=dynamic_shapes,
+        llm_phase=data.get("llm_phase"),
     )
 
 
@@ -78,8 +99,11 @@ def sample_to_entries(sample: Sample, reference_output: Any = None) -> tuple[byt
     None when a non-tensor leaf cannot be represented (the sample stays out of the checkpoint)."""
     tensors: dict[str, torch.Tensor] = {}
     try:
-        skeleton = {"args": encode(sample.args, tensors), "kwargs": encode(sample.kwargs, tensors),
-                    "batch_size": sample.batch_size}
+        skeleton = {
+            "args": encode(sample.args, tensors),
+            "kwargs": encode(sample.kwargs, tensors),
+            "batch_size": sample.batch_size,
+        }
         if reference_output is not None:
             skeleton["reference_output"] = encode(reference_output, tensors)
     except NotRepresentable as e:

@@ -43,8 +43,16 @@ def _resolve_target(obj: Any, prefix: str) -> tuple[Any, str, Any]:
     return parent, parts[-1], current
 
 
-def load(module: Any, path: str | Path, storage: LocalTorchStorage | None = None, device_map: dict | None = None,
-         disable_external_logging: bool = True, *, on_incompatible: str = "raise", verify: str | None = None) -> Any:
+def load(
+    module: Any,
+    path: str | Path,
+    storage: LocalTorchStorage | None = None,
+    device_map: dict | None = None,
+    disable_external_logging: bool = True,
+    *,
+    on_incompatible: str = "raise",
+    verify: str | None = None,
+) -> Any:
     start = time.perf_counter()
     if on_incompatible not in ("raise", "retune"):
         raise ValueError(f"on_incompatible must be 'raise' or 'retune', got {on_incompatible!r}")
@@ -78,8 +86,9 @@ class _DocumentedValueError(ValueError):
     """The ValueErrors ait.load documents (device_map, modules not found): passed through."""
 
 
-def _locate_and_check(manifest: Manifest, module: Any, device_map: dict,
-                      on_incompatible: str) -> tuple[list, set, dict]:
+def _locate_and_check(
+    manifest: Manifest, module: Any, device_map: dict, on_incompatible: str
+) -> tuple[list, set, dict]:
     """Locates every saved module in the object and checks the environment, changing nothing."""
     entries = manifest.modules
     unknown = sorted(set(device_map) - {e.name for e in entries})
@@ -114,14 +123,23 @@ def _locate_and_check(manifest: Manifest, module: Any, device_map: dict,
             device = _graph_device(entry.name, g.name, device_map.get(entry.name) or g.backend.device)
             if not _device_present(device):
                 count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-                unavailable.append((
-                    "device", str(device), f"{count} CUDA device(s) here",
-                    f"module '{entry.name}' graph '{g.name}'; to load it elsewhere pass "
-                    f"device_map={{'{entry.name}': 'cpu'}} (or another device present) to ait.load"))
+                unavailable.append(
+                    (
+                        "device",
+                        str(device),
+                        f"{count} CUDA device(s) here",
+                        f"module '{entry.name}' graph '{g.name}'; to load it elsewhere pass "
+                        f"device_map={{'{entry.name}': 'cpu'}} (or another device present) to ait.load",
+                    )
+                )
                 continue
             current_fp = current_fingerprint(device)
-            found = mismatches(saved_fp, current_fp, g.backend.requires,
-                               f"{g.backend.shown.rsplit('.', 1)[-1]} of module '{entry.name}' graph '{g.name}'")
+            found = mismatches(
+                saved_fp,
+                current_fp,
+                g.backend.requires,
+                f"{g.backend.shown.rsplit('.', 1)[-1]} of module '{entry.name}' graph '{g.name}'",
+            )
             if found and on_incompatible == "retune":
                 retune.add((entry.name, g.name))
             problems += found
@@ -138,7 +156,8 @@ def _graph_device(module_name: str, graph_name: str, name: str | None) -> torch.
         return torch.device(name or "cpu")
     except (RuntimeError, TypeError) as e:
         raise CorruptCheckpointError(
-            f"module '{module_name}' graph '{graph_name}': device {name!r} is not a torch device: {e}") from e
+            f"module '{module_name}' graph '{graph_name}': device {name!r} is not a torch device: {e}"
+        ) from e
 
 
 def _device_present(device: torch.device) -> bool:
@@ -153,8 +172,7 @@ def _device_present(device: torch.device) -> bool:
 
 def _read_everything(ckpt: OpenedCheckpoint, manifest: Manifest, located: list) -> tuple[list, Any, Path | None]:
     """Weights, samples and artifacts (hash-verified), read before the object is touched."""
-    artifacts_root = ckpt.extract_all() if any(g.backend.artifacts for e, _, _ in located
-                                               for g in e.graphs) else None
+    artifacts_root = ckpt.extract_all() if any(g.backend.artifacts for e, _, _ in located for g in e.graphs) else None
     prepared = []
     for entry, holder, plain in located:
         weights = None
@@ -171,8 +189,7 @@ def _read_everything(ckpt: OpenedCheckpoint, manifest: Manifest, located: list) 
             for sample_prefix in g.samples:
                 skeleton = ckpt.read(f"{sample_prefix}.json").decode("utf-8")
                 _C.check_json_nesting(skeleton, f"{sample_prefix}.json")
-                sample, reference = sample_from_entries(ckpt.read(f"{sample_prefix}.safetensors"),
-                                                        json.loads(skeleton))
+                sample, reference = sample_from_entries(ckpt.read(f"{sample_prefix}.safetensors"), json.loads(skeleton))
                 _check_sample_fits(graph, sample, entry.strict_mode)
                 graph.samples.append(sample)
                 if reference is not None:
@@ -200,8 +217,15 @@ def _check_sample_fits(graph: GraphSpec, sample: Sample, strict: bool) -> None:
         )
 
 
-def _install(module: Any, prepared: list, root_weights: Any, artifacts_root: Path | None, retune: set,
-             device_map: dict, target: Path) -> Any:
+def _install(
+    module: Any,
+    prepared: list,
+    root_weights: Any,
+    artifacts_root: Path | None,
+    retune: set,
+    device_map: dict,
+    target: Path,
+) -> Any:
     """Builds the backends (module weights first: JIT and eager backends serve them) and puts the
     tuned modules in place."""
     result = module
@@ -211,9 +235,18 @@ def _install(module: Any, prepared: list, root_weights: Any, artifacts_root: Pat
         served = []
         for graph, b, cls, config in graphs:
             device = _graph_device(entry.name, graph.name, device_map.get(entry.name) or b.device)
-            backend = restore_backend(cls, b, plain, graph, device, artifacts_root,
-                                      retune=(entry.name, graph.name) in retune, module_name=entry.name,
-                                      config=config, path=target)
+            backend = restore_backend(
+                cls,
+                b,
+                plain,
+                graph,
+                device,
+                artifacts_root,
+                retune=(entry.name, graph.name) in retune,
+                module_name=entry.name,
+                config=config,
+                path=target,
+            )
             served.append((graph, backend))
         wrapped = Module(plain, entry.name, fallback_policy=entry.fallback_policy)
         wrapped.restore([g for g, _ in served], served, entry.strict_mode)

@@ -37,8 +37,14 @@ def find_tuned_modules(obj: Any) -> list[tuple[str, Any]]:
     return [(name, value) for name, value in vars(obj).items() if isinstance(value, Module)]
 
 
-def save(module: Any, path: str | Path, storage: LocalTorchStorage | None = None, *, include_samples: bool = True,
-         include_weights: bool = False) -> Path:
+def save(
+    module: Any,
+    path: str | Path,
+    storage: LocalTorchStorage | None = None,
+    *,
+    include_samples: bool = True,
+    include_weights: bool = False,
+) -> Path:
     storage = storage or LocalTorchStorage()
     target = storage.resolve(path)
     if target.exists() and not storage.overwrite_checkpoint_on_tune:
@@ -84,14 +90,26 @@ def save(module: Any, path: str | Path, storage: LocalTorchStorage | None = None
                     entry["samples"].append(f"{graph_prefix}/samples/{n}")
             graphs.append(entry)
         recorder = m.recorder
-        modules.append({
-            "name": m.name, "prefix": prefix, "class": f"{type(m.module).__module__}.{type(m.module).__qualname__}",
-            "strict_mode": tm.strict, "fallback_policy": tm.fallback_policy, "weights": weights,
-            "forward_signature": [{"name": n, "kind": KIND_NAMES[k], "has_default": d} for n, k, d in recorder.params],
-            "dynamic_shapes": dynamic_shapes_to_json(recorder.dynamic_shapes), "graphs": graphs,
-        })
-    root: dict[str, Any] = {"kind": "module" if isinstance(module, torch.nn.Module) else "pipeline",
-                            "class": f"{type(module).__module__}.{type(module).__qualname__}", "weights": None}
+        modules.append(
+            {
+                "name": m.name,
+                "prefix": prefix,
+                "class": f"{type(m.module).__module__}.{type(m.module).__qualname__}",
+                "strict_mode": tm.strict,
+                "fallback_policy": tm.fallback_policy,
+                "weights": weights,
+                "forward_signature": [
+                    {"name": n, "kind": KIND_NAMES[k], "has_default": d} for n, k, d in recorder.params
+                ],
+                "dynamic_shapes": dynamic_shapes_to_json(recorder.dynamic_shapes),
+                "graphs": graphs,
+            }
+        )
+    root: dict[str, Any] = {
+        "kind": "module" if isinstance(module, torch.nn.Module) else "pipeline",
+        "class": f"{type(module).__module__}.{type(module).__qualname__}",
+        "weights": None,
+    }
     if isinstance(module, torch.nn.Module) and tuned[0][0] != "":
         prefixes = tuple(f"{p}." for p, _ in tuned)
         rest = {k: v for k, v in module.state_dict().items() if not k.startswith(prefixes)}
@@ -100,10 +118,15 @@ def save(module: Any, path: str | Path, storage: LocalTorchStorage | None = None
             writer.add_bytes("weights/root.safetensors", data)
             root["weights"] = {"entry": "weights/root.safetensors", "aliases": aliases, "extra_state": extra}
     manifest = {
-        "format": FORMAT, "format_version": version, "aitune_version": aitune.__version__,
+        "format": FORMAT,
+        "format_version": version,
+        "aitune_version": aitune.__version__,
         "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "fingerprint": current_fingerprint(first_device), "config": {"device_after_tuning": config.device_after_tuning},
-        "root": root, "modules": modules, "files": writer.files(),
+        "fingerprint": current_fingerprint(first_device),
+        "config": {"device_after_tuning": config.device_after_tuning},
+        "root": root,
+        "modules": modules,
+        "files": writer.files(),
     }
     if writer.enabled:
         manifest["sha512"] = writer.digests

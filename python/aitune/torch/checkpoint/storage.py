@@ -53,8 +53,14 @@ class LocalTorchStorage:
         target.parent.mkdir(parents=True, exist_ok=True)
         writer = Sha512Recorder(_C.ArchiveWriter(str(target)), enabled=self.sha_type == "512")
         stored = save_backend_state("state_dict", state_dict, writer, "state")
-        manifest = {"format": STATE_FORMAT, "format_version": 1, "sha_type": self.sha_type, **stored,
-                    "sha512": writer.digests if self.sha_type == "512" else None, "files": writer.files()}
+        manifest = {
+            "format": STATE_FORMAT,
+            "format_version": 1,
+            "sha_type": self.sha_type,
+            **stored,
+            "sha512": writer.digests if self.sha_type == "512" else None,
+            "files": writer.files(),
+        }
         writer.finish(json.dumps(manifest, indent=1))
         return target
 
@@ -80,15 +86,17 @@ class LocalTorchStorage:
         manifest = json.loads(text)
         if not isinstance(manifest, dict) or manifest.get("format") != STATE_FORMAT:
             raise UnsupportedCheckpointError(
-                f"{target} is not a state dict saved by LocalTorchStorage.save; load tuned modules with ait.load")
+                f"{target} is not a state dict saved by LocalTorchStorage.save; load tuned modules with ait.load"
+            )
         try:
             records = list(manifest["files"])
             reader.check_listed(records)
             extracted = None
             if records:
                 extracted = Path(reader.extract_all(records, str(Path(config.cache_dir) / "checkpoints"), True))
-                verify_sha512(manifest.get("sha512"), lambda name: (extracted / name).read_bytes(),
-                              {r["path"] for r in records})
+                verify_sha512(
+                    manifest.get("sha512"), lambda name: (extracted / name).read_bytes(), {r["path"] for r in records}
+                )
             return load_backend_state(manifest, extracted)
         except AITuneError:
             raise
@@ -134,7 +142,6 @@ def verify_sha512(digests: dict[str, str] | None, read: Any, listed: set[str] | 
 
     if not isinstance(digests, dict) or (listed is not None and not set(digests) <= listed):
         raise CorruptCheckpointError("The manifest's sha512 digests name entries the archive does not list")
-    bad = [name for name, expected in sorted(digests.items())
-           if hashlib.sha512(read(name)).hexdigest() != expected]
+    bad = [name for name, expected in sorted(digests.items()) if hashlib.sha512(read(name)).hexdigest() != expected]
     if bad:
         raise CorruptCheckpointError(f"Failed to verify SHA hashes for files: {bad}")

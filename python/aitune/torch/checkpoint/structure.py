@@ -44,8 +44,9 @@ def _import(qualname: str) -> type:
         try:
             obj = inspect.getattr_static(obj, part)
         except AttributeError:
-            raise UnsupportedCheckpointError(f"A stored sample uses the type {qualname}, which "
-                                             f"'{module_name}' does not define") from None
+            raise UnsupportedCheckpointError(
+                f"A stored sample uses the type {qualname}, which '{module_name}' does not define"
+            ) from None
     if not isinstance(obj, type):
         raise UnsupportedCheckpointError(f"A stored sample names {qualname}, which is not a class")
     return obj
@@ -75,9 +76,10 @@ def encode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
             return {"dict": items}
         return {"mapping": _qualname(type(value)), "items": items}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"dataclass": _qualname(type(value)),
-                "fields": {f.name: encode(getattr(value, f.name), tensors) for f in dataclasses.fields(value)
-                           if f.init}}
+        return {
+            "dataclass": _qualname(type(value)),
+            "fields": {f.name: encode(getattr(value, f.name), tensors) for f in dataclasses.fields(value) if f.init},
+        }
     raise NotRepresentable(f"a {type(value).__module__}.{type(value).__qualname__} value cannot be stored as JSON")
 
 

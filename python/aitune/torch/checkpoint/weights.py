@@ -25,11 +25,22 @@ def pack_state_dict(state: dict[str, Any]) -> tuple[bytes, dict[str, str], dict[
                 bad.append(name)
             continue
         if value.device.type == "meta":
-            raise ValueError(f"weight '{name}' is on the meta device: the module's weights were released after "
-                             "tuning (config.device_after_tuning='meta'), so they cannot be saved; set "
-                             "aitune.torch.config.device_after_tuning='cpu' before tuning to keep them")
-        identity = (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape),
-                    tuple(value.stride()), value.dtype) if value.numel() else None
+            raise ValueError(
+                f"weight '{name}' is on the meta device: the module's weights were released after "
+                "tuning (config.device_after_tuning='meta'), so they cannot be saved; set "
+                "aitune.torch.config.device_after_tuning='cpu' before tuning to keep them"
+            )
+        identity = (
+            (
+                value.untyped_storage().data_ptr(),
+                value.storage_offset(),
+                tuple(value.shape),
+                tuple(value.stride()),
+                value.dtype,
+            )
+            if value.numel()
+            else None
+        )
         if identity is not None and identity in seen:
             aliases[name] = seen[identity]
             continue

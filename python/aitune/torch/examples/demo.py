@@ -64,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     model = TinyConvNet().eval().to(args.device)
     reference = copy.deepcopy(model)
 
-    strategy = ait.MaxThroughputStrategy(candidates(args.device),
-                                         profiling_config=ProfilingConfig(batch_sizes=[1, 2, 4, 8, 16, 32]))
+    strategy = ait.MaxThroughputStrategy(
+        candidates(args.device), profiling_config=ProfilingConfig(batch_sizes=[1, 2, 4, 8, 16, 32])
+    )
     strategy.enable_find_max_batch_size(False)  # keep the demo short: sweep up to the recorded batch 32
     wrapped = ait.Module(model, "tiny-convnet", strategy=strategy)
     start = time.perf_counter()
@@ -74,13 +75,25 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     for r in strategy.backend_results:
-        rows.append([r["backend"], "yes" if r.get("success") else "no", r.get("selected_batch_size", "-"),
-                     f"{r['throughput']:.0f}" if "throughput" in r else "-",
-                     f"{r['latency']:.3f}" if "latency" in r else "-",
-                     f"{r.get('build_duration_s', 0):.1f}", r.get("error", r.get("skipped", ""))[:60]])
+        rows.append(
+            [
+                r["backend"],
+                "yes" if r.get("success") else "no",
+                r.get("selected_batch_size", "-"),
+                f"{r['throughput']:.0f}" if "throughput" in r else "-",
+                f"{r['latency']:.3f}" if "latency" in r else "-",
+                f"{r.get('build_duration_s', 0):.1f}",
+                r.get("error", r.get("skipped", ""))[:60],
+            ]
+        )
     print()
-    print(tabulate(rows, headers=["backend", "ok", "batch", "samples/s", "latency ms", "build s", "note"],
-                   tablefmt="fancy_grid"))
+    print(
+        tabulate(
+            rows,
+            headers=["backend", "ok", "batch", "samples/s", "latency ms", "build s", "note"],
+            tablefmt="fancy_grid",
+        )
+    )
 
     x = torch.randn(4, 3, 32, 32, device=args.device)
     with torch.no_grad():

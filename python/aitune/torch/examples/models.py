@@ -18,8 +18,9 @@ class TinyConvNet(torch.nn.Module):
             torch.nn.ReLU(),
             torch.nn.AdaptiveAvgPool2d(1),
         )
-        self.head = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(32, 64), torch.nn.ReLU(),
-                                        torch.nn.Linear(64, num_classes))
+        self.head = torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, num_classes)
+        )
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - the seed guide's parameter name
         return self.head(self.features(input))

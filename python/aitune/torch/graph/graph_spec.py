@@ -66,7 +66,9 @@ class TensorsSpec:
                     TensorLeaf(
                         path,
                         display,
-                        _C.TensorSpec.from_sample(list(value.shape), str(value.dtype).removeprefix("torch."), batch_size),
+                        _C.TensorSpec.from_sample(
+                            list(value.shape), str(value.dtype).removeprefix("torch."), batch_size
+                        ),
                         [value.dtype],
                     )
                 )
@@ -105,8 +107,14 @@ class TensorsSpec:
         """The spec table of docs/reference/recording.md#binding-flattening-and-names (Tensors, then Other when there
         are constants)."""
         rows = [
-            [t.access_path, str(t.semantic_path), str(t.spec.shape), str(t.spec.min_shape), str(t.spec.max_shape),
-             str(t.dtypes[0]) if len(t.dtypes) == 1 else ", ".join(map(str, t.dtypes))]
+            [
+                t.access_path,
+                str(t.semantic_path),
+                str(t.spec.shape),
+                str(t.spec.min_shape),
+                str(t.spec.max_shape),
+                str(t.dtypes[0]) if len(t.dtypes) == 1 else ", ".join(map(str, t.dtypes)),
+            ]
             for t in self.tensors
         ]
         text = " Tensors:\n" + tabulate(
@@ -116,7 +124,9 @@ class TensorsSpec:
         )
         if self.constants:
             other = [[c.access_path, str(c.semantic_path), repr(c.value)] for c in self.constants]
-            text += "\n Other:\n" + tabulate(other, headers=["Access Path", "Semantic Path", "Value"], tablefmt="fancy_grid")
+            text += "\n Other:\n" + tabulate(
+                other, headers=["Access Path", "Semantic Path", "Value"], tablefmt="fancy_grid"
+            )
         return text
 
     def describe_structure(self) -> str:
@@ -145,8 +155,16 @@ class Sample:
 class GraphSpec:
     """One graph of a module: name, structure key, input and output specs, samples."""
 
-    def __init__(self, name: str, key: Any, inputs: TensorsSpec, outputs: TensorsSpec, forward_params: list,
-                 dynamic_shapes: Any = None, llm_phase: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        key: Any,
+        inputs: TensorsSpec,
+        outputs: TensorsSpec,
+        forward_params: list,
+        dynamic_shapes: Any = None,
+        llm_phase: str | None = None,
+    ) -> None:
         self.name = name
         self.key = key
         self.input_spec = inputs

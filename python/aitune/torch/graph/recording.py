@@ -128,4 +128,3 @@ class Recorder:
 
 def _path(steps: tuple) -> Any:
     return semantic_path(steps)
-

@@ -42,9 +42,14 @@ def forward_params(forward: Callable) -> Params:
     # unwrap the function and drop the bound parameter, as inspect.signature does.
     is_method = inspect.ismethod(forward)
     parameters = list(inspect.signature(_unwrap(forward.__func__ if is_method else forward)).parameters.values())
-    if is_method and parameters and parameters[0].kind in (
-        inspect.Parameter.POSITIONAL_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    if (
+        is_method
+        and parameters
+        and parameters[0].kind
+        in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
     ):
         parameters = parameters[1:]
     return [(p.name, _KIND_NUMBER[p.kind], p.default is not inspect.Parameter.empty) for p in parameters]

@@ -70,8 +70,13 @@ def inspect(
         )
 
     candidates = [f for f in find_modules(obj, max_depth) if f.depth >= min_depth]
-    logger.info("🔍 Inspecting %d module(s) found in %s (depth %d..%d).", len(candidates), type(obj).__name__,
-                min_depth, max_depth)
+    logger.info(
+        "🔍 Inspecting %d module(s) found in %s (depth %d..%d).",
+        len(candidates),
+        type(obj).__name__,
+        min_depth,
+        max_depth,
+    )
     if not candidates:
         logger.warning("No torch modules found in %s within max_depth=%d.", type(obj).__name__, max_depth)
         return InspectedModulesInfo([], number_of_iterations)
@@ -95,10 +100,19 @@ def inspect(
         key = id(unwrap(found.module))
         s = stats[key]
         parent = next((infos[a] for a in reversed(found.ancestors) if a in infos), None)
-        infos[key] = ModuleInfo(found.module, found.name, parent=parent, forward_called=s.calls > 0,
-                                execution_count=s.calls, total_execution_time=s.total_time,
-                                input_types=list(s.input_types), output_types=list(s.output_types),
-                                object_path=found.name, depth=found.depth, location=found.location)
+        infos[key] = ModuleInfo(
+            found.module,
+            found.name,
+            parent=parent,
+            forward_called=s.calls > 0,
+            execution_count=s.calls,
+            total_execution_time=s.total_time,
+            input_types=list(s.input_types),
+            output_types=list(s.output_types),
+            object_path=found.name,
+            depth=found.depth,
+            location=found.location,
+        )
     top = []
     for found in candidates:
         s = stats[id(unwrap(found.module))]

@@ -10,8 +10,16 @@ from tabulate import tabulate
 
 from aitune.exceptions import AITuneUserInputError
 
-COLUMNS = ["Module Name", "Calls", "Total Time (s)", "Avg Time (s)", "% of Total", "# of params", "# of layers",
-           "precisions"]
+COLUMNS = [
+    "Module Name",
+    "Calls",
+    "Total Time (s)",
+    "Avg Time (s)",
+    "% of Total",
+    "# of params",
+    "# of layers",
+    "precisions",
+]
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -90,8 +98,16 @@ class ModuleInfo:
         return sorted(_dtype_name(d) for d in self.precisions)
 
     def row(self) -> list[Any]:
-        return [self.name, self.calls, f"{self.total_time:.6f}", f"{self.avg_time:.6f}", f"{self.percentage:.2f}",
-                self.num_params, self.num_layers, ", ".join(self.precision_names)]
+        return [
+            self.name,
+            self.calls,
+            f"{self.total_time:.6f}",
+            f"{self.avg_time:.6f}",
+            f"{self.percentage:.2f}",
+            self.num_params,
+            self.num_layers,
+            ", ".join(self.precision_names),
+        ]
 
 
 InspectedModule = ModuleInfo  # aitune's earlier name

@@ -30,11 +30,31 @@ DEBUG_RAISE_ENV = "AITUNE_INSPECT_DEBUG_RAISE"
 
 # Leaves: never descended into.
 _LEAF_TYPES = (
-    str, bytes, bytearray, int, float, complex, bool, type(None), range, slice,
-    torch.Tensor, torch.dtype, torch.device, torch.Size,
-    type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-    types.BuiltinMethodType, types.CodeType, types.FrameType, types.GeneratorType,
-    set, frozenset,
+    str,
+    bytes,
+    bytearray,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    range,
+    slice,
+    torch.Tensor,
+    torch.dtype,
+    torch.device,
+    torch.Size,
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.BuiltinMethodType,
+    types.CodeType,
+    types.FrameType,
+    types.GeneratorType,
+    set,
+    frozenset,
 )
 
 
@@ -50,6 +70,7 @@ def _env_flag(name: str) -> bool:
 @dataclass(frozen=True)
 class Location:
     """Where a value lives: ``container[key]`` (``kind`` "item") or ``container.key`` ("attr")."""
+
     kind: str  # "root" | "attr" | "item"
     container: Any
     key: Any
@@ -58,6 +79,7 @@ class Location:
 @dataclass
 class FoundModule:
     """One discovered module: its path, depth and the modules above it on that path."""
+
     name: str
     module: torch.nn.Module
     depth: int
@@ -166,8 +188,9 @@ def find_modules(obj: Any, max_depth: int = 5) -> list[FoundModule]:
             if debug_raise:
                 raise
             if debug:
-                logger.info("inspect: cannot traverse %s (%s: %s); skipping", name or "<root>",
-                            type(error).__name__, error)
+                logger.info(
+                    "inspect: cannot traverse %s (%s: %s); skipping", name or "<root>", type(error).__name__, error
+                )
             continue
         for kind, child_key, child in children:
             if _is_leaf(child):
@@ -263,8 +286,7 @@ class ForwardTimer:
         try:
             for module in self.modules:
                 self._handles.append(module.register_forward_pre_hook(self._pre_hook, with_kwargs=True))
-                self._handles.append(module.register_forward_hook(self._post_hook, with_kwargs=True,
-                                                                  always_call=True))
+                self._handles.append(module.register_forward_hook(self._post_hook, with_kwargs=True, always_call=True))
         except BaseException:
             self.remove()
             raise

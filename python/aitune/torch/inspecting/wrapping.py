@@ -55,8 +55,9 @@ def _as_list(modules: Any) -> list[Any]:
     )
 
 
-def wrap(obj: Any, modules: Any, strategy: Any = None, strategies: Any = None, *,
-         fallback_policy: str | None = None) -> Any:
+def wrap(
+    obj: Any, modules: Any, strategy: Any = None, strategies: Any = None, *, fallback_policy: str | None = None
+) -> Any:
     """Clear the module registry and replace each of ``modules`` inside ``obj`` with an ``ait.Module``.
 
     ``modules`` holds handles from ``InspectedModulesInfo.get_modules()`` or ``nn.Module`` objects
@@ -86,8 +87,10 @@ def wrap(obj: Any, modules: Any, strategy: Any = None, strategies: Any = None, *
         module = unwrap(item.module if isinstance(item, InspectedModule) else item)
         if module is root:
             if len(items) > 1:
-                logger.warning("The root module is listed for wrapping; the other %d module(s) are not wrapped "
-                               "separately.", len(items) - 1)
+                logger.warning(
+                    "The root module is listed for wrapping; the other %d module(s) are not wrapped separately.",
+                    len(items) - 1,
+                )
             name = item.name if isinstance(item, InspectedModule) else type(module).__name__
             return make(obj, name)
 

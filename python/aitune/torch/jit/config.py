@@ -75,15 +75,18 @@ class Config:
             try:
                 self.mode = JITMode(self.mode)
             except ValueError:
-                raise ValueError(f"jit_config.mode must be one of {[m.name for m in JITMode]}, "
-                                 f"got {self.mode!r}") from None
+                raise ValueError(
+                    f"jit_config.mode must be one of {[m.name for m in JITMode]}, got {self.mode!r}"
+                ) from None
         for name, minimum in (("min_samples", 1), ("max_depth_level", 1), ("min_parameters", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"jit_config.{name} must be an integer >= {minimum}, got {value!r}")
         if not 0.0 <= float(self.dry_run_failure_probability) <= 1.0:
-            raise ValueError("jit_config.dry_run_failure_probability must be between 0 and 1, "
-                             f"got {self.dry_run_failure_probability!r}")
+            raise ValueError(
+                "jit_config.dry_run_failure_probability must be between 0 and 1, "
+                f"got {self.dry_run_failure_probability!r}"
+            )
         self.cache_dir = Path(os.fspath(self.cache_dir)).expanduser()
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,23 +19,29 @@ def _why_not_tuned(head: object) -> str:
     """One sentence on why a head that is still recording was never tuned."""
     calls = head.num_calls  # type: ignore[attr-defined]
     if jit_config.mode is JITMode.TUNE_DEFERRED:
-        return (f"recorded {calls} call(s) but aitune.torch.jit.tune.deferred() was never called "
-                "(TUNE_DEFERRED tunes on the first forward after it)")
+        return (
+            f"recorded {calls} call(s) but aitune.torch.jit.tune.deferred() was never called "
+            "(TUNE_DEFERRED tunes on the first forward after it)"
+        )
     if calls < jit_config.min_samples:
         return f"recorded {calls} call(s), fewer than jit_config.min_samples={jit_config.min_samples}"
-    return (f"recorded {calls} call(s) with the same shapes, so no dynamic axis was detected: with "
-            f"jit_config.batch_axis_required=True and min_samples={jit_config.min_samples}, tuning waits for calls "
-            "with two different batch sizes (or set jit_config.batch_axis_required = False)")
+    return (
+        f"recorded {calls} call(s) with the same shapes, so no dynamic axis was detected: with "
+        f"jit_config.batch_axis_required=True and min_samples={jit_config.min_samples}, tuning waits for calls "
+        "with two different batch sizes (or set jit_config.batch_axis_required = False)"
+    )
 
 
 def diagnostics() -> list[str]:
     """The lines logged at exit (also used by tests)."""
     heads = runtime.heads
     if not heads:
-        return ["JIT tuning found no modules: no patched nn.Module was called. Enable JIT tuning before the model "
-                "is constructed (AUTOWRAPT_BOOTSTRAP=aitune_enable_jit_tuning, `import aitune.torch.jit.enable` "
-                "first, or build the model inside `prepare_for_jit_tuning()`), and check jit_config.skip_modules, "
-                "patch_exclude and min_parameters."]
+        return [
+            "JIT tuning found no modules: no patched nn.Module was called. Enable JIT tuning before the model "
+            "is constructed (AUTOWRAPT_BOOTSTRAP=aitune_enable_jit_tuning, `import aitune.torch.jit.enable` "
+            "first, or build the model inside `prepare_for_jit_tuning()`), and check jit_config.skip_modules, "
+            "patch_exclude and min_parameters."
+        ]
     lines = []
     tuned = 0
     for head in heads:

@@ -77,14 +77,21 @@ def inspection_rows() -> list[dict[str, Any]]:
 
     def walk(node: Any, head_time: float) -> None:
         stats = node.stats or CallStats()
-        rows.append({
-            "name": node.name, "class": type(node.module).__name__, "level": node.level,
-            "state": "INSPECTED" if node.state.name == "RECORDING" else node.state.name, "calls": stats.calls, "total_time_s": stats.total_time_s,
-            "avg_time_s": stats.total_time_s / stats.calls if stats.calls else 0.0,
-            "share_of_head": stats.total_time_s / head_time if head_time else 0.0,
-            "parameters": sum(p.numel() for p in node.module.parameters()),
-            "arg_types": dict(stats.arg_types), "output_types": dict(stats.output_types),
-        })
+        rows.append(
+            {
+                "name": node.name,
+                "class": type(node.module).__name__,
+                "level": node.level,
+                "state": "INSPECTED" if node.state.name == "RECORDING" else node.state.name,
+                "calls": stats.calls,
+                "total_time_s": stats.total_time_s,
+                "avg_time_s": stats.total_time_s / stats.calls if stats.calls else 0.0,
+                "share_of_head": stats.total_time_s / head_time if head_time else 0.0,
+                "parameters": sum(p.numel() for p in node.module.parameters()),
+                "arg_types": dict(stats.arg_types),
+                "output_types": dict(stats.output_types),
+            }
+        )
         for child in node.children:
             walk(child, head_time)
 

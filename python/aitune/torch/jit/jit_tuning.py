@@ -45,8 +45,10 @@ def _tuning_device(patched: PatchedModule) -> torch.device:
         return patched.device
     device = torch.device(normalize_device(jit_config.device))
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"jit_config.device is {jit_config.device!r} but CUDA is not available; set "
-                           "jit_config.device = None to tune on the module's own device, or 'cpu'")
+        raise RuntimeError(
+            f"jit_config.device is {jit_config.device!r} but CUDA is not available; set "
+            "jit_config.device = None to tune on the module's own device, or 'cpu'"
+        )
     return device
 
 
@@ -95,8 +97,9 @@ def tune_patched(patched: PatchedModule) -> None:
 def _tune(patched: PatchedModule) -> bool:
     name = patched.name
     start = time.perf_counter()
-    logger.info("🎯 JIT: tuning module `%s` (%s, %d recorded call(s))", name, type(patched.module).__name__,
-                patched.num_calls)
+    logger.info(
+        "🎯 JIT: tuning module `%s` (%s, %d recorded call(s))", name, type(patched.module).__name__, patched.num_calls
+    )
     runtime.event(name, "tuning started")
     try:
         if jit_config.detect_graph_breaks:
@@ -134,12 +137,25 @@ def _tune_graphs(patched: PatchedModule) -> None:
     strategies = [strategy.clone() for _ in graphs]
     try:
         with telemetry.jit_module_span(name):
-            selected = tune_graphs(module, name, graphs, strategies, device, policy, recorder.params,
-                                   build_root=_build_root(patched, fingerprint), results_root=results_root,
-                                   model_fingerprint=fingerprint, remember_no_backend=True)
+            selected = tune_graphs(
+                module,
+                name,
+                graphs,
+                strategies,
+                device,
+                policy,
+                recorder.params,
+                build_root=_build_root(patched, fingerprint),
+                results_root=results_root,
+                model_fingerprint=fingerprint,
+                remember_no_backend=True,
+            )
     except NoValidBackendError as e:  # say why each candidate lost, for the exit diagnostics
-        outcomes = [f"{r.get('backend')}: {r.get('error') or r.get('skipped') or 'not faster than eager'}"
-                    for s in strategies for r in s.backend_results]
+        outcomes = [
+            f"{r.get('backend')}: {r.get('error') or r.get('skipped') or 'not faster than eager'}"
+            for s in strategies
+            for r in s.backend_results
+        ]
         raise NoValidBackendError(f"{e.message} ({'; '.join(outcomes)})" if outcomes else e.message) from e
     patched.mark_tuned(selected, device, policy)
 
@@ -149,12 +165,22 @@ def _dry_run(patched: PatchedModule) -> bool:
     fallback to children can be rehearsed without building anything."""
     strategy = jit_strategy()
     graphs = patched.recorder.graphs
-    tune_graphs(patched.module, patched.name, graphs, [strategy] * len(graphs), patched.device, "eager",
-                patched.recorder.params, build_root=Path(jit_config.cache_dir) / "dry_run", results_root=None,
-                dry_run=True)
+    tune_graphs(
+        patched.module,
+        patched.name,
+        graphs,
+        [strategy] * len(graphs),
+        patched.device,
+        "eager",
+        patched.recorder.params,
+        build_root=Path(jit_config.cache_dir) / "dry_run",
+        results_root=None,
+        dry_run=True,
+    )
     if random.random() < jit_config.dry_run_failure_probability:
-        raise RuntimeError("simulated failure (dry run, dry_run_failure_probability="
-                           f"{jit_config.dry_run_failure_probability})")
+        raise RuntimeError(
+            f"simulated failure (dry run, dry_run_failure_probability={jit_config.dry_run_failure_probability})"
+        )
     patched.mark_dry_tuned()
     return True
 
@@ -169,5 +195,7 @@ def _probe_graph_breaks(patched: PatchedModule) -> None:
         with torch.no_grad():
             compiled(*sample.args, **sample.kwargs)
     except Exception as e:
-        raise RuntimeError(f"graph break detected by torch.compile(fullgraph=True): {type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else ''}") from e
+        raise RuntimeError(
+            f"graph break detected by torch.compile(fullgraph=True): {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}"
+        ) from e

@@ -32,8 +32,14 @@ logger = logging.getLogger("aitune")
 PRINT_HIERARCHY_HEADER = "JIT Tuning Hierarchy:"
 PRINT_HIERARCHY_NO_MODULES_HEADER = "No modules in hierarchy"
 # The state markers of AITune's hierarchy lines.
-_STATE_MARKS = {JITModuleState.INIT: "⏳", JITModuleState.RECORDING: "🔴", JITModuleState.TUNED: "🎯",
-                JITModuleState.EAGER: "⚠️", JITModuleState.SKIPPED: "🚫", JITModuleState.DETACHED: "☑️"}
+_STATE_MARKS = {
+    JITModuleState.INIT: "⏳",
+    JITModuleState.RECORDING: "🔴",
+    JITModuleState.TUNED: "🎯",
+    JITModuleState.EAGER: "⚠️",
+    JITModuleState.SKIPPED: "🚫",
+    JITModuleState.DETACHED: "☑️",
+}
 
 
 class _Router:
@@ -77,8 +83,9 @@ def _tracing() -> bool:
 
 
 # Newer torch names fx's own tracing apart (is_fx_tracing also covers torch.export and warns).
-_is_fx_symbolic_tracing = getattr(torch.fx._symbolic_trace, "is_fx_symbolic_tracing",
-                                  torch.fx._symbolic_trace.is_fx_tracing)
+_is_fx_symbolic_tracing = getattr(
+    torch.fx._symbolic_trace, "is_fx_symbolic_tracing", torch.fx._symbolic_trace.is_fx_tracing
+)
 
 
 def attach(module: torch.nn.Module) -> PatchedModule:
@@ -182,8 +189,12 @@ class PatchedModule:
         state = self.state
         if state is JITModuleState.SKIPPED:  # transparent: its submodules are judged without it
             return self.original_forward(*args, **kwargs)
-        if state is JITModuleState.RECORDING and self.tunable and jit_config.mode is JITMode.TUNE_DEFERRED \
-                and runtime.deferred_requested:
+        if (
+            state is JITModuleState.RECORDING
+            and self.tunable
+            and jit_config.mode is JITMode.TUNE_DEFERRED
+            and runtime.deferred_requested
+        ):
             self._tune_now()
             dispatch = self.core.dispatch
             if dispatch is not None:
@@ -235,14 +246,17 @@ class PatchedModule:
         self.state = JITModuleState.RECORDING
         if jit_config.mode is not JITMode.INSPECT:
             self.recorder = Recorder(self.name, self.original_forward)
-        runtime.event(self.name, f"{'head' if self.parent is None else 'child'} at level {self.level}, "
-                                 f"{num_params:,} parameters; recording")
+        runtime.event(
+            self.name,
+            f"{'head' if self.parent is None else 'child'} at level {self.level}, {num_params:,} parameters; recording",
+        )
 
     @property
     def tunable(self) -> bool:
         """Heads, and children whose parent fell back to eager."""
         return jit_config.mode is not JITMode.INSPECT and (
-            self.parent is None or self.parent.state is JITModuleState.EAGER)
+            self.parent is None or self.parent.state is JITModuleState.EAGER
+        )
 
     # -- recording --------------------------------------------------------------------------
     def _record(self, args: tuple, kwargs: dict) -> Any:
@@ -286,8 +300,7 @@ class PatchedModule:
         TUNE_DEFERRED once `aitune.torch.jit.tune.deferred()` was called and a call recorded."""
         if self.state is not JITModuleState.RECORDING or not self.tunable:
             return
-        deferred_ready = (jit_config.mode is JITMode.TUNE_DEFERRED and runtime.deferred_requested
-                          and self.num_calls >= 1)
+        deferred_ready = jit_config.mode is JITMode.TUNE_DEFERRED and runtime.deferred_requested and self.num_calls >= 1
         if deferred_ready or self._eager_trigger_ready():
             self._tune_now()
 

@@ -27,10 +27,22 @@ logger = logging.getLogger("aitune")
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Classes from these packages are torch's own machinery (tracing, compiling, exporting).
-BUILTIN_EXCLUDED_PACKAGES = ("torch.jit", "torch._inductor", "torch._dynamo", "torch.fx", "torch.export",
-                             "torch_tensorrt", "aitune")
-BUILTIN_EXCLUDED_CLASSES = (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential, torch.nn.ParameterList,
-                            torch.nn.ParameterDict)
+BUILTIN_EXCLUDED_PACKAGES = (
+    "torch.jit",
+    "torch._inductor",
+    "torch._dynamo",
+    "torch.fx",
+    "torch.export",
+    "torch_tensorrt",
+    "aitune",
+)
+BUILTIN_EXCLUDED_CLASSES = (
+    torch.nn.ModuleList,
+    torch.nn.ModuleDict,
+    torch.nn.Sequential,
+    torch.nn.ParameterList,
+    torch.nn.ParameterDict,
+)
 
 
 class _Patcher:

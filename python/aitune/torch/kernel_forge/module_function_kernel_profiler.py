@@ -24,8 +24,15 @@ from aitune.torch.performance.regions import Region, RegionHooks
 MODULE_PREFIX = "ait_nn_module:"
 FUNCTIONAL_PREFIX = "ait_torch.nn.functional:"
 ROW_COLUMNS = ("module_name", "module", "function_name", "op", "kernel", "kernel_us")
-SUMMARY_COLUMNS = ("function_name", "calls", "num_distinct_samples", "num_modules", "time_spent_us",
-                   "time_spent_pct", "tensor_size_MB")
+SUMMARY_COLUMNS = (
+    "function_name",
+    "calls",
+    "num_distinct_samples",
+    "num_modules",
+    "time_spent_us",
+    "time_spent_pct",
+    "tensor_size_MB",
+)
 
 FunctionData = list  # [(call_count, (args, kwargs)), ...] per distinct input
 
@@ -79,7 +86,7 @@ def _nearest_label(event: Any, prefix: str) -> str | None:
     while event is not None:
         name = getattr(event, "name", "")
         if name.startswith(prefix):
-            return name[len(prefix):]
+            return name[len(prefix) :]
         event = getattr(event, "cpu_parent", None)
     return None
 
@@ -96,9 +103,16 @@ def attribute_kernels(events: Sequence[Any], modules_by_name: dict[str, torch.nn
         if function is None or module_name is None:
             continue  # launched outside the instrumented calls (e.g. the profiler's own warm-up kernel)
         for kernel in kernels:
-            rows.append({"module_name": module_name, "module": modules_by_name.get(module_name),
-                         "function_name": function, "op": event.name, "kernel": kernel.name,
-                         "kernel_us": float(kernel.duration)})
+            rows.append(
+                {
+                    "module_name": module_name,
+                    "module": modules_by_name.get(module_name),
+                    "function_name": function,
+                    "op": event.name,
+                    "kernel": kernel.name,
+                    "kernel_us": float(kernel.duration),
+                }
+            )
     return rows
 
 
@@ -113,13 +127,22 @@ class ModuleFunctionKernelProfiler:
         # Python functions defined there and the C++ builtins it re-exports (F.linear is
         # torch._C._nn.linear); helpers imported from elsewhere (handle_torch_function) are not calls.
         homes = {module.__name__, "torch", "torch._C._nn"}
-        return [(name, func) for name, func in vars(module).items()
-                if not name.startswith("_") and (inspect.isfunction(func) or inspect.isbuiltin(func))
-                and getattr(func, "__module__", None) in homes]
+        return [
+            (name, func)
+            for name, func in vars(module).items()
+            if not name.startswith("_")
+            and (inspect.isfunction(func) or inspect.isbuiltin(func))
+            and getattr(func, "__module__", None) in homes
+        ]
 
-    def profile(self, function: Callable, data: Sequence[Any] | None = None, *,
-                module: torch.nn.Module | None = None,
-                warmup_iterations: int = 3) -> tuple[Any, dict[str, FunctionData]]:
+    def profile(
+        self,
+        function: Callable,
+        data: Sequence[Any] | None = None,
+        *,
+        module: torch.nn.Module | None = None,
+        warmup_iterations: int = 3,
+    ) -> tuple[Any, dict[str, FunctionData]]:
         """Runs `function` (on each `(args, kwargs)` of `data`, or once without arguments)
         `warmup_iterations` times unprofiled, then once profiled. Returns (DataFrame with
         ROW_COLUMNS, {function name: [(calls, sample)]})."""
@@ -139,8 +162,12 @@ class ModuleFunctionKernelProfiler:
             torch.cuda.synchronize()
         samples: dict[str, dict[Any, list]] = {}
         activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-        with self._module_labels(named), self._functional_labels(samples), \
-                torch.profiler.profile(activities=activities) as prof, torch.no_grad():
+        with (
+            self._module_labels(named),
+            self._functional_labels(samples),
+            torch.profiler.profile(activities=activities) as prof,
+            torch.no_grad(),
+        ):
             torch.zeros(1, device="cuda").relu_()  # some profiler builds drop a session's first kernel
             self._run(function, data)
             torch.cuda.synchronize()
@@ -159,15 +186,21 @@ class ModuleFunctionKernelProfiler:
         summary = []
         for name, spent in times.nlargest(top_k).items():
             found = function_data.get(name)
-            summary.append({
-                "function_name": name,
-                "calls": sum(count for count, _ in found) if found is not None else float("nan"),
-                "num_distinct_samples": len(found) if found is not None else float("nan"),
-                "num_modules": int(profiling_df.loc[profiling_df["function_name"] == name, "module_name"].nunique()),
-                "time_spent_us": float(spent), "time_spent_pct": 100.0 * spent / total if total else 0.0,
-                "tensor_size_MB": sum(tensor_size_bytes(*s) for _, s in found) / 1024**2 if found is not None
-                else float("nan"),
-            })
+            summary.append(
+                {
+                    "function_name": name,
+                    "calls": sum(count for count, _ in found) if found is not None else float("nan"),
+                    "num_distinct_samples": len(found) if found is not None else float("nan"),
+                    "num_modules": int(
+                        profiling_df.loc[profiling_df["function_name"] == name, "module_name"].nunique()
+                    ),
+                    "time_spent_us": float(spent),
+                    "time_spent_pct": 100.0 * spent / total if total else 0.0,
+                    "tensor_size_MB": sum(tensor_size_bytes(*s) for _, s in found) / 1024**2
+                    if found is not None
+                    else float("nan"),
+                }
+            )
         return pandas.DataFrame(summary, columns=SUMMARY_COLUMNS)
 
     @staticmethod
@@ -181,8 +214,10 @@ class ModuleFunctionKernelProfiler:
     @contextlib.contextmanager
     def _module_labels(self, named: dict[str, torch.nn.Module]) -> Iterator[None]:
         # The same forward hooks as ait.profile, with this profiler's labels.
-        with RegionHooks([Region(name, m, "module") for name, m in named.items()],
-                         label_of=lambda region: MODULE_PREFIX + region.name):
+        with RegionHooks(
+            [Region(name, m, "module") for name, m in named.items()],
+            label_of=lambda region: MODULE_PREFIX + region.name,
+        ):
             yield
 
     @contextlib.contextmanager
@@ -210,4 +245,5 @@ class ModuleFunctionKernelProfiler:
                     else:
                         found[key] = [1, (_detached(args), _detached(kwargs))]
                 return func(*args, **kwargs)
+
         return wrapper

@@ -8,4 +8,15 @@ from aitune._native import _C
 TensorSpec = _C.TensorSpec
 SampleMetadata = TensorsSpec  # the reference's name for a graph's input or output description
 
-__all__ = ["SampleMetadata", "TensorSpec", "ConstantLeaf", "GraphSpec", "Locator", "Module", "ModuleState", "Sample", "TensorLeaf", "TensorsSpec"]
+__all__ = [
+    "SampleMetadata",
+    "TensorSpec",
+    "ConstantLeaf",
+    "GraphSpec",
+    "Locator",
+    "Module",
+    "ModuleState",
+    "Sample",
+    "TensorLeaf",
+    "TensorsSpec",
+]

@@ -19,10 +19,21 @@ from aitune.torch.tune_data import recorder as tune_data
 logger = logging.getLogger("aitune")
 
 
-def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], strategies: list[Any],
-                device: torch.device, fallback_policy: str, forward_params: Any, *, build_root: Path,
-                results_root: Path | None, dry_run: bool = False, model_fingerprint: dict | None = None,
-                remember_no_backend: bool = False) -> list:
+def tune_graphs(
+    module: torch.nn.Module,
+    name: str,
+    graphs: list[GraphSpec],
+    strategies: list[Any],
+    device: torch.device,
+    fallback_policy: str,
+    forward_params: Any,
+    *,
+    build_root: Path,
+    results_root: Path | None,
+    dry_run: bool = False,
+    model_fingerprint: dict | None = None,
+    remember_no_backend: bool = False,
+) -> list:
     """Returns [(graph, backend)] in graph order; with `dry_run` logs each graph and returns [].
     `build_root/<graph>` holds the builds; `results_root` None disables results reuse.
     `model_fingerprint`, when the caller already computed it, spares a second pass over the weights.
@@ -32,8 +43,15 @@ def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], str
     store = None
     # docs/reference/tuning.md#reusing-results: dry_run neither reads nor writes
     if results_root is not None and not dry_run:
-        store = ResultsStore(module, name, forward_params, device, fallback_policy, root=results_root,
-                             model_fingerprint=model_fingerprint)
+        store = ResultsStore(
+            module,
+            name,
+            forward_params,
+            device,
+            fallback_policy,
+            root=results_root,
+            model_fingerprint=model_fingerprint,
+        )
     selected = []
     kept_eager: list[tuple[GraphSpec, NoValidBackendError]] = []
     for graph, graph_strategy in zip(graphs, strategies):
@@ -44,16 +62,21 @@ def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], str
             if graph_strategy is not None:
                 graph_strategy.tune_dry_run(module, name, graph, graph.samples, device, cache_dir)
             else:
-                logger.info("🚀 Tuning graph `%s` for module `%s` (DRY RUN):\n%s", graph.display_name, name,
-                            graph.describe())
+                logger.info(
+                    "🚀 Tuning graph `%s` for module `%s` (DRY RUN):\n%s", graph.display_name, name, graph.describe()
+                )
             continue
         key = store.key(graph, graph_strategy) if store is not None else None  # before the strategy runs
         if key is not None and remember_no_backend:
             reason = store.lookup_no_backend(key)
             if reason is not None:
                 path = store.outcome_path(key)
-                logger.info("♻️ Reusing tuning outcome for module `%s` graph `%s`: no backend qualified (%s)", name,
-                            graph.display_name, path)
+                logger.info(
+                    "♻️ Reusing tuning outcome for module `%s` graph `%s`: no backend qualified (%s)",
+                    name,
+                    graph.display_name,
+                    path,
+                )
                 error = NoValidBackendError(f"{reason} [stored outcome {path}; delete it to tune again]")
                 if len(graphs) == 1:
                     raise error
@@ -82,8 +105,15 @@ def tune_graphs(module: torch.nn.Module, name: str, graphs: list[GraphSpec], str
     return selected
 
 
-def _serve_kept_graphs_eagerly(module: torch.nn.Module, name: str, selected: list, kept: list, device: torch.device,
-                               build_root: Path, graphs: list[GraphSpec]) -> list:
+def _serve_kept_graphs_eagerly(
+    module: torch.nn.Module,
+    name: str,
+    selected: list,
+    kept: list,
+    device: torch.device,
+    build_root: Path,
+    graphs: list[GraphSpec],
+) -> list:
     """Some graphs were tuned and others kept eager: the tuned ones keep their backends and the
     kept ones are served by the original module (TorchEagerBackend), in graph order."""
     by_graph = {id(graph): backend for graph, backend in selected}
@@ -91,20 +121,27 @@ def _serve_kept_graphs_eagerly(module: torch.nn.Module, name: str, selected: lis
         backend = TorchEagerBackend()
         backend.build(module, graph, graph.samples, device, Path(build_root) / graph.name / "kept_eager")
         by_graph[id(graph)] = backend
-        logger.info("🟰 %s.%s: served by the original module (TorchEagerBackend); the module's other graphs keep "
-                    "their tuned backends", name, graph.name)
+        logger.info(
+            "🟰 %s.%s: served by the original module (TorchEagerBackend); the module's other graphs keep "
+            "their tuned backends",
+            name,
+            graph.name,
+        )
     return [(graph, by_graph[id(graph)]) for graph in graphs if id(graph) in by_graph]
 
 
 def _reason_with_outcomes(error: NoValidBackendError, strategy: Any) -> str:
     """The error with why each candidate lost, as the JIT exit diagnostics show it."""
-    outcomes = [f"{r.get('backend')}: {r.get('error') or r.get('skipped') or 'not faster than eager'}"
-                for r in getattr(strategy, "backend_results", [])]
+    outcomes = [
+        f"{r.get('backend')}: {r.get('error') or r.get('skipped') or 'not faster than eager'}"
+        for r in getattr(strategy, "backend_results", [])
+    ]
     return f"{error.message} ({'; '.join(outcomes)})" if outcomes else error.message
 
 
-def _record_reuse(strategy: Any, name: str, graph: GraphSpec, device: torch.device, cache_dir: Path, backend: Any,
-                  path: Path) -> None:
+def _record_reuse(
+    strategy: Any, name: str, graph: GraphSpec, device: torch.device, cache_dir: Path, backend: Any, path: Path
+) -> None:
     """A graph served from the results store still appears in the telemetry, with no builds and
     the stored file as its selection rule, so a report shows why nothing was built."""
     try:

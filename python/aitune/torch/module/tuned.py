@@ -19,8 +19,15 @@ logger = logging.getLogger("aitune")
 class TunedModule:
     """Graph -> backend for one module, served through one native Dispatcher."""
 
-    def __init__(self, module_name: str, recorder: Recorder, backends: list[tuple[GraphSpec, Backend]],
-                 original_forward: Callable, fallback_policy: str, strict: bool) -> None:
+    def __init__(
+        self,
+        module_name: str,
+        recorder: Recorder,
+        backends: list[tuple[GraphSpec, Backend]],
+        original_forward: Callable,
+        fallback_policy: str,
+        strict: bool,
+    ) -> None:
         self.module_name = module_name
         self.recorder = recorder
         self.backends = backends
@@ -34,21 +41,40 @@ class TunedModule:
     def _make_dispatcher(self) -> Any:
         """The dispatcher over the backends' current runners (rebuilt on activation, since a
         backend's runners are released when it is deactivated)."""
-        dispatcher = _C.Dispatcher(self.recorder.signature, self.strict, self.recorder.llm_param, self.module_name,
-                                   self._on_miss, values_equal, self._on_outside)
+        dispatcher = _C.Dispatcher(
+            self.recorder.signature,
+            self.strict,
+            self.recorder.llm_param,
+            self.module_name,
+            self._on_miss,
+            values_equal,
+            self._on_outside,
+        )
         for graph, backend in self.backends:
             native = backend.native_runner()
             extra = {} if native is None else dict(zip(("native", "input_order", "rebuild"), native))
             rules = _input_rules(graph.input_spec, backend.input_profile())
-            dispatcher.add_graph(graph.key, graph.name, backend.runner(), _eq_checks(graph.input_spec), rules,
-                                 backend_desc=backend.describe(), **extra)
+            dispatcher.add_graph(
+                graph.key,
+                graph.name,
+                backend.runner(),
+                _eq_checks(graph.input_spec),
+                rules,
+                backend_desc=backend.describe(),
+                **extra,
+            )
         return dispatcher
 
     def _on_outside(self, graph: str, path: str, shape: list, min_shape: list, max_shape: list) -> None:
         logger.info(
             "Module '%s', graph '%s': input %s has shape %s, outside the tuned range min %s, max %s; the backend "
             "accepts it but may recompile or run slower (logged once per input)",
-            self.module_name, graph, path, shape, min_shape, max_shape,
+            self.module_name,
+            graph,
+            path,
+            shape,
+            min_shape,
+            max_shape,
         )
 
     def _on_miss(self, *args: Any, **kwargs: Any) -> Any:
@@ -96,6 +122,15 @@ def _input_rules(spec: TensorsSpec, profile: list | None) -> list[Any]:
             shape_range, min_shape, max_shape = _C.ShapeRange.PROFILE, list(low), list(high)
         else:
             shape_range, min_shape, max_shape = _C.ShapeRange.ENVELOPE, leaf.spec.min_shape, leaf.spec.max_shape
-        rules.append(_C.InputRule(leaf=i, dtypes=dtypes, path=repr(leaf.semantic_path), tensor_name=leaf.name,
-                                  range=shape_range, min_shape=min_shape, max_shape=max_shape))
+        rules.append(
+            _C.InputRule(
+                leaf=i,
+                dtypes=dtypes,
+                path=repr(leaf.semantic_path),
+                tensor_name=leaf.name,
+                range=shape_range,
+                min_shape=min_shape,
+                max_shape=max_shape,
+            )
+        )
     return rules

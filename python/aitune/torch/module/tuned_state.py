@@ -49,8 +49,14 @@ class TunedState:
         self.tuned: TunedModule | None = None
         self.dispatch: Callable[..., Any] | None = None
 
-    def serve(self, name: str, recorder: Recorder, backends: list[tuple[GraphSpec, Backend]], fallback_policy: str,
-              strict: bool) -> TunedModule:
+    def serve(
+        self,
+        name: str,
+        recorder: Recorder,
+        backends: list[tuple[GraphSpec, Backend]],
+        fallback_policy: str,
+        strict: bool,
+    ) -> TunedModule:
         """Serves `backends` from now on. When no backend needs the module's weights and no call
         can fall back to the original forward, the weights move to config.device_after_tuning
         (docs/reference/tuning.md#the-tune-call, docs/reference/jit.md TUNED)."""
@@ -60,8 +66,15 @@ class TunedState:
             self.module.to(config.device_after_tuning)
         return self.tuned
 
-    def restore(self, name: str, recorder: Recorder, graphs: list[GraphSpec], backends: list[tuple[GraphSpec, Backend]],
-                fallback_policy: str, strict: bool) -> TunedModule:
+    def restore(
+        self,
+        name: str,
+        recorder: Recorder,
+        graphs: list[GraphSpec],
+        backends: list[tuple[GraphSpec, Backend]],
+        fallback_policy: str,
+        strict: bool,
+    ) -> TunedModule:
         """Puts a loaded checkpoint's graphs and active backends in place (ait.load)."""
         recorder.replace_graphs(graphs)
         return self.serve(name, recorder, backends, fallback_policy, strict)

@@ -37,8 +37,16 @@ class Module(wrapt.CallableObjectProxy):
     """Wraps `module` in place: its instance `forward` becomes a router that keeps the original
     signature, so calls through any reference to the module are intercepted."""
 
-    def __init__(self, module: torch.nn.Module, name: str | None = None, strategy: Any = None,
-                 strategies: Any = None, dynamic_shapes: Any = None, *, fallback_policy: str | None = None) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        name: str | None = None,
+        strategy: Any = None,
+        strategies: Any = None,
+        dynamic_shapes: Any = None,
+        *,
+        fallback_policy: str | None = None,
+    ) -> None:
         if isinstance(module, Module):
             module = module.__wrapped__
         if not isinstance(module, torch.nn.Module):
@@ -95,11 +103,18 @@ class Module(wrapt.CallableObjectProxy):
         dispatch = self._self_core.dispatch
         if dispatch is not None:
             module = self.__wrapped__
-            if not (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-                    or module._backward_pre_hooks or _nn_module._global_forward_hooks
-                    or _nn_module._global_forward_pre_hooks or _nn_module._global_backward_hooks
-                    or _nn_module._global_backward_pre_hooks or module._compiled_call_impl is not None
-                    or torch._C._get_tracing_state()):
+            if not (
+                module._forward_hooks
+                or module._forward_pre_hooks
+                or module._backward_hooks
+                or module._backward_pre_hooks
+                or _nn_module._global_forward_hooks
+                or _nn_module._global_forward_pre_hooks
+                or _nn_module._global_backward_hooks
+                or _nn_module._global_backward_pre_hooks
+                or module._compiled_call_impl is not None
+                or torch._C._get_tracing_state()
+            ):
                 return dispatch(*args, **kwargs)
         return self.__wrapped__(*args, **kwargs)
 
@@ -192,14 +207,17 @@ class Module(wrapt.CallableObjectProxy):
         if isinstance(strategies, dict):
             chosen, missing = [], []
             for graph in graphs:
-                found = next((s for k, s in strategies.items() if k is graph or k is graph.input_spec or k == graph.name),
-                             None)
+                found = next(
+                    (s for k, s in strategies.items() if k is graph or k is graph.input_spec or k == graph.name), None
+                )
                 (chosen if found is not None else missing).append(found if found is not None else graph)
             if missing:
                 raise ValueError(
                     "The are following errors:\n"
-                    + "\n".join(f"- missing strategy for graph: {g.display_name} ({g.input_spec.describe_structure()})"
-                                for g in missing)
+                    + "\n".join(
+                        f"- missing strategy for graph: {g.display_name} ({g.input_spec.describe_structure()})"
+                        for g in missing
+                    )
                 )
             return chosen
         if self._self_strategy is not None:
@@ -221,8 +239,18 @@ class Module(wrapt.CallableObjectProxy):
         module = self.__wrapped__
         policy = self._self_fallback_policy or config.fallback_policy
         results_root = Path(config.cache_dir) / "results" if config.reuse_tuning_results else None
-        selected = tune_graphs(module, name, graphs, strategies, device, policy, self._self_recorder.params,
-                               build_root=Path(config.cache_dir) / name, results_root=results_root, dry_run=dry_run)
+        selected = tune_graphs(
+            module,
+            name,
+            graphs,
+            strategies,
+            device,
+            policy,
+            self._self_recorder.params,
+            build_root=Path(config.cache_dir) / name,
+            results_root=results_root,
+            dry_run=dry_run,
+        )
         if dry_run:
             return
         self._self_core.serve(name, self._self_recorder, selected, policy, config.strict_mode)

@@ -93,9 +93,12 @@ class _Worker:
 
         context = multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=worker.main,
-                                       args=(child, str(self.device), self.index, *turn, cpu_threads),
-                                       name=f"aitune-tune-{self.index}", daemon=True)
+        self.process = context.Process(
+            target=worker.main,
+            args=(child, str(self.device), self.index, *turn, cpu_threads),
+            name=f"aitune-tune-{self.index}",
+            daemon=True,
+        )
         self.process.start()
         child.close()
         self.module_token = None
@@ -144,8 +147,11 @@ class DevicePool:
         self._cpu_threads = max(1, (os.cpu_count() or 1) // max(1, cpu_workers))
         for w in self._workers:
             w.start(self._turn, self._cpu_threads)
-        logger.info("🖥️ Tuning on %d devices: %s (one worker process each)", len(self.devices),
-                    ", ".join(str(d) for d in self.devices))
+        logger.info(
+            "🖥️ Tuning on %d devices: %s (one worker process each)",
+            len(self.devices),
+            ", ".join(str(d) for d in self.devices),
+        )
 
     def close(self) -> None:
         for w in self._workers:
@@ -194,8 +200,9 @@ class DevicePool:
             w.module_token = token
         w.conn.send(("graph", payload))
 
-    def _evaluate(self, strategy: Any, ctx: Any, module_bytes: bytes,
-                  payload: dict[str, Any]) -> tuple[dict[int, CandidateRecord], dict[int, dict]] | None:
+    def _evaluate(
+        self, strategy: Any, ctx: Any, module_bytes: bytes, payload: dict[str, Any]
+    ) -> tuple[dict[int, CandidateRecord], dict[int, dict]] | None:
         """Records by candidate index and eager baselines by worker; None when no worker process
         could run (then the caller tunes the graph here)."""
         candidates = strategy._candidates()
@@ -232,8 +239,9 @@ class DevicePool:
                         self._prepare(w, token, module_bytes, payload)  # a new process takes the next group
         if pending:
             codes = ", ".join(f"{w.tag}: exit code {w.process.exitcode if w.process else None}" for w in self._workers)
-            logger.warning("⚠️ No worker process is running (%s); graph `%s` is tuned in this process", codes,
-                           ctx.graph.name)
+            logger.warning(
+                "⚠️ No worker process is running (%s); graph `%s` is tuned in this process", codes, ctx.graph.name
+            )
             return None
         return records, baselines
 
@@ -265,16 +273,25 @@ class DevicePool:
             lock.release()
 
     def _fail_group(self, w: _Worker, group: list[int], candidates: list, records: dict, reason: str) -> None:
-        logger.warning("❌ [%s] %s while evaluating %s", w.tag, reason,
-                       ", ".join(candidates[i].describe() for i in group))
+        logger.warning(
+            "❌ [%s] %s while evaluating %s", w.tag, reason, ", ".join(candidates[i].describe() for i in group)
+        )
         for index in group:
             description = candidates[index].describe()
             tally = CandidateTally()
             tally.record_failure(None)
-            records[index] = CandidateRecord(index, str(w.device), description, tally=tally, worker=w.index, backend_results=[
-                {"backend": description, "success": False, "error": reason, "device": str(w.device)}])
+            records[index] = CandidateRecord(
+                index,
+                str(w.device),
+                description,
+                tally=tally,
+                worker=w.index,
+                backend_results=[{"backend": description, "success": False, "error": reason, "device": str(w.device)}],
+            )
 
-    def _scale_by_baselines(self, strategy: Any, records: dict[int, CandidateRecord], baselines: dict[int, dict]) -> None:
+    def _scale_by_baselines(
+        self, strategy: Any, records: dict[int, CandidateRecord], baselines: dict[int, dict]
+    ) -> None:
         """Each record's scale to the tuning device, and the spread between devices in the log:
         that is the noise within which a selection on several devices may differ from one on the
         tuning device alone."""
@@ -297,9 +314,17 @@ class DevicePool:
                     if here_lat and base.get("latency_ms"):
                         record.latency_scale = here_lat / base["latency_ms"]
         spread = (max(ratios) / min(ratios) - 1) * 100 if ratios else 0.0
-        how = ("each candidate's gate used its own device's baseline" if measured is None else
-               "each candidate's numbers are scaled by its device's ratio")
-        logger.info("📊 Eager baseline on the tuning device %s: %.4g/s; %s. Devices differ by %.1f %%: "
-                    "selections within that noise may differ from a tune on one device; %s.", self.devices[0],
-                    here_tp, "; ".join(parts), spread, how)
-
+        how = (
+            "each candidate's gate used its own device's baseline"
+            if measured is None
+            else "each candidate's numbers are scaled by its device's ratio"
+        )
+        logger.info(
+            "📊 Eager baseline on the tuning device %s: %.4g/s; %s. Devices differ by %.1f %%: "
+            "selections within that noise may differ from a tune on one device; %s.",
+            self.devices[0],
+            here_tp,
+            "; ".join(parts),
+            spread,
+            how,
+        )

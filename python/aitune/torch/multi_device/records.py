@@ -106,8 +106,9 @@ def materialize(strategy: Any, record: CandidateRecord, ctx: Any) -> Any:
         check_correctness(backend, ctx.graph, ctx.data, f"{ctx.module_name}.{ctx.graph.name}.{backend.describe()}")
         strategy.check_cuda_graph_capture(backend)
     except Exception as e:  # noqa: BLE001 - the next qualifying candidate is tried
-        strategy._log("❌ the build of %s could not be served on %s: %s: %s", record.describe, ctx.device,
-                      type(e).__name__, e)
+        strategy._log(
+            "❌ the build of %s could not be served on %s: %s: %s", record.describe, ctx.device, type(e).__name__, e
+        )
         strategy._tally.record_failure(None)
         for result in strategy.backend_results:
             if result.get("backend") == record.describe and result.get("success"):

@@ -55,8 +55,10 @@ def module_payload(module: torch.nn.Module) -> bytes:
         try:
             return dumps_tensors(module)
         except Exception as e:
-            raise TypeError(f"tuning on several devices sends the module to worker processes, but "
-                            f"{type(module).__name__} cannot be pickled: {type(e).__name__}: {e}") from e
+            raise TypeError(
+                f"tuning on several devices sends the module to worker processes, but "
+                f"{type(module).__name__} cannot be pickled: {type(e).__name__}: {e}"
+            ) from e
 
 
 class _StrategyPickler(pickle.Pickler):
@@ -82,8 +84,10 @@ def strategy_payload(strategy: Any) -> bytes:
     try:
         _StrategyPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(portable)
     except Exception as e:
-        raise TypeError(f"tuning on several devices sends the strategy to worker processes, but "
-                        f"{strategy.describe()} cannot be pickled: {type(e).__name__}: {e}") from e
+        raise TypeError(
+            f"tuning on several devices sends the strategy to worker processes, but "
+            f"{strategy.describe()} cannot be pickled: {type(e).__name__}: {e}"
+        ) from e
     return buffer.getvalue()
 
 
@@ -94,10 +98,15 @@ def load_strategy(data: bytes) -> Any:
 def graph_payload(ctx: Any) -> dict[str, Any]:
     graph = ctx.graph
     return {
-        "module_name": ctx.module_name, "graph": graph_to_json(graph), "forward_params": graph.forward_params,
-        "dynamic_shapes": graph.dynamic_shapes, "observed_batch_sizes": list(graph.observed_batch_sizes),
-        "batch_sizes": list(ctx.batch_sizes), "samples": dumps_tensors(ctx.data),
-        "refs": dumps_tensors(ctx.refs), "cache_dir": str(ctx.cache_dir),
+        "module_name": ctx.module_name,
+        "graph": graph_to_json(graph),
+        "forward_params": graph.forward_params,
+        "dynamic_shapes": graph.dynamic_shapes,
+        "observed_batch_sizes": list(graph.observed_batch_sizes),
+        "batch_sizes": list(ctx.batch_sizes),
+        "samples": dumps_tensors(ctx.data),
+        "refs": dumps_tensors(ctx.refs),
+        "cache_dir": str(ctx.cache_dir),
     }
 
 

@@ -67,8 +67,16 @@ class _GraphJob:
         # The worker's builds go to a folder of its own: the eager baseline's folder and the
         # candidates' build folders are per device (docs/guide.md, "Tuning on several GPUs").
         cache_dir = Path(payload["cache_dir"]) / f"worker-{index}-{str(device).replace(':', '')}"
-        self.ctx = GraphContext(module, payload["module_name"], graph, samples, torch.device(device), cache_dir,
-                                refs=refs, batch_sizes=payload["batch_sizes"])
+        self.ctx = GraphContext(
+            module,
+            payload["module_name"],
+            graph,
+            samples,
+            torch.device(device),
+            cache_dir,
+            refs=refs,
+            batch_sizes=payload["batch_sizes"],
+        )
         self.strategy = strategy
         self.index = index
         # Telemetry of this worker's builds, collected in memory and sent with each record.
@@ -116,7 +124,10 @@ class _GraphJob:
                     if verdict:
                         record.built = BuiltCandidate(
                             {k: a.path for k, a in backend._artifacts().items() if a is not None},
-                            backend.input_profile(), backend.validated_precision, backend.derived_from)
+                            backend.input_profile(),
+                            backend.validated_precision,
+                            backend.derived_from,
+                        )
                     strategy._siblings.before_release(backend)
                     backend.deactivate()
                     ctx.module.to(ctx.device)

@@ -44,8 +44,15 @@ class Capture:
     activities: list[str]
 
 
-def capture(fn: Callable, args: tuple, kwargs: dict, regions: list[Region], warmup_runs: int, measured_runs: int,
-            trace_file: Path | None) -> Capture:
+def capture(
+    fn: Callable,
+    args: tuple,
+    kwargs: dict,
+    regions: list[Region],
+    warmup_runs: int,
+    measured_runs: int,
+    trace_file: Path | None,
+) -> Capture:
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -71,8 +78,9 @@ def capture(fn: Callable, args: tuple, kwargs: dict, regions: list[Region], warm
                 _sync()
                 wall_times_us.append((time.perf_counter_ns() - start) / 1000)
             prof.step()
-    return Capture(wall_times_us, list(prof.events() or []), list(prof.key_averages() or []),
-                   [a.name for a in activities])
+    return Capture(
+        wall_times_us, list(prof.events() or []), list(prof.key_averages() or []), [a.name for a in activities]
+    )
 
 
 class Attribution:
@@ -82,16 +90,23 @@ class Attribution:
     def __init__(self, cap: Capture) -> None:
         self.markers = [e for e in cap.events if _is_cpu(e) and getattr(e, "name", "") == RUN_MARKER]
         if len(self.markers) != len(cap.wall_times_us):
-            raise RuntimeError(f"The PyTorch Profiler recorded {len(self.markers)} run marker(s) for "
-                               f"{len(cap.wall_times_us)} measured run(s); the profile cannot be attributed")
+            raise RuntimeError(
+                f"The PyTorch Profiler recorded {len(self.markers)} run marker(s) for "
+                f"{len(cap.wall_times_us)} measured run(s); the profile cannot be attributed"
+            )
         marker_index = {id(m): i for i, m in enumerate(self.markers)}
         self.per_run: dict[int, dict[str, dict[str, Any]]] = {}
         self.observed: dict[str, list[str]] = {AOT_PREFIX: [], UNTUNED_PREFIX: []}
         self.unmapped_aot = 0
         for event in cap.events:
             name = getattr(event, "name", "")
-            prefix = AOT_PREFIX if name.startswith(AOT_PREFIX) else UNTUNED_PREFIX if name.startswith(UNTUNED_PREFIX) \
+            prefix = (
+                AOT_PREFIX
+                if name.startswith(AOT_PREFIX)
+                else UNTUNED_PREFIX
+                if name.startswith(UNTUNED_PREFIX)
                 else None
+            )
             if prefix is None or not _is_cpu(event):
                 continue
             run, nested = None, False
@@ -104,7 +119,7 @@ class Attribution:
                 parent = getattr(parent, "cpu_parent", None)
             if prefix == AOT_PREFIX and nested:
                 continue
-            region_name = name[len(prefix):]
+            region_name = name[len(prefix) :]
             if region_name not in self.observed[prefix]:
                 self.observed[prefix].append(region_name)
             if run is None:
@@ -112,7 +127,8 @@ class Attribution:
                 continue
             kind = "aot_module" if prefix == AOT_PREFIX else "untuned_module"
             agg = self.per_run.setdefault(run, {}).setdefault(
-                f"{kind}:{region_name}", {"calls": 0, "cpu_time_us": 0.0, "device_time_us": None})
+                f"{kind}:{region_name}", {"calls": 0, "cpu_time_us": 0.0, "device_time_us": None}
+            )
             agg["calls"] += 1
             agg["cpu_time_us"] += _us(event, "cpu_time_total")
             device = _device_us(event)
@@ -136,8 +152,9 @@ class Attribution:
                     if device:
                         row["device_time_fraction"] = agg["device_time_us"] / device
                 regions.append(row)
-            out.append({"run_index": index, "timing": timing, "regions": regions,
-                        "residual": _residual(cpu, device, regions)})
+            out.append(
+                {"run_index": index, "timing": timing, "regions": regions, "residual": _residual(cpu, device, regions)}
+            )
         return out
 
 
@@ -154,6 +171,7 @@ def _residual(cpu: float, device: float | None, regions: list[dict[str, Any]]) -
 def key_averages_summary(key_averages: list[Any]) -> dict[str, Any]:
     """The top rows of the profiler's own per-operator averages, by CPU time (and by device time
     when there is any)."""
+
     def view(sort_by: str) -> dict[str, Any]:
         rows = sorted(key_averages, key=lambda e: _us(e, sort_by), reverse=True)[:KEY_AVERAGES_ROW_LIMIT]
         return {"sort_by": sort_by, "row_limit": KEY_AVERAGES_ROW_LIMIT, "events": [_row(e) for e in rows]}

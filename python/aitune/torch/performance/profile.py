@@ -52,8 +52,15 @@ def _call_arguments(input_data: Any) -> tuple[tuple, dict]:
     return (input_data,), {}
 
 
-def profile(obj: Any, input_data: Any, *, inference_function: Callable | None = None, warmup_runs: int = 3,
-            measured_runs: int = 10, trace_file: str | Path | None = None) -> PerformanceProfile:
+def profile(
+    obj: Any,
+    input_data: Any,
+    *,
+    inference_function: Callable | None = None,
+    warmup_runs: int = 3,
+    measured_runs: int = 10,
+    trace_file: str | Path | None = None,
+) -> PerformanceProfile:
     """Profiles `inference_function(input)` (or `obj(input)`) under `no_grad`. `trace_file`
     also writes the PyTorch Profiler's Chrome trace there."""
     if isinstance(warmup_runs, bool) or not isinstance(warmup_runs, int) or warmup_runs < 0:
@@ -73,24 +80,44 @@ def profile(obj: Any, input_data: Any, *, inference_function: Callable | None = 
     region_rows = []
     for name in attribution.observed[AOT_PREFIX]:
         region = by_name.get((AOT_KIND, name))
-        region_rows.append({"id": region_id(AOT_KIND, name), "name": name, "kind": AOT_KIND,
-                            "module_type": qualified_type_name(region.module) if region else None,
-                            "wrapper_state": region.state if region else "unknown"})
+        region_rows.append(
+            {
+                "id": region_id(AOT_KIND, name),
+                "name": name,
+                "kind": AOT_KIND,
+                "module_type": qualified_type_name(region.module) if region else None,
+                "wrapper_state": region.state if region else "unknown",
+            }
+        )
     for name in attribution.observed[UNTUNED_PREFIX]:
         region = by_name.get((UNTUNED_KIND, name))
-        region_rows.append({"id": region_id(UNTUNED_KIND, name), "name": name, "kind": UNTUNED_KIND,
-                            "module_type": qualified_type_name(region.module) if region else None})
+        region_rows.append(
+            {
+                "id": region_id(UNTUNED_KIND, name),
+                "name": name,
+                "kind": UNTUNED_KIND,
+                "module_type": qualified_type_name(region.module) if region else None,
+            }
+        )
     warnings = []
     if attribution.unmapped_aot:
-        warnings.append({"code": "UNMAPPED_AOT_REGION_EVENTS", "source": "core",
-                         "message": f"{attribution.unmapped_aot} AOT region profiler event(s) could not be mapped "
-                                    "to a profiled run."})
+        warnings.append(
+            {
+                "code": "UNMAPPED_AOT_REGION_EVENTS",
+                "source": "core",
+                "message": f"{attribution.unmapped_aot} AOT region profiler event(s) could not be mapped "
+                "to a profiled run.",
+            }
+        )
     data = {
         "schema_version": SCHEMA_VERSION,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "aitune_version": aitune.__version__,
-        "config": {"warmup_runs": warmup_runs, "measured_runs": measured_runs,
-                   "uses_inference_function": inference_function is not None},
+        "config": {
+            "warmup_runs": warmup_runs,
+            "measured_runs": measured_runs,
+            "uses_inference_function": inference_function is not None,
+        },
         "target": {"type": qualified_type_name(obj)},
         "input": {"args_count": len(args), "kwargs": sorted(str(k) for k in kwargs)},
         "runs": attribution.runs(cap.wall_times_us),

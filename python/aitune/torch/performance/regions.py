@@ -77,13 +77,18 @@ def _untuned_under(module: torch.nn.Module, path: str, managed: set[int]) -> lis
 
 
 def discover_regions(obj: Any) -> list[Region]:
-    regions = [Region(name, getattr(wrapper, "__wrapped__", wrapper), AOT_KIND, wrapper.state.value)
-               for name, wrapper in MODULE_REGISTRY.items()]
+    regions = [
+        Region(name, getattr(wrapper, "__wrapped__", wrapper), AOT_KIND, wrapper.state.value)
+        for name, wrapper in MODULE_REGISTRY.items()
+    ]
     if isinstance(obj, torch.nn.Module):
         roots = list(obj.named_children())
     else:
-        roots = [(name, value) for name, value in vars(obj).items() if isinstance(value, torch.nn.Module)] \
-            if hasattr(obj, "__dict__") else []
+        roots = (
+            [(name, value) for name, value in vars(obj).items() if isinstance(value, torch.nn.Module)]
+            if hasattr(obj, "__dict__")
+            else []
+        )
     managed = _managed_ids()
     seen: set[int] = set()
     for path, module in roots:
@@ -123,6 +128,7 @@ class RegionHooks:
             record = torch.profiler.record_function(self.label_of(region))
             record.__enter__()
             self._open[id(module)] = [record, 1]
+
         return hook
 
     def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:

@@ -68,7 +68,7 @@ def tensor_digest(tensor: torch.Tensor) -> str:
     h1 = torch.zeros((), dtype=torch.int64, device=t.device)
     h2 = torch.zeros((), dtype=torch.int64, device=t.device)
     for start in range(0, words.numel(), _CHUNK):
-        w = words[start:start + _CHUNK].to(torch.int64)
+        w = words[start : start + _CHUNK].to(torch.int64)
         idx = torch.arange(start, start + w.numel(), dtype=torch.int64, device=t.device)
         m = idx * _M1
         m = (m ^ (m >> 29)) * _M2
@@ -86,8 +86,11 @@ def model_fingerprint(module: torch.nn.Module, forward_params: Any) -> dict[str,
         for name, t in items:
             tensors.append([kind, name, list(t.shape), str(t.dtype), tensor_digest(t)])
     cls = type(module)
-    return {"class": f"{cls.__module__}.{cls.__qualname__}", "forward_signature": _jsonable(forward_params),
-            "tensors": tensors}
+    return {
+        "class": f"{cls.__module__}.{cls.__qualname__}",
+        "forward_signature": _jsonable(forward_params),
+        "tensors": tensors,
+    }
 
 
 def _jsonable(value: Any) -> Any:
@@ -100,8 +103,10 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return sorted(str(_jsonable(v)) for v in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"dataclass": type(value).__qualname__,
-                **{f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+        return {
+            "dataclass": type(value).__qualname__,
+            **{f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)},
+        }
     if isinstance(value, type):
         return f"{value.__module__}.{value.__qualname__}"
     if isinstance(value, (torch.dtype, torch.device)):
@@ -125,19 +130,27 @@ def config_fingerprint(strategy: Any, device: torch.device, fallback_policy: str
     """Strategy class and to_json_dict(), its switches, each backend's key() and tolerance,
     strict_mode, max_num_samples_stored, fallback policy, batch sizes and device
     (docs/reference/tuning.md#reusing-results (3))."""
-    switches = {k: _jsonable(v) for k, v in sorted(vars(strategy).items())
-                if k not in ("sink", "backend_results", "perf_validation_results") and not isinstance(v, Backend)
-                and (v is None or isinstance(v, (bool, int, float, str, type)))}
+    switches = {
+        k: _jsonable(v)
+        for k, v in sorted(vars(strategy).items())
+        if k not in ("sink", "backend_results", "perf_validation_results")
+        and not isinstance(v, Backend)
+        and (v is None or isinstance(v, (bool, int, float, str, type)))
+    }
     cls = type(strategy)
     max_stored = config.max_num_samples_stored
     return {
-        "strategy": f"{cls.__module__}.{cls.__qualname__}", "strategy_config": _jsonable(strategy.to_json_dict()),
-        "switches": switches, "tolerance": _jsonable(getattr(strategy, "_tolerance", None)),
+        "strategy": f"{cls.__module__}.{cls.__qualname__}",
+        "strategy_config": _jsonable(strategy.to_json_dict()),
+        "switches": switches,
+        "tolerance": _jsonable(getattr(strategy, "_tolerance", None)),
         "backends": [{"key": b.key(), "tolerance": _jsonable(b.tolerance)} for b in _strategy_backends(strategy)],
         "strict_mode": bool(config.strict_mode),
         "max_num_samples_stored": "inf" if isinstance(max_stored, float) else max_stored,
-        "fallback_policy": fallback_policy, "batch_sizes": sorted(set(getattr(graph, "observed_batch_sizes", ()) or ())
-                                                   | {s.batch_size or 0 for s in graph.samples}),
+        "fallback_policy": fallback_policy,
+        "batch_sizes": sorted(
+            set(getattr(graph, "observed_batch_sizes", ()) or ()) | {s.batch_size or 0 for s in graph.samples}
+        ),
         "device": str(device),
     }
 
@@ -145,9 +158,16 @@ def config_fingerprint(strategy: Any, device: torch.device, fallback_policy: str
 class ResultsStore:
     """Results of one module's graphs under `<root>/<module>/<key>.ait`."""
 
-    def __init__(self, module: torch.nn.Module, module_name: str, forward_params: Any, device: torch.device,
-                 fallback_policy: str, root: Path | None = None,
-                 model_fingerprint: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        module_name: str,
+        forward_params: Any,
+        device: torch.device,
+        fallback_policy: str,
+        root: Path | None = None,
+        model_fingerprint: dict[str, Any] | None = None,
+    ) -> None:
         """`model_fingerprint`, when the caller already computed it, spares a second pass over
         the weights."""
         self.module = module
@@ -166,14 +186,15 @@ class ResultsStore:
             if self._model_fp is None:
                 self._model_fp = model_fingerprint(self.module, self.forward_params)
             payload = {
-                "model": self._model_fp, "graph": graph_to_json(graph),
+                "model": self._model_fp,
+                "graph": graph_to_json(graph),
                 "config": config_fingerprint(strategy, self.device, self.fallback_policy, graph),
-                "environment": current_fingerprint(self.device), "aitune_version": aitune.__version__,
+                "environment": current_fingerprint(self.device),
+                "aitune_version": aitune.__version__,
             }
             text = json.dumps(payload, sort_keys=True, default=str)
         except Exception as e:  # noqa: BLE001 - reuse is an optimisation, tuning still happens
-            logger.debug("Tuning results of module `%s` graph `%s` are not reused: %s", self.module_name,
-                         graph.name, e)
+            logger.debug("Tuning results of module `%s` graph `%s` are not reused: %s", self.module_name, graph.name, e)
             return None
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -204,14 +225,24 @@ class ResultsStore:
         """Remembers that no backend qualified (so the next process does not build them all again
         to learn the same); a failure only logs a warning."""
         path = self.outcome_path(key)
-        record = {"results_key": key, "module": self.module_name, "graph": graph.name, "reason": reason,
-                  "aitune_version": aitune.__version__,
-                  "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        record = {
+            "results_key": key,
+            "module": self.module_name,
+            "graph": graph.name,
+            "reason": reason,
+            "aitune_version": aitune.__version__,
+            "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
         try:
             atomic_write_text(path, json.dumps(record, indent=1))
         except OSError as e:
-            logger.warning("⚠️ The tuning outcome of module `%s` graph `%s` could not be stored in %s (%s)",
-                           self.module_name, graph.display_name, path, e)
+            logger.warning(
+                "⚠️ The tuning outcome of module `%s` graph `%s` could not be stored in %s (%s)",
+                self.module_name,
+                graph.display_name,
+                path,
+                e,
+            )
             return None
         return path
 
@@ -226,14 +257,25 @@ class ResultsStore:
         try:
             backend, stored_graph, created = self._restore(path, key, graph, strategy)
         except Exception as e:  # noqa: BLE001
-            logger.warning("⚠️ Stored tuning result %s for module `%s` graph `%s` cannot be reused (%s: %s); "
-                           "tuning it again", path, self.module_name, graph.display_name, type(e).__name__, e)
+            logger.warning(
+                "⚠️ Stored tuning result %s for module `%s` graph `%s` cannot be reused (%s: %s); tuning it again",
+                path,
+                self.module_name,
+                graph.display_name,
+                type(e).__name__,
+                e,
+            )
             return None
         graph.input_spec = stored_graph.input_spec
         graph.output_spec = stored_graph.output_spec
         graph.reference_outputs = stored_graph.reference_outputs
-        logger.info("♻️ Reusing tuning result for module `%s` graph `%s` (%s, tuned %s)", self.module_name,
-                    graph.display_name, backend.describe(), created)
+        logger.info(
+            "♻️ Reusing tuning result for module `%s` graph `%s` (%s, tuned %s)",
+            self.module_name,
+            graph.display_name,
+            backend.describe(),
+            created,
+        )
         return backend
 
     def _restore(self, path: Path, key: str, graph: Any, strategy: Any) -> tuple[Any, Any, str]:
@@ -243,8 +285,12 @@ class ResultsStore:
             raise ValueError(f"the file holds the result of key {manifest.raw.get('results_key')!r}")
         g = manifest.modules[0].graphs[0]
         b = g.backend
-        problems = mismatches(manifest.fingerprint, current_fingerprint(self.device), b.requires,
-                              f"{b.shown.rsplit('.', 1)[-1]} of module '{self.module_name}' graph '{g.name}'")
+        problems = mismatches(
+            manifest.fingerprint,
+            current_fingerprint(self.device),
+            b.requires,
+            f"{b.shown.rsplit('.', 1)[-1]} of module '{self.module_name}' graph '{g.name}'",
+        )
         if problems:
             raise IncompatibleCheckpointError(problems)
         cls = b.resolve()
@@ -252,15 +298,17 @@ class ResultsStore:
         stored.samples = graph.samples
         artifacts_root = ckpt.extract_all() if b.artifacts else None
         self.module.to(self.device)  # as a strategy does: JIT and eager backends serve the module
-        if graph.samples and (strategy is None or (getattr(strategy, "_correctness_check", True)
-                                                   and getattr(strategy, "_numeric_check", True))):
+        if graph.samples and (
+            strategy is None
+            or (getattr(strategy, "_correctness_check", True) and getattr(strategy, "_numeric_check", True))
+        ):
             # The eager outputs a strategy records for checkpoints (`aitune run --check`).
             raw: list[Any] = []
-            reference_outputs(getattr(self.module, "_aitune_original_forward", self.module.forward), graph.samples,
-                              raw)
+            reference_outputs(getattr(self.module, "_aitune_original_forward", self.module.forward), graph.samples, raw)
             stored.reference_outputs = raw
-        backend = restore_backend(cls, b, self.module, stored, self.device, artifacts_root, retune=False,
-                                  module_name=self.module_name)
+        backend = restore_backend(
+            cls, b, self.module, stored, self.device, artifacts_root, retune=False, module_name=self.module_name
+        )
         return backend, stored, manifest.created_at
 
     # -- write ------------------------------------------------------------------------------
@@ -269,8 +317,14 @@ class ResultsStore:
         try:
             return self._write(key, graph, backend)
         except Exception as e:  # noqa: BLE001
-            logger.warning("⚠️ The tuning result of module `%s` graph `%s` could not be stored in %s (%s: %s)",
-                           self.module_name, graph.display_name, self.folder, type(e).__name__, e)
+            logger.warning(
+                "⚠️ The tuning result of module `%s` graph `%s` could not be stored in %s (%s: %s)",
+                self.module_name,
+                graph.display_name,
+                self.folder,
+                type(e).__name__,
+                e,
+            )
             return None
 
     def _write(self, key: str, graph: Any, backend: Any) -> Path:
@@ -283,18 +337,28 @@ class ResultsStore:
         entry["samples"] = []
         cls = type(self.module)
         module_entry = {
-            "name": self.module_name, "prefix": "", "class": f"{cls.__module__}.{cls.__qualname__}",
-            "strict_mode": bool(config.strict_mode), "fallback_policy": self.fallback_policy, "weights": None,
-            "forward_signature": _signature(self.forward_params), "dynamic_shapes": None, "graphs": [entry],
+            "name": self.module_name,
+            "prefix": "",
+            "class": f"{cls.__module__}.{cls.__qualname__}",
+            "strict_mode": bool(config.strict_mode),
+            "fallback_policy": self.fallback_policy,
+            "weights": None,
+            "forward_signature": _signature(self.forward_params),
+            "dynamic_shapes": None,
+            "graphs": [entry],
         }
         manifest = {
-            "format": FORMAT, "format_version": version, "kind": STORE_KIND, "results_key": key,
+            "format": FORMAT,
+            "format_version": version,
+            "kind": STORE_KIND,
+            "results_key": key,
             "aitune_version": aitune.__version__,
             "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "fingerprint": current_fingerprint(backend.device or self.device),
             "config": {"device_after_tuning": config.device_after_tuning},
             "root": {"kind": "module", "class": module_entry["class"], "weights": None},
-            "modules": [module_entry], "files": writer.files(),
+            "modules": [module_entry],
+            "files": writer.files(),
         }
         writer.finish(json.dumps(manifest, indent=1))
         logger.debug("Tuning result of module `%s` graph `%s` stored in %s", self.module_name, graph.name, target)
@@ -306,5 +370,3 @@ def _signature(params: Any) -> list[dict[str, Any]]:
         return [{"name": n, "kind": KIND_NAMES[k], "has_default": d} for n, k, d in params]
     except Exception:  # noqa: BLE001
         return []
-
-

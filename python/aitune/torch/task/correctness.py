@@ -44,7 +44,9 @@ def check_output_structure(graph: GraphSpec, output: Any) -> None:
         if value is None:
             errors.append(f"Expected tensor {leaf.access_path} is missing from the output")
         elif not leaf.spec.matches(list(value.shape)):
-            errors.append(f"Expected tensor {leaf.access_path} to have shape {leaf.spec.shape} but got {list(value.shape)}")
+            errors.append(
+                f"Expected tensor {leaf.access_path} to have shape {leaf.spec.shape} but got {list(value.shape)}"
+            )
     if errors:
         raise CorrectnessTensorShapeError(
             f"{len(errors)} error(s) related to output tensor shapes:\n" + "\n".join(f"- {e}" for e in errors)

@@ -34,8 +34,9 @@ def reference_outputs(forward: Any, data: list[Sample], raw: list[Any] | None = 
             if raw is not None:
                 raw.append(map_nested_tensors(output, lambda t: t.detach().to("cpu", copy=True)))
             _, leaves = _C.flatten_value(output)
-            refs.append({(semantic_path(s) if s else ()): (_to_host(v), access_path(s, "output"), t)
-                         for s, v, t, _ in leaves})
+            refs.append(
+                {(semantic_path(s) if s else ()): (_to_host(v), access_path(s, "output"), t) for s, v, t, _ in leaves}
+            )
     return refs
 
 
@@ -57,9 +58,11 @@ class NumericSummary:
     def log_line(self) -> str:
         w = self.worst or {"max_abs_error": 0.0, "max_rel_error": 0.0, "rel_l2_error": 0.0, "mismatch_fraction": 0.0}
         t = self.tolerance
-        bound = {"max_rel_l2": f"rel_l2 ≤ {t.max_rel_l2:g}",
-                 "max_mismatch_fraction": f"mismatched ≤ {100 * t.max_mismatch_fraction:g}%",
-                 "nan": "no NaN"}.get(w.get("decided_by", ""), "")
+        bound = {
+            "max_rel_l2": f"rel_l2 ≤ {t.max_rel_l2:g}",
+            "max_mismatch_fraction": f"mismatched ≤ {100 * t.max_mismatch_fraction:g}%",
+            "nan": "no NaN",
+        }.get(w.get("decided_by", ""), "")
         return (
             f"🔍 numeric check ({self.precision_class}): max_abs={w['max_abs_error']:.3g}, "
             f"max_rel={w['max_rel_error']:.3g}, rel_l2={w['rel_l2_error']:.3g}, "
@@ -82,16 +85,19 @@ def _bound_use(core: dict[str, Any], tolerance: NumericTolerance) -> float:
             return metric / bound
         return math.inf if metric > 0 else 0.0
 
-    return max(share(core["rel_l2_error"], tolerance.max_rel_l2),
-               share(core["mismatch_fraction"], tolerance.max_mismatch_fraction))
+    return max(
+        share(core["rel_l2_error"], tolerance.max_rel_l2),
+        share(core["mismatch_fraction"], tolerance.max_mismatch_fraction),
+    )
 
 
 def _scalar_tensor(value: Any) -> torch.Tensor:
     return torch.tensor(float(value), dtype=torch.float64)
 
 
-def check_numeric(infer: Any, graph: GraphSpec, data: list[Sample], refs: list[Any], tolerance: NumericTolerance,
-                  precision_class: str) -> NumericSummary:
+def check_numeric(
+    infer: Any, graph: GraphSpec, data: list[Sample], refs: list[Any], tolerance: NumericTolerance, precision_class: str
+) -> NumericSummary:
     summary = NumericSummary(precision_class, tolerance)
     native_tol = tolerance.to_native()
     fp64 = precision_class == "fp32"
@@ -116,11 +122,16 @@ def check_numeric(infer: Any, graph: GraphSpec, data: list[Sample], refs: list[A
                     continue
                 candidate = value if is_tensor else _scalar_tensor(value)
                 reference = expected if expected_is_tensor else _scalar_tensor(expected)
-                metrics = _C.compare_tensors(candidate, reference.to(candidate.device), tolerance.atol, tolerance.rtol,
-                                             fp64)
+                metrics = _C.compare_tensors(
+                    candidate, reference.to(candidate.device), tolerance.atol, tolerance.rtol, fp64
+                )
                 core = {k: metrics[k] for k in _CORE_METRIC_KEYS}
-                record = {"sample": index, "path": display, **metrics,
-                          "decided_by": _C.deciding_bound(core, native_tol)}
+                record = {
+                    "sample": index,
+                    "path": display,
+                    **metrics,
+                    "decided_by": _C.deciding_bound(core, native_tol),
+                }
                 summary.leaves.append(record)
                 used = _bound_use(core, tolerance)
                 if used > worst_use:
@@ -139,9 +150,11 @@ def check_numeric(infer: Any, graph: GraphSpec, data: list[Sample], refs: list[A
 
 def tf32_switches() -> dict[str, Any]:
     """torch's TF32 switches now: what an fp32 model on CUDA was computed with."""
-    return {"cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+    return {
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
 
 
 def effective_precision_class(backend: Any, module: torch.nn.Module, device: torch.device) -> str:

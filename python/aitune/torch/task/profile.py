@@ -37,9 +37,17 @@ class SweepLimits:
         self.elapsed_s = 0.0
 
 
-def profile(fn: Callable, graph: GraphSpec, data: list[Sample], config: ProfilingConfig, device: torch.device,
-            batch_sizes: list[int], stop_above_latency_ms: float | None = None,
-            label: str | None = None, limits: SweepLimits | None = None) -> list[dict[str, Any]]:
+def profile(
+    fn: Callable,
+    graph: GraphSpec,
+    data: list[Sample],
+    config: ProfilingConfig,
+    device: torch.device,
+    batch_sizes: list[int],
+    stop_above_latency_ms: float | None = None,
+    label: str | None = None,
+    limits: SweepLimits | None = None,
+) -> list[dict[str, Any]]:
     """Measures `fn` at each batch size (until the sweep saturates, or `limits` stop it). An
     out-of-memory or any other error ends the sweep with a warning; results so far are kept.
     `label` names what is measured on the terminal's live status line."""
@@ -57,13 +65,23 @@ def _over_budget(limits: SweepLimits, start: float, last: tuple[int, float] | No
     predicted = last_duration * max(1.0, next_bs / max(last_bs, 1))
     if elapsed + predicted <= limits.time_budget_s:
         return ""
-    return (f"the time budget of {limits.time_budget_s:g} s (spent {elapsed:.1f} s; batch size {next_bs} "
-            f"would take about {predicted:.1f} s more)")
+    return (
+        f"the time budget of {limits.time_budget_s:g} s (spent {elapsed:.1f} s; batch size {next_bs} "
+        f"would take about {predicted:.1f} s more)"
+    )
 
 
-def _sweep(fn: Callable, graph: GraphSpec, data: list[Sample], config: ProfilingConfig, device: torch.device,
-           batch_sizes: list[int], stop_above_latency_ms: float | None, line: LiveLine,
-           limits: SweepLimits) -> list[dict[str, Any]]:
+def _sweep(
+    fn: Callable,
+    graph: GraphSpec,
+    data: list[Sample],
+    config: ProfilingConfig,
+    device: torch.device,
+    batch_sizes: list[int],
+    stop_above_latency_ms: float | None,
+    line: LiveLine,
+    limits: SweepLimits,
+) -> list[dict[str, Any]]:
     base_text = line.text
     start = limits.clock()
     last: tuple[int, float] | None = None  # (batch size, seconds its measurement took)

@@ -27,29 +27,36 @@ def _types(counts: dict[str, int]) -> str:
 def render_inspection_html(rows: list[dict[str, Any]], model_name: str) -> str:
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     # The title and the "Model: <name>" line are AITune's (docs/guide.md, "Coming from AITune").
-    out = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-           f"<title>AITune Model Inspector: {_e(model_name)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>aitune JIT inspection: {_e(model_name)}</h1><p class=\"model\">Model: {_e(model_name)}</p>",
-           f"<p>Created {created}. {len(rows)} patched module(s). Times are wall-clock, CUDA-synchronised for "
-           "modules on a GPU; a child's time is part of its parent's.</p>"]
+    out = [
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        f"<title>AITune Model Inspector: {_e(model_name)}</title><style>{_CSS}</style></head><body>",
+        f'<h1>aitune JIT inspection: {_e(model_name)}</h1><p class="model">Model: {_e(model_name)}</p>',
+        f"<p>Created {created}. {len(rows)} patched module(s). Times are wall-clock, CUDA-synchronised for "
+        "modules on a GPU; a child's time is part of its parent's.</p>",
+    ]
     if not rows:
-        out.append("<p><b>No patched module was called.</b> Enable inspection before the model is built "
-                   "(<code>import aitune.torch.jit.enable_inspection</code>).</p>")
+        out.append(
+            "<p><b>No patched module was called.</b> Enable inspection before the model is built "
+            "(<code>import aitune.torch.jit.enable_inspection</code>).</p>"
+        )
     else:
         out.append("<h2>Execution Details</h2>")
-        out.append("<table><tr><th>Module</th><th>Class</th><th>State</th><th>Call Count</th><th>Total time (s)</th>"
-                   "<th>Avg time (s)</th><th>% of head</th><th># of params</th><th>Argument types</th>"
-                   "<th>Output types</th></tr>")
+        out.append(
+            "<table><tr><th>Module</th><th>Class</th><th>State</th><th>Call Count</th><th>Total time (s)</th>"
+            "<th>Avg time (s)</th><th>% of head</th><th># of params</th><th>Argument types</th>"
+            "<th>Output types</th></tr>"
+        )
         for row in rows:
             share = 100.0 * float(row.get("share_of_head", 0.0))
             pad = 16 * int(row.get("level", 0))
             out.append(
-                f"<tr><td style=\"padding-left:{pad + 8}px\">{_e(row['name'])}</td><td>{_e(row['class'])}</td>"
+                f'<tr><td style="padding-left:{pad + 8}px">{_e(row["name"])}</td><td>{_e(row["class"])}</td>'
                 f"<td>{_e(row['state'])}</td><td class=num>{int(row['calls'])}</td>"
                 f"<td class=num>{row['total_time_s']:.6f}</td><td class=num>{row['avg_time_s']:.6f}</td>"
-                f"<td class=num>{share:.1f}<div class=bar style=\"width:{min(share, 100.0):.0f}px\"></div></td>"
+                f'<td class=num>{share:.1f}<div class=bar style="width:{min(share, 100.0):.0f}px"></div></td>'
                 f"<td class=num>{int(row['parameters']):,}</td><td>{_types(row['arg_types'])}</td>"
-                f"<td>{_types(row['output_types'])}</td></tr>")
+                f"<td>{_types(row['output_types'])}</td></tr>"
+            )
         out.append("</table>")
     out.append("</body></html>")
     return "".join(out)

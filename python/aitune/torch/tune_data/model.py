@@ -90,8 +90,9 @@ class RunReport:
 def json_safe(value: Any) -> Any:
     """JSON-safe copy: dataclasses without private fields, non-finite floats as strings."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: json_safe(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if not f.name.startswith("_")}
+        return {
+            f.name: json_safe(getattr(value, f.name)) for f in dataclasses.fields(value) if not f.name.startswith("_")
+        }
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -109,5 +110,8 @@ def json_safe(value: Any) -> Any:
 
 
 def error_dict(exc: BaseException) -> dict[str, Any]:
-    return {"type": type(exc).__name__, "message": str(exc),
-            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+    }

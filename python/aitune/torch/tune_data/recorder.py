@@ -53,9 +53,12 @@ def _flush() -> None:
 
 def _new_run(mode: str) -> RunReport:
     version = getattr(aitune, "__version__", "")
-    run = RunReport(mode=mode, aitune_version=version,
-                    started_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                    _start=time.perf_counter())
+    run = RunReport(
+        mode=mode,
+        aitune_version=version,
+        started_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        _start=time.perf_counter(),
+    )
     try:
         run.config = config.to_dict()
     except Exception as e:  # noqa: BLE001
@@ -116,11 +119,21 @@ def module_span(name: str) -> Iterator[ModuleReport]:
 
 
 def _spec_rows(spec: Any) -> dict[str, Any]:
-    tensors = [{"access_path": t.access_path, "semantic_path": str(t.semantic_path), "shape": str(t.spec.shape),
-                "min_shape": str(t.spec.min_shape), "max_shape": str(t.spec.max_shape),
-                "dtype": ", ".join(map(str, t.dtypes))} for t in getattr(spec, "tensors", [])]
-    other = [{"access_path": c.access_path, "semantic_path": str(c.semantic_path), "value": repr(c.value)}
-             for c in getattr(spec, "constants", [])]
+    tensors = [
+        {
+            "access_path": t.access_path,
+            "semantic_path": str(t.semantic_path),
+            "shape": str(t.spec.shape),
+            "min_shape": str(t.spec.min_shape),
+            "max_shape": str(t.spec.max_shape),
+            "dtype": ", ".join(map(str, t.dtypes)),
+        }
+        for t in getattr(spec, "tensors", [])
+    ]
+    other = [
+        {"access_path": c.access_path, "semantic_path": str(c.semantic_path), "value": repr(c.value)}
+        for c in getattr(spec, "constants", [])
+    ]
     return {"tensors": tensors, "other": other}
 
 
@@ -128,11 +141,16 @@ def selection_rule(strategy: Any) -> str:
     name = type(strategy).__name__
     threshold = getattr(strategy, "min_speedup_threshold_percent", None)
     gate = getattr(strategy, "_performance_validation", False)
-    gate_text = (f"; it must beat the eager baseline by more than {threshold}% or eager is kept"
-                 if gate and threshold is not None else "")
+    gate_text = (
+        f"; it must beat the eager baseline by more than {threshold}% or eager is kept"
+        if gate and threshold is not None
+        else ""
+    )
     if hasattr(strategy, "latency_budget_ms"):
-        return (f"{name}: best throughput among batch sizes whose mean latency is within "
-                f"{strategy.latency_budget_ms} ms{gate_text}")
+        return (
+            f"{name}: best throughput among batch sizes whose mean latency is within "
+            f"{strategy.latency_budget_ms} ms{gate_text}"
+        )
     metric = getattr(strategy, "metric_name", None)
     if metric == "latency":
         return f"{name}: lowest mean latency at batch size 1{gate_text}"
@@ -146,15 +164,21 @@ def selection_rule(strategy: Any) -> str:
 
 
 @contextlib.contextmanager
-def graph_span(strategy: Any, module_name: str, graph: Any, num_samples: int = 0, device: Any = "",
-               cache_dir: Any = "") -> Iterator[GraphReport]:
+def graph_span(
+    strategy: Any, module_name: str, graph: Any, num_samples: int = 0, device: Any = "", cache_dir: Any = ""
+) -> Iterator[GraphReport]:
     with contextlib.ExitStack() as stack:
         if _state.module is None or _state.module.name != module_name:
             stack.enter_context(module_span(module_name))
-        report = GraphReport(name=str(getattr(graph, "name", graph)),
-                             display_name=str(getattr(graph, "display_name", getattr(graph, "name", graph))),
-                             num_samples=num_samples, device=str(device), cache_dir=str(cache_dir),
-                             strategy=type(strategy).__name__, _start=time.perf_counter())
+        report = GraphReport(
+            name=str(getattr(graph, "name", graph)),
+            display_name=str(getattr(graph, "display_name", getattr(graph, "name", graph))),
+            num_samples=num_samples,
+            device=str(device),
+            cache_dir=str(cache_dir),
+            strategy=type(strategy).__name__,
+            _start=time.perf_counter(),
+        )
         with contextlib.suppress(Exception):
             report.input_spec = _spec_rows(graph.input_spec)
         with contextlib.suppress(Exception):
@@ -179,7 +203,8 @@ def graph_span(strategy: Any, module_name: str, graph: Any, num_samples: int = 0
             with contextlib.suppress(Exception):
                 report.perf_validation_results = [  # result objects (strategy_results.py) as plain dicts
                     r.to_dict() if hasattr(r, "to_dict") else dict(r)
-                    for r in getattr(strategy, "perf_validation_results", []) or []]
+                    for r in getattr(strategy, "perf_validation_results", []) or []
+                ]
             _state.graph, _state.build = None, None
             _flush()
 
@@ -235,18 +260,24 @@ def record_max_batch_search(stopped_by: str, elapsed_s: float) -> None:
 
 
 # -- builds ----------------------------------------------------------------------------------
-def begin_build(backend: Any, log_file: Any = None, build_dir: Any = None,
-                result: dict[str, Any] | None = None) -> BuildReport | None:
+def begin_build(
+    backend: Any, log_file: Any = None, build_dir: Any = None, result: dict[str, Any] | None = None
+) -> BuildReport | None:
     """Opens a build in the current graph (None outside a graph span). `result` is the
     strategy's backend_results dict, copied into the report when the build ends."""
     graph = _state.graph
     if graph is None:
         return None
-    build = BuildReport(backend=_describe(backend), log_file=str(log_file) if log_file else None,
-                        build_dir=str(build_dir) if build_dir else None, _start=time.perf_counter())
+    build = BuildReport(
+        backend=_describe(backend),
+        log_file=str(log_file) if log_file else None,
+        build_dir=str(build_dir) if build_dir else None,
+        _start=time.perf_counter(),
+    )
     with contextlib.suppress(Exception):
-        build.config = dict(backend.config.to_dict()) if hasattr(backend.config, "to_dict") \
-            else dataclasses.asdict(backend.config)
+        build.config = (
+            dict(backend.config.to_dict()) if hasattr(backend.config, "to_dict") else dataclasses.asdict(backend.config)
+        )
     with contextlib.suppress(Exception):
         build.key = backend.key()
     if result is not None:
@@ -297,12 +328,14 @@ def record_correctness(summary: Any) -> None:
         build.correctness = dict(summary)
         return
     worst = dict(getattr(summary, "worst", {}) or {})
-    build.correctness = {"precision_class": getattr(summary, "precision_class", None),
-                         "passed": getattr(summary, "passed", None),
-                         "decided_by": worst.get("decided_by"),
-                         "tolerance": json_safe(getattr(summary, "tolerance", None)),
-                         "worst": dict(getattr(summary, "worst", {}) or {}),
-                         "leaves": list(getattr(summary, "leaves", []) or [])}
+    build.correctness = {
+        "precision_class": getattr(summary, "precision_class", None),
+        "passed": getattr(summary, "passed", None),
+        "decided_by": worst.get("decided_by"),
+        "tolerance": json_safe(getattr(summary, "tolerance", None)),
+        "worst": dict(getattr(summary, "worst", {}) or {}),
+        "leaves": list(getattr(summary, "leaves", []) or []),
+    }
 
 
 def end_build(success: bool, error: BaseException | None = None) -> None:
@@ -325,8 +358,11 @@ def fail_build(message: str | BaseException, backend_description: str | None = N
     if build is None:
         return
     build.success = False
-    build.error = error_dict(message) if isinstance(message, BaseException) else \
-        {"type": "MeasurementError", "message": str(message), "traceback": ""}
+    build.error = (
+        error_dict(message)
+        if isinstance(message, BaseException)
+        else {"type": "MeasurementError", "message": str(message), "traceback": ""}
+    )
     _flush()
 
 
@@ -339,8 +375,9 @@ def _find_build(backend_description: str | None) -> BuildReport | None:
     return _state.build
 
 
-def record_measurements(results: list[dict[str, Any]], kind: str = "build",
-                        backend_description: str | None = None) -> None:
+def record_measurements(
+    results: list[dict[str, Any]], kind: str = "build", backend_description: str | None = None
+) -> None:
     """Stores per-batch-size dicts (docs/reference/measurement.md#batch-sweep): kind "build" (the current build, or the
     named one), "baseline" (eager) or "max_batch_search"."""
     graph = _state.graph

@@ -36,8 +36,7 @@ def first_wins_defaults(device: Any = None) -> list[Backend]:
     )
 
     if not _on_cuda(device):
-        return [TensorRTBackend(), TensorRTBackend(TensorRTBackendConfig(use_dynamo=False)),
-                TorchInductorJitBackend()]
+        return [TensorRTBackend(), TensorRTBackend(TensorRTBackendConfig(use_dynamo=False)), TorchInductorJitBackend()]
     return [
         TensorRTBackend(TensorRTBackendConfig(use_cuda_graphs=True)),
         TensorRTBackend(TensorRTBackendConfig(use_dynamo=False, use_cuda_graphs=True)),

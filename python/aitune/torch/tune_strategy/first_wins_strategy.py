@@ -19,10 +19,17 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
     `backends=None` means the default list for the tuning device: on CUDA it leads with
     CUDA-graph variants (default_backends.py)."""
 
-    def __init__(self, backends: list[Backend] | None = None, *, sink: Any = None, profiling_config: Any = None,
-                 min_speedup_threshold_percent: float = 1.0) -> None:
-        super().__init__(sink=sink, profiling_config=profiling_config,
-                         min_speedup_threshold_percent=min_speedup_threshold_percent)
+    def __init__(
+        self,
+        backends: list[Backend] | None = None,
+        *,
+        sink: Any = None,
+        profiling_config: Any = None,
+        min_speedup_threshold_percent: float = 1.0,
+    ) -> None:
+        super().__init__(
+            sink=sink, profiling_config=profiling_config, min_speedup_threshold_percent=min_speedup_threshold_percent
+        )
         self._default_backends = backends is None
         self.backends = list(backends) if backends is not None else first_wins_defaults()
         for b in self.backends:
@@ -35,13 +42,19 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
         return self
 
     def _describe_parts(self) -> list[str]:  # AITune's form (docs/guide.md, "Coming from AITune")
-        return ["name: First Wins Strategy", "description: evaluate backends in order, return first working backend",
-                "backends:", *[f"  {b.describe()}" for b in self.backends]]
+        return [
+            "name: First Wins Strategy",
+            "description: evaluate backends in order, return first working backend",
+            "backends:",
+            *[f"  {b.describe()}" for b in self.backends],
+        ]
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"backends": [b.describe() for b in self.backends],
-                "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
-                "profiling_config": self.profiling_config.to_json_dict()}
+        return {
+            "backends": [b.describe() for b in self.backends],
+            "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
+            "profiling_config": self.profiling_config.to_json_dict(),
+        }
 
     def _tune(self, ctx: GraphContext) -> Backend:
         for blueprint in self.backends:
@@ -67,8 +80,12 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
             return False
 
     def _selected(self, backend: Backend, ctx: GraphContext) -> Backend:
-        self._log("✅ Selected %s for module %s and graph spec %s.", backend.describe(), ctx.module_name,
-                  ctx.graph.display_name)
+        self._log(
+            "✅ Selected %s for module %s and graph spec %s.",
+            backend.describe(),
+            ctx.module_name,
+            ctx.graph.display_name,
+        )
         return backend
 
     def _none_qualified(self, ctx: GraphContext) -> Backend:

@@ -20,22 +20,39 @@ from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
 
 
-def search_max_batch_size(backend: Any, ctx: Any, profiling_config: ProfilingConfig, log: Callable[..., None],
-                          limits: SweepLimits | None = None) -> int:
+def search_max_batch_size(
+    backend: Any,
+    ctx: Any,
+    profiling_config: ProfilingConfig,
+    log: Callable[..., None],
+    limits: SweepLimits | None = None,
+) -> int:
     """Runs the search for the graph of `ctx` (a GraphContext) with the eager `backend`; returns
     the batch size found. `limits` defaults to the configured time budget. A failure writes
     `error.log` in the search folder and propagates (the graph fails,
     docs/reference/strategies.md#per-graph-pipeline)."""
     folder = ctx.cache_dir / "find_max_batch_size"
     limits = limits or SweepLimits(time_budget_s=config.max_batch_search_s)
-    log("🚀 Finding max batch size for module `%s` graph `%s` (time budget %s)", ctx.module_name,
-        ctx.graph.display_name, "none" if limits.time_budget_s is None else f"{limits.time_budget_s:g} s")
+    log(
+        "🚀 Finding max batch size for module `%s` graph `%s` (time budget %s)",
+        ctx.module_name,
+        ctx.graph.display_name,
+        "none" if limits.time_budget_s is None else f"{limits.time_budget_s:g} s",
+    )
     try:
         with captured_output(folder / "build.log"):
             backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
         try:
-            results = profile(backend.runner(), ctx.graph, ctx.data, profiling_config, ctx.device,
-                              list(profiling_config.batch_sizes), label="the max batch size (eager)", limits=limits)
+            results = profile(
+                backend.runner(),
+                ctx.graph,
+                ctx.data,
+                profiling_config,
+                ctx.device,
+                list(profiling_config.batch_sizes),
+                label="the max batch size (eager)",
+                limits=limits,
+            )
         finally:
             backend.deactivate()
         tune_data.record_measurements(results, kind="max_batch_search")
@@ -44,9 +61,16 @@ def search_max_batch_size(backend: Any, ctx: Any, profiling_config: ProfilingCon
         if best is None:
             raise RuntimeError("no batch size could be measured")
         extend_max_batch(ctx.graph, ctx.data[0], best["batch_size"])
-        log("✅ Max batch size for module `%s` graph `%s` is %d with throughput %.2f samples/s "
-            "(search stopped by %s, after %.1f s)", ctx.module_name, ctx.graph.display_name, best["batch_size"],
-            best["throughput_per_s"], limits.stopped_by, limits.elapsed_s)
+        log(
+            "✅ Max batch size for module `%s` graph `%s` is %d with throughput %.2f samples/s "
+            "(search stopped by %s, after %.1f s)",
+            ctx.module_name,
+            ctx.graph.display_name,
+            best["batch_size"],
+            best["throughput_per_s"],
+            limits.stopped_by,
+            limits.elapsed_s,
+        )
         return int(best["batch_size"])
     except Exception as e:
         folder.mkdir(parents=True, exist_ok=True)

@@ -12,10 +12,17 @@ class OneBackendStrategy(PerformanceValidatedStrategy):
     """Exactly one backend: its availability, build and correctness errors propagate; below
     the performance gate the eager baseline is served instead (docs/guide.md, "Strategies")."""
 
-    def __init__(self, backend: Backend, *, sink: Any = None, profiling_config: Any = None,
-                 min_speedup_threshold_percent: float = 1.0) -> None:
-        super().__init__(sink=sink, profiling_config=profiling_config,
-                         min_speedup_threshold_percent=min_speedup_threshold_percent)
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        sink: Any = None,
+        profiling_config: Any = None,
+        min_speedup_threshold_percent: float = 1.0,
+    ) -> None:
+        super().__init__(
+            sink=sink, profiling_config=profiling_config, min_speedup_threshold_percent=min_speedup_threshold_percent
+        )
         if not isinstance(backend, Backend):
             raise TypeError(f"OneBackendStrategy needs a Backend instance, got {type(backend).__name__}")
         self.backend = backend
@@ -24,13 +31,18 @@ class OneBackendStrategy(PerformanceValidatedStrategy):
         return [self.backend]
 
     def _describe_parts(self) -> list[str]:  # AITune's form (docs/guide.md, "Coming from AITune")
-        return ["name: One Backend Strategy", "description: Use only one backend",
-                f"backend: {self.backend.describe()}"]
+        return [
+            "name: One Backend Strategy",
+            "description: Use only one backend",
+            f"backend: {self.backend.describe()}",
+        ]
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"backends": [self.backend.describe()],
-                "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
-                "profiling_config": self.profiling_config.to_json_dict()}
+        return {
+            "backends": [self.backend.describe()],
+            "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
+            "profiling_config": self.profiling_config.to_json_dict(),
+        }
 
     def _tune(self, ctx: GraphContext) -> Backend:
         backend = self._build_and_validate(self.backend, ctx, raise_on_failure=True)
@@ -39,8 +51,11 @@ class OneBackendStrategy(PerformanceValidatedStrategy):
             return backend
         backend.deactivate()
         if self._baseline_backend is not None:
-            self._log("ℹ️ Baseline was selected: %s did not beat eager by %.2f%%", backend.describe(),
-                      self.min_speedup_threshold_percent)
+            self._log(
+                "ℹ️ Baseline was selected: %s did not beat eager by %.2f%%",
+                backend.describe(),
+                self.min_speedup_threshold_percent,
+            )
             self._keep_eager_message(ctx)
             return self._baseline_backend
         raise NoValidBackendError(

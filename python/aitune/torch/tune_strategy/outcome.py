@@ -33,11 +33,14 @@ class KeptEager:
         where = f"{self.module}.{self.graph}"
         if self.best_candidate is not None and self.best_speedup is not None:
             detail = f"; {self.gate_detail}" if self.gate_detail else ""
-            return (f"🟰 {where}: kept eager — {self.best_candidate} was {self.best_speedup:.2f}× eager "
-                    f"(needs {self.gate}{detail})")
+            return (
+                f"🟰 {where}: kept eager — {self.best_candidate} was {self.best_speedup:.2f}× eager "
+                f"(needs {self.gate}{detail})"
+            )
         see = f": see {self.failure_log}" if self.failure_log is not None else ""
-        return (f"🟰 {where}: kept eager — no candidate built ({self.unavailable} unavailable, "
-                f"{self.failed} failed{see})")
+        return (
+            f"🟰 {where}: kept eager — no candidate built ({self.unavailable} unavailable, {self.failed} failed{see})"
+        )
 
 
 @dataclasses.dataclass
@@ -63,5 +66,14 @@ class CandidateTally:
             self.best_candidate, self.best_speedup, self.best_detail = candidate, speedup, detail
 
     def kept_eager(self, module: str, graph: str, gate: str) -> KeptEager:
-        return KeptEager(module, graph, self.best_candidate, self.best_speedup, gate, self.best_detail,
-                         self.unavailable, self.failed, self.failure_log)
+        return KeptEager(
+            module,
+            graph,
+            self.best_candidate,
+            self.best_speedup,
+            gate,
+            self.best_detail,
+            self.unavailable,
+            self.failed,
+            self.failure_log,
+        )

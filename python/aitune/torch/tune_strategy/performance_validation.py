@@ -41,8 +41,9 @@ def gate_batch_sizes(ctx: GraphContext, batching: bool) -> list[int]:
 
 
 class PerformanceValidatedStrategy(TuneStrategy):
-    def __init__(self, *, sink: Any = None, profiling_config: Any = None,
-                 min_speedup_threshold_percent: float = 1.0) -> None:
+    def __init__(
+        self, *, sink: Any = None, profiling_config: Any = None, min_speedup_threshold_percent: float = 1.0
+    ) -> None:
         super().__init__(sink=sink, profiling_config=profiling_config)
         self.min_speedup_threshold_percent = min_speedup_threshold_percent
         self._performance_validation = True
@@ -82,15 +83,25 @@ class PerformanceValidatedStrategy(TuneStrategy):
             backend = self._eager_backend()
             with captured_output(folder / "build.log"):
                 backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
-            results = profile(backend.runner(), ctx.graph, ctx.data, self._gate_profiling_config(), ctx.device,
-                              self._gate_sizes, label=f"{backend.describe()} (eager baseline)")
+            results = profile(
+                backend.runner(),
+                ctx.graph,
+                ctx.data,
+                self._gate_profiling_config(),
+                ctx.device,
+                self._gate_sizes,
+                label=f"{backend.describe()} (eager baseline)",
+            )
             tune_data.record_measurements(results, kind="baseline")
             self._baseline_by_size = {r["batch_size"]: r["throughput_per_s"] for r in results}
             self._baseline_throughput = results[0]["throughput_per_s"]
             self._baseline_backend = backend
             for r in results:
-                self._log("📊 Eager baseline: batch size=%d, throughput=%.2f samples/s", r["batch_size"],
-                          r["throughput_per_s"])
+                self._log(
+                    "📊 Eager baseline: batch size=%d, throughput=%.2f samples/s",
+                    r["batch_size"],
+                    r["throughput_per_s"],
+                )
         # a failed baseline disables the gate (docs/reference/strategies.md#per-graph-pipeline)
         except Exception as e:  # noqa: BLE001
             self._log("⚠️ Eager baseline failed, performance validation is disabled: %s: %s", type(e).__name__, e)
@@ -98,49 +109,90 @@ class PerformanceValidatedStrategy(TuneStrategy):
     def _passes_gate(self, backend: Backend, ctx: GraphContext) -> bool:
         if not self._performance_validation or not self._baseline_throughput:
             if self._performance_validation:
-                self._log("ℹ️ No eager baseline throughput; %s accepted without the performance gate",
-                          backend.describe())
+                self._log(
+                    "ℹ️ No eager baseline throughput; %s accepted without the performance gate", backend.describe()
+                )
             return True
         limits = SweepLimits()
         try:
-            results = profile(backend.runner(), ctx.graph, ctx.data, self._gate_profiling_config(), ctx.device,
-                              self._gate_sizes, label=f"{backend.describe()} (performance gate)", limits=limits)
+            results = profile(
+                backend.runner(),
+                ctx.graph,
+                ctx.data,
+                self._gate_profiling_config(),
+                ctx.device,
+                self._gate_sizes,
+                label=f"{backend.describe()} (performance gate)",
+                limits=limits,
+            )
             tune_data.record_measurements(results, backend_description=backend.describe())
         # docs/reference/strategies.md#selection-and-the-gate: a candidate whose profiling fails is accepted
         except Exception as e:  # noqa: BLE001
-            self._log("ℹ️ Profiling %s failed (%s: %s); accepted without the performance gate", backend.describe(),
-                      type(e).__name__, e)
+            self._log(
+                "ℹ️ Profiling %s failed (%s: %s); accepted without the performance gate",
+                backend.describe(),
+                type(e).__name__,
+                e,
+            )
             return True
         if not results:  # e.g. out of memory at the first gate batch size: as if profiling had failed
-            self._log("ℹ️ Profiling %s measured no batch size (stopped by %s); accepted without the performance gate",
-                      backend.describe(), limits.stopped_by)
+            self._log(
+                "ℹ️ Profiling %s measured no batch size (stopped by %s); accepted without the performance gate",
+                backend.describe(),
+                limits.stopped_by,
+            )
             return True
         self.check_cuda_graph_capture(backend)  # measuring may capture new shapes
-        points = [(r["batch_size"], r["throughput_per_s"], self._baseline_by_size.get(r["batch_size"]))
-                  for r in results]
+        points = [
+            (r["batch_size"], r["throughput_per_s"], self._baseline_by_size.get(r["batch_size"])) for r in results
+        ]
         speedups = [_C.speedup_throughput(tp, base) if base else math.nan for _, tp, base in points]
         verdict = _C.first_wins_gate(speedups, self.min_speedup_threshold_percent)
         for (bs, tp, _), speedup in zip(points, speedups):
-            self._log("📊 %s: batch size=%d, throughput=%.2f samples/s, speedup=%.2fx (%s)", backend.describe(), bs,
-                      tp, speedup, _direction(speedup))
+            self._log(
+                "📊 %s: batch size=%d, throughput=%.2f samples/s, speedup=%.2fx (%s)",
+                backend.describe(),
+                bs,
+                tp,
+                speedup,
+                _direction(speedup),
+            )
         geomean = verdict["geomean_speedup"]
         detail = ""
         if verdict["too_slow_somewhere"] and _C.passes_first_wins_gate(geomean, self.min_speedup_threshold_percent):
             worst_bs = points[verdict["worst_index"]][0]
-            detail = (f"not slower than eager by more than {100 * _C.MAX_GATE_SLOWDOWN:g} % at any batch size, "
-                      f"but it was {verdict['worst_speedup']:.2f}× at batch size {worst_bs}")
+            detail = (
+                f"not slower than eager by more than {100 * _C.MAX_GATE_SLOWDOWN:g} % at any batch size, "
+                f"but it was {verdict['worst_speedup']:.2f}× at batch size {worst_bs}"
+            )
         passed = bool(verdict["passed"])
         if len(points) > 1:
-            self._log("📊 %s: geometric-mean speedup %.2fx over batch sizes %s (gate %s%s): %s", backend.describe(),
-                      geomean, [p[0] for p in points], self._gate_text(), f"; {detail}" if detail else "",
-                      "passed" if passed else "not passed")
+            self._log(
+                "📊 %s: geometric-mean speedup %.2fx over batch sizes %s (gate %s%s): %s",
+                backend.describe(),
+                geomean,
+                [p[0] for p in points],
+                self._gate_text(),
+                f"; {detail}" if detail else "",
+                "passed" if passed else "not passed",
+            )
         self._tally.record_speedup(backend.describe(), geomean, detail)
-        self.perf_validation_results.append(PerformanceValidationMixinResult(
-            backend.describe(), points[0][1], self._baseline_throughput, geomean, passed,
-            batch_sizes=[p[0] for p in points], speedups=speedups, worst_speedup=verdict["worst_speedup"]))
+        self.perf_validation_results.append(
+            PerformanceValidationMixinResult(
+                backend.describe(),
+                points[0][1],
+                self._baseline_throughput,
+                geomean,
+                passed,
+                batch_sizes=[p[0] for p in points],
+                speedups=speedups,
+                worst_speedup=verdict["worst_speedup"],
+            )
+        )
         if self.backend_results:
-            self.backend_results[-1].update({"throughput": points[0][1], "speedup_vs_eager": geomean,
-                                             "selected_batch_size": points[0][0]})
+            self.backend_results[-1].update(
+                {"throughput": points[0][1], "speedup_vs_eager": geomean, "selected_batch_size": points[0][0]}
+            )
         if passed:
             self._selected_speedup = (geomean, self._baseline_throughput, points[0][1])
         return passed
@@ -159,7 +211,8 @@ class PerformanceValidatedStrategy(TuneStrategy):
             return
         speedup, before, after = self._selected_speedup
         if logger.getEffectiveLevel() > logging.INFO:
-            logger.warning("[AITune] ⚡ %s | backend: %s | speedup: %.2fx", ctx.module_name, backend.describe(),
-                           speedup)
+            logger.warning(
+                "[AITune] ⚡ %s | backend: %s | speedup: %.2fx", ctx.module_name, backend.describe(), speedup
+            )
         else:
             self._log("⚡ speedup: %.2fx (%.2f → %.2f samples/s)", speedup, before, after)

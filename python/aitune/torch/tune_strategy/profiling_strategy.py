@@ -44,8 +44,14 @@ class ProfilingTuneStrategy(TuneStrategy):
     _title = "Max Throughput Strategy"
     _description = "evaluate all backends, return backend with max throughput"
 
-    def __init__(self, backends: list[Backend] | None = None, profiling_config: ProfilingConfig | None = None, *,
-                 sink: Any = None, min_speedup_threshold_percent: float = 0.0) -> None:
+    def __init__(
+        self,
+        backends: list[Backend] | None = None,
+        profiling_config: ProfilingConfig | None = None,
+        *,
+        sink: Any = None,
+        min_speedup_threshold_percent: float = 0.0,
+    ) -> None:
         super().__init__(sink=sink, profiling_config=profiling_config)
         self._default_backends = backends is None
         self.backends = list(backends) if backends is not None else profiling_defaults()
@@ -68,13 +74,19 @@ class ProfilingTuneStrategy(TuneStrategy):
         return self
 
     def _describe_parts(self) -> list[str]:
-        return [f"name: {self._title}", f"description: {self._description}", "backends:",
-                *[f"  {b.describe()}" for b in self.backends]]
+        return [
+            f"name: {self._title}",
+            f"description: {self._description}",
+            "backends:",
+            *[f"  {b.describe()}" for b in self.backends],
+        ]
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"backends": [b.describe() for b in self.backends],
-                "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
-                "profiling_config": self.profiling_config.to_json_dict()}
+        return {
+            "backends": [b.describe() for b in self.backends],
+            "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
+            "profiling_config": self.profiling_config.to_json_dict(),
+        }
 
     # -- measurement -----------------------------------------------------------------------
     def _batch_sizes(self, ctx: GraphContext) -> list[int]:
@@ -88,9 +100,16 @@ class ProfilingTuneStrategy(TuneStrategy):
         return None
 
     def _measure(self, backend: Backend, ctx: GraphContext, kind: str = "build") -> Measured | None:
-        results = profile(backend.runner(), ctx.graph, ctx.data, self.profiling_config, ctx.device,
-                          self._batch_sizes(ctx), stop_above_latency_ms=self._latency_limit_ms(),
-                          label=backend.describe())
+        results = profile(
+            backend.runner(),
+            ctx.graph,
+            ctx.data,
+            self.profiling_config,
+            ctx.device,
+            self._batch_sizes(ctx),
+            stop_above_latency_ms=self._latency_limit_ms(),
+            label=backend.describe(),
+        )
         tune_data.record_measurements(results, kind=kind, backend_description=backend.describe())
         if kind == "build":
             self.check_cuda_graph_capture(backend)  # measuring captures new shapes too
@@ -105,8 +124,14 @@ class ProfilingTuneStrategy(TuneStrategy):
     def _point(self, backend: Any, batch_size: int, latency_ms: float, throughput: float) -> Measured:
         """A candidate's point at `batch_size`, with the strategy's metric and AITune's result
         object: from its own measurements, or a multi-device worker's (scaled) ones."""
-        return Measured(backend, throughput, batch_size, latency_ms, throughput,
-                        MaxThroughputProfilingResult(selected_batch_size=batch_size, throughput=throughput))
+        return Measured(
+            backend,
+            throughput,
+            batch_size,
+            latency_ms,
+            throughput,
+            MaxThroughputProfilingResult(selected_batch_size=batch_size, throughput=throughput),
+        )
 
     def _speedup(self, candidate: Measured, baseline: Measured) -> float:
         if self.metric_name == "latency":
@@ -127,8 +152,12 @@ class ProfilingTuneStrategy(TuneStrategy):
                 backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
             self._baseline = self._measure(backend, ctx, kind="baseline")
             if self._baseline is not None:
-                self._log("📊 Eager baseline: batch size=%d, %s=%.4g", self._baseline.batch_size, self.metric_name,
-                          self._baseline.metric)
+                self._log(
+                    "📊 Eager baseline: batch size=%d, %s=%.4g",
+                    self._baseline.batch_size,
+                    self.metric_name,
+                    self._baseline.metric,
+                )
         # a failed baseline disables the gate (docs/reference/strategies.md#per-graph-pipeline)
         except Exception as e:  # noqa: BLE001
             self._log("⚠️ Eager baseline failed, performance validation is disabled: %s: %s", type(e).__name__, e)
@@ -216,9 +245,15 @@ class ProfilingTuneStrategy(TuneStrategy):
             for m in measured:  # one result per measured candidate, as in AITune
                 candidate_speedup = self._speedup(m, baseline)
                 self._tally.record_speedup(m.backend.describe(), candidate_speedup)
-                self.perf_validation_results.append(BackendPerfResult(
-                    m.backend.describe(), m.metric, baseline.metric, candidate_speedup,
-                    bool(_C.passes_profiling_gate(candidate_speedup, self.min_speedup_threshold_percent))))
+                self.perf_validation_results.append(
+                    BackendPerfResult(
+                        m.backend.describe(),
+                        m.metric,
+                        baseline.metric,
+                        candidate_speedup,
+                        bool(_C.passes_profiling_gate(candidate_speedup, self.min_speedup_threshold_percent)),
+                    )
+                )
             speedup = self._speedup(winner, baseline)
             passed = _C.passes_profiling_gate(speedup, self.min_speedup_threshold_percent)
             for result in self.backend_results:
@@ -226,8 +261,12 @@ class ProfilingTuneStrategy(TuneStrategy):
                     result["speedup_vs_eager"] = speedup
             if not passed:
                 winner.backend.deactivate()
-                self._log("ℹ️ Falling back to TorchEager baseline (%.4g): %s speedup %.3fx does not beat eager",
-                          baseline.metric, winner.backend.describe(), speedup)
+                self._log(
+                    "ℹ️ Falling back to TorchEager baseline (%.4g): %s speedup %.3fx does not beat eager",
+                    baseline.metric,
+                    winner.backend.describe(),
+                    speedup,
+                )
                 self._keep_eager(ctx)
                 return baseline.backend
             baseline.backend.deactivate()
@@ -238,10 +277,13 @@ class ProfilingTuneStrategy(TuneStrategy):
             self._log("%s", outcome.message())
             tune_data.record_outcome(KEPT_EAGER, outcome.message())
             raise NoValidBackendError("No correct backend found", outcome=outcome)
-        self._log("✅ Selected %s for module %s and graph spec %s.", winner.backend.describe(), ctx.module_name,
-                  ctx.graph.display_name)
+        self._log(
+            "✅ Selected %s for module %s and graph spec %s.",
+            winner.backend.describe(),
+            ctx.module_name,
+            ctx.graph.display_name,
+        )
         return winner.backend
-
 
     def _keep_eager(self, ctx: GraphContext) -> None:
         """The plain kept-eager line (INFO) and telemetry outcome; the eager baseline serves."""
@@ -262,10 +304,17 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
     _title = "Min Latency Strategy"
     _description = "evaluate all backends, return backend with min latency"
 
-    def __init__(self, backends: list[Backend] | None = None, profiling_config: ProfilingConfig | None = None, *,
-                 sink: Any = None, min_speedup_threshold_percent: float = 0.0) -> None:
-        super().__init__(backends, profiling_config, sink=sink,
-                         min_speedup_threshold_percent=min_speedup_threshold_percent)
+    def __init__(
+        self,
+        backends: list[Backend] | None = None,
+        profiling_config: ProfilingConfig | None = None,
+        *,
+        sink: Any = None,
+        min_speedup_threshold_percent: float = 0.0,
+    ) -> None:
+        super().__init__(
+            backends, profiling_config, sink=sink, min_speedup_threshold_percent=min_speedup_threshold_percent
+        )
         self._find_max_batch_size = False
 
     def _batch_sizes(self, ctx: GraphContext) -> list[int]:
@@ -278,8 +327,14 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
         return self._point(backend, r["batch_size"], r["host_latency_ms_mean"], r["throughput_per_s"])
 
     def _point(self, backend: Any, batch_size: int, latency_ms: float, throughput: float) -> Measured:
-        return Measured(backend, latency_ms, batch_size, latency_ms, throughput,
-                        MinLatencyProfilingResult(selected_batch_size=batch_size, latency=latency_ms))
+        return Measured(
+            backend,
+            latency_ms,
+            batch_size,
+            latency_ms,
+            throughput,
+            MinLatencyProfilingResult(selected_batch_size=batch_size, latency=latency_ms),
+        )
 
 
 class LatencyBudgetStrategy(ProfilingTuneStrategy):
@@ -289,14 +344,24 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
     _title = "Latency Budget Strategy"
     _description = "evaluate all backends, return max throughput backend within latency budget"
 
-    def __init__(self, latency_budget_ms: float, backends: list[Backend] | None = None,
-                 profiling_config: ProfilingConfig | None = None, *, sink: Any = None,
-                 min_speedup_threshold_percent: float = 0.0) -> None:
-        if isinstance(latency_budget_ms, bool) or not isinstance(latency_budget_ms, (int, float)) \
-                or latency_budget_ms <= 0:
+    def __init__(
+        self,
+        latency_budget_ms: float,
+        backends: list[Backend] | None = None,
+        profiling_config: ProfilingConfig | None = None,
+        *,
+        sink: Any = None,
+        min_speedup_threshold_percent: float = 0.0,
+    ) -> None:
+        if (
+            isinstance(latency_budget_ms, bool)
+            or not isinstance(latency_budget_ms, (int, float))
+            or latency_budget_ms <= 0
+        ):
             raise ValueError(f"latency_budget_ms must be > 0, got {latency_budget_ms!r}")
-        super().__init__(backends, profiling_config, sink=sink,
-                         min_speedup_threshold_percent=min_speedup_threshold_percent)
+        super().__init__(
+            backends, profiling_config, sink=sink, min_speedup_threshold_percent=min_speedup_threshold_percent
+        )
         self.latency_budget_ms = float(latency_budget_ms)
 
     def _describe_parts(self) -> list[str]:
@@ -317,9 +382,14 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
         return self._point(backend, bs, latency, throughput)
 
     def _point(self, backend: Any, batch_size: int, latency_ms: float, throughput: float) -> Measured:
-        return Measured(backend, throughput, batch_size, latency_ms, throughput,
-                        LatencyBudgetProfilingResult(selected_batch_size=batch_size, throughput=throughput,
-                                                     latency=latency_ms))
+        return Measured(
+            backend,
+            throughput,
+            batch_size,
+            latency_ms,
+            throughput,
+            LatencyBudgetProfilingResult(selected_batch_size=batch_size, throughput=throughput, latency=latency_ms),
+        )
 
     def _select(self, ctx: GraphContext, measured: list[Measured]) -> Backend:
         if not measured:

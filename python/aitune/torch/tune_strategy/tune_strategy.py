@@ -140,21 +140,45 @@ class TuneStrategy(abc.ABC):
         self._log("\n".join(lines))
 
     # -- tuning ----------------------------------------------------------------------------
-    def tune(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
-             device: torch.device, cache_dir: Path) -> Backend:
+    def tune(
+        self,
+        module: torch.nn.Module,
+        module_name: str,
+        graph: GraphSpec,
+        data: list[Sample],
+        device: torch.device,
+        cache_dir: Path,
+    ) -> Backend:
         self.prepare(device)
         with tune_data.graph_span(self, module_name, graph, len(data), device, cache_dir):
             backend = self._tune_graph(module, module_name, graph, data, device, cache_dir)
-            speedups = [r.get("speedup") for r in getattr(self, "perf_validation_results", []) or []
-                        if r.get("passed") and r.get("backend_description") == backend.describe()]
+            speedups = [
+                r.get("speedup")
+                for r in getattr(self, "perf_validation_results", []) or []
+                if r.get("passed") and r.get("backend_description") == backend.describe()
+            ]
             tune_data.record_selection(backend, speedups[-1] if speedups else None)
         return backend
 
-    def _tune_graph(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
-                    device: torch.device, cache_dir: Path) -> Backend:
+    def _tune_graph(
+        self,
+        module: torch.nn.Module,
+        module_name: str,
+        graph: GraphSpec,
+        data: list[Sample],
+        device: torch.device,
+        cache_dir: Path,
+    ) -> Backend:
         self.backend_results = []
-        ctx = GraphContext(module, module_name, graph, data, torch.device(device), Path(cache_dir),
-                           batch_sizes=sorted(set(getattr(graph, "observed_batch_sizes", ()) or ())))
+        ctx = GraphContext(
+            module,
+            module_name,
+            graph,
+            data,
+            torch.device(device),
+            Path(cache_dir),
+            batch_sizes=sorted(set(getattr(graph, "observed_batch_sizes", ()) or ())),
+        )
         self._tally = CandidateTally()
         self._siblings = SiblingBuilds(self._candidates())
         self._log_graph_block(ctx)
@@ -195,10 +219,18 @@ class TuneStrategy(abc.ABC):
         tune_owner = next(c for c in mro if "_tune" in c.__dict__)
         return decide_owner is not None and issubclass(decide_owner, tune_owner)
 
-    def tune_dry_run(self, module: torch.nn.Module, module_name: str, graph: GraphSpec, data: list[Sample],
-                     device: torch.device, cache_dir: Path) -> None:
-        self._log_graph_block(GraphContext(module, module_name, graph, data, torch.device(device), Path(cache_dir)),
-                              dry_run=True)
+    def tune_dry_run(
+        self,
+        module: torch.nn.Module,
+        module_name: str,
+        graph: GraphSpec,
+        data: list[Sample],
+        device: torch.device,
+        cache_dir: Path,
+    ) -> None:
+        self._log_graph_block(
+            GraphContext(module, module_name, graph, data, torch.device(device), Path(cache_dir)), dry_run=True
+        )
 
     def _pre_tune(self, ctx: GraphContext) -> None:
         pass
@@ -251,8 +283,9 @@ class TuneStrategy(abc.ABC):
             backend = copy.deepcopy(blueprint)
         build_dir = ctx.cache_dir / backend.key()
         log_file = build_dir / "build.log"
-        self._log("🤖 backend: %s%s", backend.describe(),
-                  f" (serves the build of {backend.derived_from})" if derived else "")
+        self._log(
+            "🤖 backend: %s%s", backend.describe(), f" (serves the build of {backend.derived_from})" if derived else ""
+        )
         self._log("🔄 in progress...please wait")
         start = time.perf_counter()
         result: dict[str, Any] = {"backend": backend.describe(), "success": False}

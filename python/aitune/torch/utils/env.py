@@ -37,9 +37,7 @@ def env_int(name: str, default: int) -> int:
     try:
         return int(value.strip())
     except ValueError:
-        raise AITuneUserInputError(
-            f"Environment variable {name} must be an integer, got {value!r}."
-        ) from None
+        raise AITuneUserInputError(f"Environment variable {name} must be an integer, got {value!r}.") from None
 
 
 def env_str(name: str, default: Optional[str] = None) -> Optional[str]:

@@ -40,8 +40,11 @@ BOTH_EXPORTERS = pytest.mark.parametrize("use_dynamo", [True, False], ids=["dyna
 
 # -- config -----------------------------------------------------------------------------------------
 def test_config_validation_errors_are_exact():
-    with pytest.raises(ValueError, match=r"^Invalid execution_provider: 'gpu'\. Expected one of 'cuda', 'tensorrt', "
-                                         r"'cpu', an ONNXExecutionProvider or None"):
+    with pytest.raises(
+        ValueError,
+        match=r"^Invalid execution_provider: 'gpu'\. Expected one of 'cuda', 'tensorrt', "
+        r"'cpu', an ONNXExecutionProvider or None",
+    ):
         ONNXRuntimeBackendConfig(execution_provider="gpu")
     with pytest.raises(ValueError, match=r"^Invalid execution_provider: 3\. "):
         ONNXRuntimeBackendConfig(execution_provider=3)
@@ -57,8 +60,9 @@ def test_config_validation_errors_are_exact():
 
 
 def test_config_round_trip_describe_and_key():
-    full = ONNXRuntimeBackendConfig(use_dynamo=False, execution_provider=ONNXExecutionProvider.CUDA, opset_version=17,
-                                    use_cuda_graphs=True)
+    full = ONNXRuntimeBackendConfig(
+        use_dynamo=False, execution_provider=ONNXExecutionProvider.CUDA, opset_version=17, use_cuda_graphs=True
+    )
     data = json.loads(json.dumps(full.to_dict()))
     assert data == {"use_dynamo": False, "execution_provider": "CUDA", "opset_version": 17, "use_cuda_graphs": True}
     assert ONNXRuntimeBackendConfig.from_dict(data) == full
@@ -66,8 +70,10 @@ def test_config_round_trip_describe_and_key():
     backend = ONNXRuntimeBackend(ONNXRuntimeBackendConfig(execution_provider="cpu"))
     assert backend.describe() == "ONNXRuntimeBackend(execution_provider=ONNXExecutionProvider.CPU)"
     assert ONNXRuntimeBackend().describe() == "ONNXRuntimeBackend()"
-    assert ONNXRuntimeBackend(ONNXRuntimeBackendConfig(use_dynamo=False)).describe() == \
-        "ONNXRuntimeBackend(use_dynamo=False)"
+    assert (
+        ONNXRuntimeBackend(ONNXRuntimeBackendConfig(use_dynamo=False)).describe()
+        == "ONNXRuntimeBackend(use_dynamo=False)"
+    )
     assert backend.key().startswith("ONNXRuntimeBackend_") and backend.key() != ONNXRuntimeBackend().key()
     assert not backend.is_jit and backend.precision_class == "fp32"
     assert ONNXRuntimeBackend().is_available() == (True, "")
@@ -80,8 +86,10 @@ def test_is_available_names_missing_packages(monkeypatch):
     assert ONNXRuntimeBackend(ONNXRuntimeBackendConfig(use_dynamo=False)).is_available() == (True, "")  # no dynamo
     absent.update({"onnxruntime", "onnx"})
     ok, reason = ONNXRuntimeBackend().is_available()
-    assert not ok and reason == ("onnxruntime is not installed. Please install `onnxruntime`. onnx is not installed. "
-                                 "Please install `onnx`. onnxscript is not installed. Please install `onnxscript`.")
+    assert not ok and reason == (
+        "onnxruntime is not installed. Please install `onnxruntime`. onnx is not installed. "
+        "Please install `onnx`. onnxscript is not installed. Please install `onnxscript`."
+    )
 
 
 @pytest.mark.skipif(not CPU_ONLY_ORT, reason="needs a CPU-only onnxruntime (this one has the CUDA provider)")
@@ -127,10 +135,13 @@ class Nested(torch.nn.Module):
 
 def _nested_call(bs, n, seed=0):
     g = torch.Generator().manual_seed(seed * 100 + bs * 10 + n)
-    opts = {"bias": torch.randn(bs, n, generator=g),
-            "pair": [torch.randn(bs, 1, generator=g), torch.randn(bs, 2, generator=g)]}
-    return (torch.randn(bs, 4, generator=g), opts, torch.randn(bs, 2, generator=g)), \
-        {"mask": torch.rand(bs, 3, generator=g)}
+    opts = {
+        "bias": torch.randn(bs, n, generator=g),
+        "pair": [torch.randn(bs, 1, generator=g), torch.randn(bs, 2, generator=g)],
+    }
+    return (torch.randn(bs, 4, generator=g), opts, torch.randn(bs, 2, generator=g)), {
+        "mask": torch.rand(bs, 3, generator=g)
+    }
 
 
 def _recorded(model, calls=None, name="m"):
@@ -186,8 +197,9 @@ def test_build_runs_every_stored_sample_and_fails_on_an_ort_error(tmp_path, monk
     assert len(m.graph_specs[0].samples) == 3
     seen = []
     original_run = OrtSession.run
-    monkeypatch.setattr(OrtSession, "run", lambda self, inputs: seen.append(inputs[0].shape[0])
-                        or original_run(self, inputs))
+    monkeypatch.setattr(
+        OrtSession, "run", lambda self, inputs: seen.append(inputs[0].shape[0]) or original_run(self, inputs)
+    )
     _built(m, tmp_path / "ok")
     assert seen == [1, 2, 3]
 
@@ -195,8 +207,11 @@ def test_build_runs_every_stored_sample_and_fails_on_an_ort_error(tmp_path, monk
         raise RuntimeError("provider init failed")
 
     monkeypatch.setattr(OrtSession, "run", broken)
-    with pytest.raises(RuntimeError, match=r"^ONNX Runtime \(CPUExecutionProvider\) failed to run stored sample 0 "
-                                           r"of graph '0': RuntimeError: provider init failed"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"^ONNX Runtime \(CPUExecutionProvider\) failed to run stored sample 0 "
+        r"of graph '0': RuntimeError: provider init failed",
+    ):
         _built(m, tmp_path / "broken")
 
 
@@ -229,7 +244,7 @@ def test_tuned_module_serves_through_ort(use_dynamo):
     m = ait.Module(model, "mlp", strategy=_strategy(backend))
     ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2, 4], device="cpu")
     assert m.state is ModuleState.TUNED
-    (_, backend), = m.tuned_module.backends
+    ((_, backend),) = m.tuned_module.backends
     assert isinstance(backend, ONNXRuntimeBackend) and backend.is_active
     for bs in (1, 3, 4):
         x = torch.randn(bs, 6)
@@ -250,7 +265,7 @@ def test_max_throughput_strategy_measures_ort_candidates():
     results = {r["backend"]: r for r in strategy.backend_results}
     for name in ("ONNXRuntimeBackend()", "ONNXRuntimeBackend(use_dynamo=False)"):
         assert results[name]["success"] is True and results[name]["throughput"] > 0, results[name]
-    (_, selected), = m.tuned_module.backends
+    ((_, selected),) = m.tuned_module.backends
     assert isinstance(selected, (ONNXRuntimeBackend, TorchEagerBackend))
     x = torch.randn(2, 6)
     with torch.no_grad():
@@ -270,12 +285,14 @@ def test_save_load_round_trip_needs_no_weights(tmp_path, use_dynamo):
     module_entry = manifest["modules"][0]
     assert module_entry["weights"] is None  # the ONNX model holds them
     entry = module_entry["graphs"][0]["backend"]
-    assert (entry.get("name") == "onnx_runtime" or entry["class"].endswith("ONNXRuntimeBackend")) and set(entry["artifacts"]) == {"model", "io"}
+    assert (entry.get("name") == "onnx_runtime" or entry["class"].endswith("ONNXRuntimeBackend")) and set(
+        entry["artifacts"]
+    ) == {"model", "io"}
     assert entry["artifacts"]["model"].endswith("/backend/model_raw.onnx")
 
     torch.manual_seed(7)
     loaded = ait.load(Nested().eval(), path)  # other weights: outputs can only come from the ONNX model
-    (_, backend), = loaded.tuned_module.backends
+    ((_, backend),) = loaded.tuned_module.backends
     assert isinstance(backend, ONNXRuntimeBackend) and backend.config.use_dynamo is use_dynamo
     for bs, n in [(1, 5), (2, 6)]:
         args, kwargs = _nested_call(bs, n, seed=2)
@@ -289,7 +306,7 @@ def test_external_data_is_saved_and_loaded_with_the_model(tmp_path, monkeypatch)
     reference = copy.deepcopy(model)
     m = ait.Module(model, "mlp", strategy=_strategy(ONNXRuntimeBackend()))
     ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2], device="cpu")
-    (_, backend), = m.tuned_module.backends
+    ((_, backend),) = m.tuned_module.backends
     assert backend.to_dict()["model_data"].path.name == "model_raw.onnx.data"
     path = ait.save(m, tmp_path / "ext.ait")
     loaded = ait.load(_MLP().eval(), path)
@@ -389,7 +406,10 @@ def test_provider_lists_prefer_tensorrt_then_cuda_on_the_callers_stream(gpu_onnx
     assert "falls back to CUDA" in aitune_log.text
     gpu_onnxruntime.insert(0, "TensorrtExecutionProvider")
     assert providers_for(ONNXExecutionProvider.TENSORRT, torch.device("cuda:1")) == [
-        ("TensorrtExecutionProvider", {"device_id": "1"}), cuda, "CPUExecutionProvider"]
+        ("TensorrtExecutionProvider", {"device_id": "1"}),
+        cuda,
+        "CPUExecutionProvider",
+    ]
     assert providers_for(ONNXExecutionProvider.CPU, torch.device("cpu")) == ["CPUExecutionProvider"]
     # The default provider follows the device; CUDA needs a CUDA device.
     backend = ONNXRuntimeBackend()
@@ -401,8 +421,11 @@ def test_provider_lists_prefer_tensorrt_then_cuda_on_the_callers_stream(gpu_onnx
 
 def test_default_provider_on_cuda_with_cpu_only_onnxruntime_names_onnxruntime_gpu(monkeypatch):
     monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
-    with pytest.raises(BackendUnavailableError, match=r"^onnxruntime-gpu is not installed\. Please install "
-                                                      r"`onnxruntime-gpu`\. execution_provider='cuda' needs"):
+    with pytest.raises(
+        BackendUnavailableError,
+        match=r"^onnxruntime-gpu is not installed\. Please install "
+        r"`onnxruntime-gpu`\. execution_provider='cuda' needs",
+    ):
         ONNXRuntimeBackend()._provider(torch.device("cuda:0"))
 
 

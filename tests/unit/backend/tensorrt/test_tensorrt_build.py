@@ -75,24 +75,33 @@ def _builder_config():
 def test_builder_settings_map_every_field():
     fake.reset()
     cfg = _builder_config()
-    trt_builder.apply_builder_settings(fake, cfg, TensorRTBackendConfig(
-        workspace_size=1 << 30, optimization_level=5, compatibility_level="AMPERE_PLUS"))
-    assert fake.calls == [("set_memory_pool_limit", fake.MemoryPoolType.WORKSPACE, 1 << 30),
-                          ("set", "builder_optimization_level", 5),
-                          ("set", "hardware_compatibility_level", fake.HardwareCompatibilityLevel.AMPERE_PLUS),
-                          ("set_flag", fake.BuilderFlag.TF32)]
+    trt_builder.apply_builder_settings(
+        fake,
+        cfg,
+        TensorRTBackendConfig(workspace_size=1 << 30, optimization_level=5, compatibility_level="AMPERE_PLUS"),
+    )
+    assert fake.calls == [
+        ("set_memory_pool_limit", fake.MemoryPoolType.WORKSPACE, 1 << 30),
+        ("set", "builder_optimization_level", 5),
+        ("set", "hardware_compatibility_level", fake.HardwareCompatibilityLevel.AMPERE_PLUS),
+        ("set_flag", fake.BuilderFlag.TF32),
+    ]
     fake.reset()
     trt_builder.apply_builder_settings(fake, cfg, TensorRTBackendConfig(enable_tf32=False))
     assert fake.calls == [("clear_flag", fake.BuilderFlag.TF32)]  # None fields leave TensorRT's defaults
 
 
 def test_builder_settings_against_the_real_tensorrt_module():
-    real = pytest.importorskip("tensorrt", reason="tensorrt is not installed here (its runtime needs CUDA; "
-                               "tests/conformance checks the glue against its bindings)")
+    real = pytest.importorskip(
+        "tensorrt",
+        reason="tensorrt is not installed here (its runtime needs CUDA; "
+        "tests/conformance checks the glue against its bindings)",
+    )
     builder = real.Builder(real.Logger(real.Logger.WARNING))
     cfg = builder.create_builder_config()
-    trt_builder.apply_builder_settings(real, cfg, TensorRTBackendConfig(workspace_size=1 << 28, optimization_level=1,
-                                                                        enable_tf32=False))
+    trt_builder.apply_builder_settings(
+        real, cfg, TensorRTBackendConfig(workspace_size=1 << 28, optimization_level=1, enable_tf32=False)
+    )
     assert cfg.get_memory_pool_limit(real.MemoryPoolType.WORKSPACE) == 1 << 28
     assert cfg.builder_optimization_level == 1 and not cfg.get_flag(real.BuilderFlag.TF32)
 
@@ -104,7 +113,8 @@ def test_build_exports_real_onnx_and_builds_strongly_typed_with_profiles(trt, tm
     assert _calls("set_shape") == [("set_shape", "input_input", (2, 3, 8, 8), (4, 3, 16, 16), (4, 3, 16, 16))]
     assert (tmp_path / "tensorrt" / "model.plan").is_file()
     assert json.loads((tmp_path / "tensorrt" / "model_optimization_profiles.json").read_text()) == {
-        "input_input": [[[2, 3, 8, 8], [4, 3, 16, 16], [4, 3, 16, 16]]]}
+        "input_input": [[[2, 3, 8, 8], [4, 3, 16, 16], [4, 3, 16, 16]]]
+    }
     assert backend.input_profile() == [([2, 3, 8, 8], [4, 3, 16, 16])]
     assert set(backend.to_dict()) >= {"plan", "optimization_profiles", "io"}
     assert backend.step_times_s.keys() >= {"onnx_export", "engine_build"}
@@ -167,8 +177,10 @@ def test_rejected_timing_cache_warns_builds_without_and_is_untouched(trt, tmp_pa
 
 
 def test_default_timing_cache_path_and_switch(monkeypatch, tmp_path):
-    assert trt_builder.default_timing_cache_path(fake, tmp_path, "90") == \
-        tmp_path / "tensorrt" / f"timing_cache_sm90_trt{fake.__version__}.bin"
+    assert (
+        trt_builder.default_timing_cache_path(fake, tmp_path, "90")
+        == tmp_path / "tensorrt" / f"timing_cache_sm90_trt{fake.__version__}.bin"
+    )
     monkeypatch.setenv("AITUNE_TRT_TIMING_CACHE", "0")
     assert trt_builder.default_timing_cache_path(fake, tmp_path, "90") is None
 
@@ -187,8 +199,10 @@ def test_build_failure_quotes_trt_errors_with_workspace_hint(trt, tmp_path, capl
         _build(TensorRTBackendConfig(), tmp_path)
     message = str(info.value)
     assert trt_builder.WORKSPACE_HINT in message and "Could not find any implementation for node conv1" in message
-    assert trt_builder.WORKSPACE_HINT == ("(this often means the builder ran out of workspace/GPU memory; try a "
-                                          "smaller workspace_size or free GPU memory)")
+    assert trt_builder.WORKSPACE_HINT == (
+        "(this often means the builder ran out of workspace/GPU memory; try a "
+        "smaller workspace_size or free GPU memory)"
+    )
     assert "[TRT] Could not find any implementation" in caplog.text  # TensorRT's log, on the `tensorrt` logger
     assert not (tmp_path / "tensorrt").exists()  # the failed step's partial output is removed
 
@@ -234,10 +248,10 @@ def test_checkpoint_fingerprint_fields_follow_the_plan():
     ampere = dict(saved, gpu_sm="8.6", torch="2.12.0")
     assert mismatches(saved, ampere, requires, "ctx") == []  # torch is not part of a plan's fingerprint
     assert mismatches(saved, dict(saved, gpu_sm="7.5"), requires, "ctx") == [("gpu_sm", "9.0", "7.5", "ctx")]
-    assert mismatches(saved, ampere, TensorRTBackend().requirements(), "ctx") == [
-        ("gpu_sm", "9.0", "8.6", "ctx")]
+    assert mismatches(saved, ampere, TensorRTBackend().requirements(), "ctx") == [("gpu_sm", "9.0", "8.6", "ctx")]
     assert mismatches(saved, dict(saved, tensorrt="10.3.0"), requires, "ctx") == [
-        ("tensorrt", "10.9.0", "10.3.0", "ctx")]
+        ("tensorrt", "10.9.0", "10.3.0", "ctx")
+    ]
 
 
 def test_engine_io_types_are_converted_to_and_from_the_model(trt, tmp_path):

@@ -26,18 +26,45 @@ from aitune.torch.tune_strategy.tune_strategy import availability
 
 def test_fields_and_defaults_match_the_seed():
     fields = {f.name: f.default for f in dataclasses.fields(TensorRTBackendConfig)}
-    assert list(fields) == ["use_dynamo", "workspace_size", "opset_version", "optimization_level",
-                            "compatibility_level", "timing_cache", "profiles", "device", "quantization_config",
-                            "enable_tf32", "use_cuda_graphs"]
-    assert fields == {"use_dynamo": True, "workspace_size": None, "opset_version": None, "optimization_level": None,
-                      "compatibility_level": None, "timing_cache": None, "profiles": ProfileMode.SINGLE,
-                      "device": "cuda", "quantization_config": None, "enable_tf32": True, "use_cuda_graphs": False}
+    assert list(fields) == [
+        "use_dynamo",
+        "workspace_size",
+        "opset_version",
+        "optimization_level",
+        "compatibility_level",
+        "timing_cache",
+        "profiles",
+        "device",
+        "quantization_config",
+        "enable_tf32",
+        "use_cuda_graphs",
+    ]
+    assert fields == {
+        "use_dynamo": True,
+        "workspace_size": None,
+        "opset_version": None,
+        "optimization_level": None,
+        "compatibility_level": None,
+        "timing_cache": None,
+        "profiles": ProfileMode.SINGLE,
+        "device": "cuda",
+        "quantization_config": None,
+        "enable_tf32": True,
+        "use_cuda_graphs": False,
+    }
     assert [m.name for m in ProfileMode] == ["SINGLE", "SAMPLES_USED"]
 
 
 def test_group_is_exported_from_both_packages():
-    for name in ("TensorRTBackend", "TensorRTBackendConfig", "TensorRTProfile", "ProfileMode", "ONNXAutoCastConfig",
-                 "ONNXQuantizationConfig", "TorchQuantizationConfig"):
+    for name in (
+        "TensorRTBackend",
+        "TensorRTBackendConfig",
+        "TensorRTProfile",
+        "ProfileMode",
+        "ONNXAutoCastConfig",
+        "ONNXQuantizationConfig",
+        "TorchQuantizationConfig",
+    ):
         assert getattr(backend_pkg, name) is getattr(__import__("aitune.torch.backend.tensorrt", fromlist=[name]), name)
 
 
@@ -73,16 +100,22 @@ def test_compatibility_level_accepts_member_or_name_and_stores_the_name():
         name = "AMPERE_PLUS"
 
     assert TensorRTBackendConfig(compatibility_level=_Level()).compatibility_level == "AMPERE_PLUS"
-    assert TensorRTBackendConfig(compatibility_level="SAME_COMPUTE_CAPABILITY").compatibility_level == \
-        "SAME_COMPUTE_CAPABILITY"
+    assert (
+        TensorRTBackendConfig(compatibility_level="SAME_COMPUTE_CAPABILITY").compatibility_level
+        == "SAME_COMPUTE_CAPABILITY"
+    )
 
 
 def test_profile_builder_positional_keyword_and_chained():
-    p = (TensorRTProfile()
-         .add_input_shape("input", (1, 3, 224, 224), (4, 3, 224, 224), (8, 3, 224, 224))
-         .add_input_shape(("inputs", "mask"), min_shape=(1, 4), opt_shape=(2, 4), max_shape=(4, 4)))
-    assert p.inputs == {"input": ((1, 3, 224, 224), (4, 3, 224, 224), (8, 3, 224, 224)),
-                        ("inputs", "mask"): ((1, 4), (2, 4), (4, 4))}
+    p = (
+        TensorRTProfile()
+        .add_input_shape("input", (1, 3, 224, 224), (4, 3, 224, 224), (8, 3, 224, 224))
+        .add_input_shape(("inputs", "mask"), min_shape=(1, 4), opt_shape=(2, 4), max_shape=(4, 4))
+    )
+    assert p.inputs == {
+        "input": ((1, 3, 224, 224), (4, 3, 224, 224), (8, 3, 224, 224)),
+        ("inputs", "mask"): ((1, 4), (2, 4), (4, 4)),
+    }
     with pytest.raises(ValueError, match=r"min_shape for input 'x' must hold non-negative integers"):
         TensorRTProfile().add_input_shape("x", (1.5, 3), (2, 3), (2, 3))
     with pytest.raises(ValueError, match="must have one rank"):
@@ -95,11 +128,16 @@ def test_describe_key_and_round_trip():
     a = TensorRTBackend(TensorRTBackendConfig(workspace_size=1 << 30))
     assert a.key().startswith("TensorRTBackend_") and a.key() != TensorRTBackend().key()
     full = TensorRTBackendConfig(
-        workspace_size=1 << 30, opset_version=17, optimization_level=5, compatibility_level="AMPERE_PLUS",
+        workspace_size=1 << 30,
+        opset_version=17,
+        optimization_level=5,
+        compatibility_level="AMPERE_PLUS",
         timing_cache=Path("/tmp/cache.bin"),
         profiles=[TensorRTProfile().add_input_shape(("inputs", "x"), (1, 2), (2, 2), (4, 2))],
         quantization_config=ONNXQuantizationConfig(precision="int8", calibration_method="entropy"),
-        enable_tf32=False, use_cuda_graphs=True)
+        enable_tf32=False,
+        use_cuda_graphs=True,
+    )
     data = full.to_dict()
     assert data["profiles"] == [{"inputs": [[["inputs", "x"], [1, 2], [2, 2], [4, 2]]]}]
     assert data["quantization_config"]["type"] == "ONNXQuantizationConfig"
@@ -115,7 +153,8 @@ def test_samples_used_needs_more_than_one_stored_sample():
         TensorRTBackend(TensorRTBackendConfig(profiles=ProfileMode.SAMPLES_USED))
     assert str(info.value).startswith(
         "aitune.torch.config.max_num_samples_stored is set to 1, change it to number of samples to use for profile "
-        "generation.")
+        "generation."
+    )
     config.max_num_samples_stored = 100
     TensorRTBackend(TensorRTBackendConfig(profiles=ProfileMode.SAMPLES_USED))
 

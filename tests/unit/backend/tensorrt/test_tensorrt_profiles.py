@@ -70,16 +70,23 @@ def test_module_dynamic_shapes_give_one_profile_and_reject_user_profiles():
     with pytest.raises(AITuneUserInputError) as info:
         build_profiles(graph, user)
     assert str(info.value) == DYNAMIC_SHAPES_CONFLICT
-    assert DYNAMIC_SHAPES_CONFLICT == ("TensorRT profiles cannot be provided together with module dynamic shape "
-                                       "definitions.")
+    assert DYNAMIC_SHAPES_CONFLICT == (
+        "TensorRT profiles cannot be provided together with module dynamic shape definitions."
+    )
 
 
 def test_user_profile_keys_resolve_by_semantic_or_access_path():
     graph = _record(Tokens(), [_tokens(2, 8), _tokens(4, 16)])
-    by_access = [TensorRTProfile().add_input_shape('inputs["mask"]', (1, 8), (2, 8), (4, 16))
-                 .add_input_shape('inputs["tokens"]', (1, 8), (2, 8), (4, 16))]
-    by_semantic = [TensorRTProfile().add_input_shape(("inputs", "tokens"), (1, 8), (2, 8), (4, 16))
-                   .add_input_shape(["inputs", "mask"], (1, 8), (2, 8), (4, 16))]
+    by_access = [
+        TensorRTProfile()
+        .add_input_shape('inputs["mask"]', (1, 8), (2, 8), (4, 16))
+        .add_input_shape('inputs["tokens"]', (1, 8), (2, 8), (4, 16))
+    ]
+    by_semantic = [
+        TensorRTProfile()
+        .add_input_shape(("inputs", "tokens"), (1, 8), (2, 8), (4, 16))
+        .add_input_shape(["inputs", "mask"], (1, 8), (2, 8), (4, 16))
+    ]
     expected = [[([1, 8], [2, 8], [4, 16]), ([1, 8], [2, 8], [4, 16])]]
     assert build_profiles(graph, by_access) == expected
     assert build_profiles(graph, by_semantic) == expected
@@ -96,44 +103,59 @@ def test_user_profile_errors_have_the_spec_messages():
     unknown = TensorRTProfile().add_input_shape("image", (1, 3, 224, 224), (4, 3, 224, 224), (8, 3, 224, 224))
     assert _error(graph, unknown) == (
         "TensorRT profile inputs ['image'] do not match recorded tensor inputs ['input'] (missing: ['input'], "
-        "unknown: ['image']).")
+        "unknown: ['image'])."
+    )
     assert _error(graph, TensorRTProfile().add_input_shape("input", (1, 3, 224), (4, 3, 224), (8, 3, 224))) == (
-        "TensorRT profile for input 'input' has rank 3, recorded rank is 4.")
-    assert _error(graph, TensorRTProfile().add_input_shape("input", (4, 3, 224, 224), (1, 3, 224, 224),
-                                                           (8, 3, 224, 224))) == (
+        "TensorRT profile for input 'input' has rank 3, recorded rank is 4."
+    )
+    assert _error(
+        graph, TensorRTProfile().add_input_shape("input", (4, 3, 224, 224), (1, 3, 224, 224), (8, 3, 224, 224))
+    ) == (
         "TensorRT profile for input 'input' must satisfy min <= opt <= max on every axis, got min=[4, 3, 224, 224], "
-        "opt=[1, 3, 224, 224], max=[8, 3, 224, 224]")
-    assert _error(graph, TensorRTProfile().add_input_shape("input", (1, 1, 224, 224), (4, 3, 224, 224),
-                                                           (8, 4, 224, 224))) == (
-        "TensorRT profile for input 'input' axis 1 is static (3) in the recorded graph, got min=1, max=4")
+        "opt=[1, 3, 224, 224], max=[8, 3, 224, 224]"
+    )
+    assert _error(
+        graph, TensorRTProfile().add_input_shape("input", (1, 1, 224, 224), (4, 3, 224, 224), (8, 4, 224, 224))
+    ) == ("TensorRT profile for input 'input' axis 1 is static (3) in the recorded graph, got min=1, max=4")
     with pytest.raises(ValueError, match="must hold non-negative integers"):
         TensorRTProfile().add_input_shape("input", (-1, 3, 224, 224), (4, 3, 224, 224), (8, 3, 224, 224))
 
 
 def test_selection_errors_name_the_shapes():
     names = ["input"]
-    profiles = [[([1, 3, 224, 224], [4, 3, 224, 224], [8, 3, 224, 224])],
-                [([1, 3, 512, 512], [4, 3, 512, 512], [8, 3, 512, 512])]]
+    profiles = [
+        [([1, 3, 224, 224], [4, 3, 224, 224], [8, 3, 224, 224])],
+        [([1, 3, 512, 512], [4, 3, 512, 512], [8, 3, 512, 512])],
+    ]
     selector = _C.TrtProfileSelector(names, profiles)
     assert selector.select([[4, 3, 224, 224]]) == 0 and selector.select([[2, 3, 512, 512]]) == 1
-    with pytest.raises(ProfileShapeError, match=r"^Input shape \[16, 3, 224, 224\] exceeds max profile shape "
-                                                r"\[8, 3, 512, 512\] for input 'input'$"):
+    with pytest.raises(
+        ProfileShapeError,
+        match=r"^Input shape \[16, 3, 224, 224\] exceeds max profile shape "
+        r"\[8, 3, 512, 512\] for input 'input'$",
+    ):
         selector.select([[16, 3, 224, 224]])
-    with pytest.raises(ProfileShapeError, match=r"^Input shape \[1, 3, 100, 100\] is below min profile shape "
-                                                r"\[1, 3, 224, 224\]"):
+    with pytest.raises(
+        ProfileShapeError,
+        match=r"^Input shape \[1, 3, 100, 100\] is below min profile shape "
+        r"\[1, 3, 224, 224\]",
+    ):
         selector.select([[1, 3, 100, 100]])
     with pytest.raises(ProfileShapeError) as info:
         selector.select([[2, 3, 300, 300]])
     assert str(info.value) == (
         "No TensorRT optimization profile matches the input shapes: {'input': [2, 3, 300, 300]}; profiles: "
         "[{'input': [[1, 3, 224, 224], [4, 3, 224, 224], [8, 3, 224, 224]]}, {'input': [[1, 3, 512, 512], "
-        "[4, 3, 512, 512], [8, 3, 512, 512]]}]")
+        "[4, 3, 512, 512], [8, 3, 512, 512]]}]"
+    )
     assert selector.envelope() == [([1, 3, 224, 224], [8, 3, 512, 512])]
 
 
 def test_profiles_json_is_tensor_name_to_min_opt_max(tmp_path):
-    profiles = [[([1, 8], [2, 8], [4, 8]), ([1, 8], [2, 8], [4, 8])],
-                [([8, 8], [8, 8], [8, 8]), ([8, 8], [8, 8], [8, 8])]]
+    profiles = [
+        [([1, 8], [2, 8], [4, 8]), ([1, 8], [2, 8], [4, 8])],
+        [([8, 8], [8, 8], [8, 8]), ([8, 8], [8, 8], [8, 8])],
+    ]
     path = tmp_path / "tensorrt" / "model_optimization_profiles.json"
     write_profiles(path, profiles, ["input_inputs_mask", None])
     import json

@@ -50,8 +50,9 @@ def modelopt(monkeypatch):
         "modelopt.onnx.autocast": types.SimpleNamespace(convert_to_mixed_precision=convert_to_mixed_precision),
         "modelopt.onnx.quantization": types.SimpleNamespace(quantize=quantize),
         "modelopt.torch": types.ModuleType("modelopt.torch"),
-        "modelopt.torch.quantization": types.SimpleNamespace(quantize=torch_quantize, FP8_DEFAULT_CFG={"fp8": True},
-                                                             INT8_DEFAULT_CFG={"int8": True}),
+        "modelopt.torch.quantization": types.SimpleNamespace(
+            quantize=torch_quantize, FP8_DEFAULT_CFG={"fp8": True}, INT8_DEFAULT_CFG={"int8": True}
+        ),
     }
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
@@ -71,9 +72,12 @@ def _parsed() -> str:
 
 def test_autocast_runs_modelopt_on_the_export_with_calibration_data(trt, modelopt, tmp_path):
     config.max_num_samples_stored = 10
-    _build(TensorRTBackendConfig(quantization_config=ONNXAutoCastConfig(precision="bf16", keep_io_types=False)),
-           tmp_path, shapes=((2, 3, 8, 8), (4, 3, 8, 8), (1, 3, 32, 32)))
-    (name, precision, keep_io, calib), = modelopt
+    _build(
+        TensorRTBackendConfig(quantization_config=ONNXAutoCastConfig(precision="bf16", keep_io_types=False)),
+        tmp_path,
+        shapes=((2, 3, 8, 8), (4, 3, 8, 8), (1, 3, 32, 32)),
+    )
+    ((name, precision, keep_io, calib),) = modelopt
     assert (name, precision, keep_io) == ("autocast", "bf16", False)
     # The samples matching the largest one's non-batch shape (32x32: only the last), on the batch axis.
     assert {k: v.shape for k, v in calib.items()} == {"input_input": (1, 3, 32, 32)}
@@ -82,16 +86,21 @@ def test_autocast_runs_modelopt_on_the_export_with_calibration_data(trt, modelop
 
 def test_onnx_ptq_passes_precision_method_and_concatenated_samples(trt, modelopt, tmp_path):
     config.max_num_samples_stored = 10
-    _build(TensorRTBackendConfig(quantization_config=ONNXQuantizationConfig(precision="int8",
-                                                                            calibration_method="entropy")),
-           tmp_path, shapes=((2, 3, 8, 8), (4, 3, 8, 8)))
+    _build(
+        TensorRTBackendConfig(
+            quantization_config=ONNXQuantizationConfig(precision="int8", calibration_method="entropy")
+        ),
+        tmp_path,
+        shapes=((2, 3, 8, 8), (4, 3, 8, 8)),
+    )
     assert modelopt == [("onnx_ptq", "int8", "entropy", {"input_input": (6, 3, 8, 8)})]
     assert _parsed() == str(tmp_path / "onnx_ptq" / "model.onnx")
 
 
 def test_torch_ptq_quantizes_a_copy_calibrates_on_the_samples_and_exports_it(trt, modelopt, tmp_path):
-    _build(TensorRTBackendConfig(quantization_config=TorchQuantizationConfig("INT8_DEFAULT_CFG", device="cpu")),
-           tmp_path)
+    _build(
+        TensorRTBackendConfig(quantization_config=TorchQuantizationConfig("INT8_DEFAULT_CFG", device="cpu")), tmp_path
+    )
     assert modelopt == [("torch_ptq", {"int8": True})]
     assert (tmp_path / "onnx_ptq" / "model.onnx").is_file() and not (tmp_path / "onnx").exists()
     assert _parsed() == str(tmp_path / "onnx_ptq" / "model.onnx")
@@ -101,8 +110,10 @@ def test_missing_preset_names_the_package(trt, modelopt, tmp_path):
     from aitune.exceptions import BackendUnavailableError
 
     with pytest.raises(BackendUnavailableError, match=r"needs nvidia-modelopt >= 0.35.*nvidia-modelopt\[onnx\]"):
-        _build(TensorRTBackendConfig(quantization_config=TorchQuantizationConfig("NVFP4_FP8_MHA_CONFIG", device="cpu")),
-               tmp_path)
+        _build(
+            TensorRTBackendConfig(quantization_config=TorchQuantizationConfig("NVFP4_FP8_MHA_CONFIG", device="cpu")),
+            tmp_path,
+        )
     assert torch.is_grad_enabled()
 
 

@@ -46,8 +46,11 @@ def test_a_refused_profile_switch_raises_and_is_tried_again_on_the_next_call(trt
     accepts = fake.IExecutionContext.set_optimization_profile_async
     monkeypatch.setattr(fake.IExecutionContext, "set_optimization_profile_async", lambda self, i, s: False)
     x = torch.randn(4, 3, 16, 16)  # the second profile's shape
-    with pytest.raises(RuntimeError, match=r"refused to switch to optimization profile 1 "
-                                           r"\(set_optimization_profile_async returned False\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"refused to switch to optimization profile 1 "
+        r"\(set_optimization_profile_async returned False\)",
+    ):
         backend._infer(x)
     monkeypatch.setattr(fake.IExecutionContext, "set_optimization_profile_async", accepts)
     fake.calls.clear()
@@ -77,14 +80,18 @@ def test_a_refused_input_shape_names_the_input_the_shape_and_the_profile(trt, tm
     assert str(info.value) == (
         "TensorRT refused input shape [8, 3, 16, 16] for engine input 'input_input' (input) in optimization profile 0 "
         "(set_input_shape returned False); aitune's profile allows [2, 3, 8, 8] to [8, 3, 16, 16]: the plan and its "
-        "profiles do not match")
+        "profiles do not match"
+    )
 
 
 def test_a_refused_tensor_address_raises(trt, tmp_path, monkeypatch):
     backend = _build(TensorRTBackendConfig(), tmp_path)
     monkeypatch.setattr(fake.IExecutionContext, "set_tensor_address", lambda self, name, memory: False)
-    with pytest.raises(RuntimeError, match=r"refused the address 0x[0-9a-f]+ for engine tensor 'input_input' "
-                                           r"\(set_tensor_address returned False\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"refused the address 0x[0-9a-f]+ for engine tensor 'input_input' "
+        r"\(set_tensor_address returned False\)",
+    ):
         backend._infer(torch.randn(3, 3, 8, 8))
 
 
@@ -92,8 +99,10 @@ def test_a_refused_optimization_profile_fails_the_build(trt, tmp_path, monkeypat
     monkeypatch.setattr(fake.IBuilderConfig, "add_optimization_profile", lambda self, profile: -1)
     with pytest.raises(RuntimeError) as info:
         _build(TensorRTBackendConfig(), tmp_path)
-    assert ("TensorRT refused optimization profile 0 (input_input: min=[2, 3, 8, 8], opt=[4, 3, 16, 16], "
-            "max=[4, 3, 16, 16]): add_optimization_profile returned -1, expected 0") in str(info.value)
+    assert (
+        "TensorRT refused optimization profile 0 (input_input: min=[2, 3, 8, 8], opt=[4, 3, 16, 16], "
+        "max=[4, 3, 16, 16]): add_optimization_profile returned -1, expected 0"
+    ) in str(info.value)
 
 
 def test_a_failed_execution_quotes_tensorrt(trt, tmp_path, monkeypatch):

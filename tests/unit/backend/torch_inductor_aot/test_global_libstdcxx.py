@@ -36,5 +36,7 @@ def test_promotion_puts_libstdcxx_symbols_in_the_global_scope():
     assert after == "True"
     assert same_path == "True" and idempotent == "True"
     if before == "True":
-        pytest.skip("libstdc++ was already global in this interpreter (the python binary links it); "
-                    "the promotion had nothing to change")
+        pytest.skip(
+            "libstdc++ was already global in this interpreter (the python binary links it); "
+            "the promotion had nothing to change"
+        )

@@ -24,9 +24,7 @@ RECOMPILE = "recompiling the tuned forward"
 
 
 def _strategy(backend):
-    return (ait.OneBackendStrategy(backend)
-            .enable_performance_validation(False)
-            .enable_find_max_batch_size(False))
+    return ait.OneBackendStrategy(backend).enable_performance_validation(False).enable_find_max_batch_size(False)
 
 
 def _mlp() -> torch.nn.Module:
@@ -105,6 +103,7 @@ def test_static_graph_does_not_compare(aitune_log):
 
 def _force(monkeypatch, winner):
     """Makes the comparison pick `winner` whatever the timings."""
+
     def median_ms(self, fn, call, cuda_index, use_device_time):
         is_route = getattr(fn, "__func__", None) is TorchInductorJitBackend._route
         return 1.0 if is_route == (winner == "specialised") else 2.0
@@ -179,6 +178,7 @@ def test_a_size_one_stored_shape_is_specialised_untimed_with_one_dynamic_compile
 def test_a_size_one_shape_falls_back_to_a_warmed_dynamic_build(aitune_log, monkeypatch):
     """When the specialised compile fails, the dynamic build serves batch 1 too, and is warmed up on
     it first: no recompile on the first real call."""
+
     def fail(self):
         raise RuntimeError("no static graph")
 

@@ -236,8 +236,9 @@ def var_keyword_names(graph: GraphSpec, sample: Sample | None = None) -> list[st
     return list(_bind(graph, sample).get(varkw, {}))
 
 
-def build_dynamic_shapes(graph: GraphSpec, sample: Sample | None = None,
-                         plan: ExportShapePlan | None = None, hint_dynamic_dims: bool = False) -> dict[str, Any] | None:
+def build_dynamic_shapes(
+    graph: GraphSpec, sample: Sample | None = None, plan: ExportShapePlan | None = None, hint_dynamic_dims: bool = False
+) -> dict[str, Any] | None:
     """torch.export ``dynamic_shapes`` for `graph`, keyed by forward parameter name for every
     parameter the call passes (non-tensors -> None; containers mirrored); the entries of a
     ``**kwargs`` parameter are keyed by their own names (see var_keyword_names). None when
@@ -294,8 +295,9 @@ def has_size_one_dynamic_axis(graph: GraphSpec, sample: Sample, plan: ExportShap
     return found
 
 
-def prepare_export_sample(graph: GraphSpec, sample: Sample | None = None,
-                          plan: ExportShapePlan | None = None) -> tuple[tuple, dict]:
+def prepare_export_sample(
+    graph: GraphSpec, sample: Sample | None = None, plan: ExportShapePlan | None = None
+) -> tuple[tuple, dict]:
     """The canonical (args, kwargs) torch.export traces: `sample` (default: sample 0) with
     every batch axis resized to the export batch size and size-1 dynamic axes widened to 2."""
     sample = sample if sample is not None else graph.samples[0]

@@ -16,8 +16,9 @@ from aitune.torch.graph.graph_spec import GraphSpec, Sample
 logger = logging.getLogger("aitune")
 
 
-def warmup_calls(graph: GraphSpec | None, data: list[Sample], widen: bool,
-                 backend_name: str = "backend") -> list[tuple[tuple, dict]]:
+def warmup_calls(
+    graph: GraphSpec | None, data: list[Sample], widen: bool, backend_name: str = "backend"
+) -> list[tuple[tuple, dict]]:
     """Every stored sample, plus (with `widen`, for dynamic builds) sample 0 with its size-1
     dynamic axes widened to 2, so that Dynamo's 0/1 specialisation does not recompile on the
     first real call."""
@@ -30,8 +31,11 @@ def warmup_calls(graph: GraphSpec | None, data: list[Sample], widen: bool,
     return calls
 
 
-def run_warmup(fn: Callable, calls: list[tuple[tuple, dict]],
-               context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> None:
+def run_warmup(
+    fn: Callable,
+    calls: list[tuple[tuple, dict]],
+    context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+) -> None:
     """Calls `fn` on a copy of each call (compiled code may write into its inputs) under
     no_grad and `context()` (the backend's autocast)."""
     with torch.no_grad(), context():

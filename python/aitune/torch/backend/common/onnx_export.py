@@ -114,8 +114,15 @@ class _FlatForward(torch.nn.Module):
     on the recorded call rebuilt from flat tensors; subclassed per export with a signature whose
     parameters are the ONNX input names."""
 
-    def __init__(self, module: torch.nn.Module, forward: Callable, params: list, bound_template: dict,
-                 input_paths: list[tuple], output_paths: list[tuple]) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        forward: Callable,
+        params: list,
+        bound_template: dict,
+        input_paths: list[tuple],
+        output_paths: list[tuple],
+    ) -> None:
         super().__init__()
         self.module = module
         object.__setattr__(self, "_aitune_forward", forward)
@@ -193,8 +200,9 @@ def _dynamo_dynamic_shapes(graph: GraphSpec, plan: ExportShapePlan) -> tuple | N
     if not plan.is_dynamic():
         return None
     batch_dim, named = plan._dims()  # one shared batch Dim and one Dim per explicit name
-    return tuple(plan.tensor_dynamic_shape(_key(leaf.semantic_path), batch_dim, named)
-                 for leaf in graph.input_spec.tensors)
+    return tuple(
+        plan.tensor_dynamic_shape(_key(leaf.semantic_path), batch_dim, named) for leaf in graph.input_spec.tensors
+    )
 
 
 def _short(error: BaseException) -> str:
@@ -217,27 +225,43 @@ def _move_into_place(staged: Path, path: Path, large: bool) -> None:
     extra = [f for f in staged.parent.iterdir() if f.name not in (staged.name, data_name)]
     if extra or (large and not (staged.parent / data_name).exists()):
         model = onnx.load(str(staged), load_external_data=True)
-        onnx.save_model(model, str(path), save_as_external_data=large, all_tensors_to_one_file=True,
-                        location=path.name + ".data")
+        onnx.save_model(
+            model, str(path), save_as_external_data=large, all_tensors_to_one_file=True, location=path.name + ".data"
+        )
         return
     shutil.move(str(staged), str(path))
     if (staged.parent / data_name).exists():
         shutil.move(str(staged.parent / data_name), str(path.with_name(path.name + ".data")))
 
 
-def export_onnx(module: torch.nn.Module, graph_spec: GraphSpec, samples: list[Sample], path: Path, *,
-                use_dynamo: bool = True, opset_version: int | None = None,
-                forward: Callable | None = None) -> OnnxExportInfo:
+def export_onnx(
+    module: torch.nn.Module,
+    graph_spec: GraphSpec,
+    samples: list[Sample],
+    path: Path,
+    *,
+    use_dynamo: bool = True,
+    opset_version: int | None = None,
+    forward: Callable | None = None,
+) -> OnnxExportInfo:
     """Exports `graph_spec` of `module` to `path` (docs/reference/tensorrt.md#build-pipelines) and checks it with
     onnx.checker. Raises RuntimeError naming the exporter that failed; partial outputs are removed."""
-    info, _ = export_onnx_with_template(module, graph_spec, samples, path, use_dynamo=use_dynamo,
-                                        opset_version=opset_version, forward=forward)
+    info, _ = export_onnx_with_template(
+        module, graph_spec, samples, path, use_dynamo=use_dynamo, opset_version=opset_version, forward=forward
+    )
     return info
 
 
-def export_onnx_with_template(module: torch.nn.Module, graph_spec: GraphSpec, samples: list[Sample], path: Path, *,
-                              use_dynamo: bool = True, opset_version: int | None = None,
-                              forward: Callable | None = None) -> tuple[OnnxExportInfo, Any]:
+def export_onnx_with_template(
+    module: torch.nn.Module,
+    graph_spec: GraphSpec,
+    samples: list[Sample],
+    path: Path,
+    *,
+    use_dynamo: bool = True,
+    opset_version: int | None = None,
+    forward: Callable | None = None,
+) -> tuple[OnnxExportInfo, Any]:
     """export_onnx, plus the forward's output on the export sample with every tensor replaced by
     an empty placeholder: the structure to rebuild ONNX outputs into (see rebuild_outputs)."""
     if not samples:
@@ -258,16 +282,19 @@ def export_onnx_with_template(module: torch.nn.Module, graph_spec: GraphSpec, sa
     by_path = collect_tensors(bound)
     missing = [p for p in input_paths if p not in by_path]
     if missing:
-        raise ValueError(f"ONNX export of graph '{graph.name}': the sample has no tensor at {missing}; expected "
-                         f"the graph's inputs {graph.input_spec.describe_structure()}")
+        raise ValueError(
+            f"ONNX export of graph '{graph.name}': the sample has no tensor at {missing}; expected "
+            f"the graph's inputs {graph.input_spec.describe_structure()}"
+        )
     flat = tuple(by_path[p] for p in input_paths)
 
     with torch.no_grad():
         eager_output = forward(*args, **kwargs)
     output_paths = output_leaf_paths(eager_output)
     if not output_paths:
-        raise ValueError(f"ONNX export of graph '{graph.name}': the forward returns no tensor, so there is nothing "
-                         "to export")
+        raise ValueError(
+            f"ONNX export of graph '{graph.name}': the forward returns no tensor, so there is nothing to export"
+        )
     output_names = output_names_for(output_paths)
     template = map_tensors(eager_output, lambda _p, _t: torch.empty(0))
     del eager_output
@@ -275,8 +302,11 @@ def export_onnx_with_template(module: torch.nn.Module, graph_spec: GraphSpec, sa
     adapter = _flat_adapter(names, module, forward, graph.forward_params, bound, input_paths, output_paths)
     adapter.training = module.training  # the flag only: .eval() would also switch the user's module
     large = _weights_bytes(module) > EXTERNAL_DATA_THRESHOLD_BYTES
-    exporter = "dynamo exporter (torch.onnx.export(dynamo=True))" if use_dynamo else \
-        "TorchScript exporter (torch.onnx.export(dynamo=False))"
+    exporter = (
+        "dynamo exporter (torch.onnx.export(dynamo=True))"
+        if use_dynamo
+        else "TorchScript exporter (torch.onnx.export(dynamo=False))"
+    )
     staging = path.parent / f".{path.name}.staging"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -287,24 +317,41 @@ def export_onnx_with_template(module: torch.nn.Module, graph_spec: GraphSpec, sa
             with torch.no_grad(), warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter's notice
                 if use_dynamo:
-                    _run_dynamo(adapter, flat, staged, names, output_names, opset_version,
-                                _dynamo_dynamic_shapes(graph, plan), large)
+                    _run_dynamo(
+                        adapter,
+                        flat,
+                        staged,
+                        names,
+                        output_names,
+                        opset_version,
+                        _dynamo_dynamic_shapes(graph, plan),
+                        large,
+                    )
                 else:
-                    torch.onnx.export(adapter, flat, str(staged), dynamo=False, input_names=names,
-                                      output_names=output_names, opset_version=opset_version,
-                                      dynamic_axes=script_dynamic_axes(graph, plan, names) or None)
+                    torch.onnx.export(
+                        adapter,
+                        flat,
+                        str(staged),
+                        dynamo=False,
+                        input_names=names,
+                        output_names=output_names,
+                        opset_version=opset_version,
+                        dynamic_axes=script_dynamic_axes(graph, plan, names) or None,
+                    )
         except Exception as e:
             advice = DYNAMO_EXPORT_ADVICE if use_dynamo else SCRIPT_EXPORT_ADVICE
-            raise RuntimeError(f"ONNX export of graph '{graph.name}' with the {exporter} failed: {_short(e)}\n"
-                               f"{advice}") from e
+            raise RuntimeError(
+                f"ONNX export of graph '{graph.name}' with the {exporter} failed: {_short(e)}\n{advice}"
+            ) from e
         _move_into_place(staged, path, large)
         try:
             import onnx
 
             onnx.checker.check_model(str(path))  # by path: works with external data above 2 GB
         except Exception as e:
-            raise RuntimeError(f"onnx.checker rejected the model that the {exporter} wrote for graph "
-                               f"'{graph.name}': {_short(e)}") from e
+            raise RuntimeError(
+                f"onnx.checker rejected the model that the {exporter} wrote for graph '{graph.name}': {_short(e)}"
+            ) from e
         info = _read_info(path, names, output_names, graph.name)
     except BaseException:
         _remove_outputs(path)
@@ -315,11 +362,26 @@ def export_onnx_with_template(module: torch.nn.Module, graph_spec: GraphSpec, sa
     return info, template
 
 
-def _run_dynamo(adapter: torch.nn.Module, flat: tuple, staged: Path, names: list[str], output_names: list[str],
-                opset_version: int | None, dynamic_shapes: tuple | None, large: bool) -> None:
-    options: dict[str, Any] = dict(dynamo=True, input_names=names, output_names=output_names,
-                                   opset_version=opset_version, dynamic_shapes=dynamic_shapes,
-                                   external_data=large, verbose=False, report=False)
+def _run_dynamo(
+    adapter: torch.nn.Module,
+    flat: tuple,
+    staged: Path,
+    names: list[str],
+    output_names: list[str],
+    opset_version: int | None,
+    dynamic_shapes: tuple | None,
+    large: bool,
+) -> None:
+    options: dict[str, Any] = dict(
+        dynamo=True,
+        input_names=names,
+        output_names=output_names,
+        opset_version=opset_version,
+        dynamic_shapes=dynamic_shapes,
+        external_data=large,
+        verbose=False,
+        report=False,
+    )
     if "fallback" in inspect.signature(torch.onnx.export).parameters:
         options["fallback"] = False  # torch < 2.9 would silently retry with the TorchScript exporter
     torch.onnx.export(adapter, flat, str(staged), **options)
@@ -332,12 +394,16 @@ def _read_info(path: Path, names: list[str], output_names: list[str], graph_name
     present = {value.name: value for value in model.graph.input}
     unknown = sorted(set(present) - set(names))
     if unknown:
-        raise RuntimeError(f"ONNX model of graph '{graph_name}' has inputs {unknown} that are not graph inputs; "
-                           f"expected a subset of {names}")
+        raise RuntimeError(
+            f"ONNX model of graph '{graph_name}' has inputs {unknown} that are not graph inputs; "
+            f"expected a subset of {names}"
+        )
     written_outputs = [value.name for value in model.graph.output]
     if len(written_outputs) != len(output_names):
-        raise RuntimeError(f"ONNX model of graph '{graph_name}' has {len(written_outputs)} outputs "
-                           f"{written_outputs}; expected {len(output_names)}: {output_names}")
+        raise RuntimeError(
+            f"ONNX model of graph '{graph_name}' has {len(written_outputs)} outputs "
+            f"{written_outputs}; expected {len(output_names)}: {output_names}"
+        )
     input_names = [n for n in names if n in present]
     dynamic_axes: dict[str, dict[int, str]] = {}
     for name in input_names:
@@ -345,9 +411,13 @@ def _read_info(path: Path, names: list[str], output_names: list[str], graph_name
         axes = {i: d.dim_param or f"unk{i}" for i, d in enumerate(dims) if not d.HasField("dim_value")}
         if axes:
             dynamic_axes[name] = axes
-    return OnnxExportInfo(path=path, input_names=input_names,
-                          input_leaf_indices=[names.index(n) for n in input_names],
-                          output_names=written_outputs, dynamic_axes=dynamic_axes)
+    return OnnxExportInfo(
+        path=path,
+        input_names=input_names,
+        input_leaf_indices=[names.index(n) for n in input_names],
+        output_names=written_outputs,
+        dynamic_axes=dynamic_axes,
+    )
 
 
 def rebuild_outputs(template: Any, output_paths: list[tuple], outputs: list[torch.Tensor]) -> Any:

@@ -59,4 +59,3 @@ class Contract:
             deploy_takes_device=_positional_count(deploy) != 0 if deploy is not None else True,
             own_state=callable(getattr(backend_class, "from_dict", None)),
         )
-

@@ -160,11 +160,16 @@ def _setting_json(name: str, value: Any) -> Any:
         return f"{_OPS_PREFIX}{value}"
     if isinstance(value, (set, frozenset, list, tuple)):
         items = [_setting_json(name, item) for item in value]
-        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True)) \
-            if isinstance(value, (set, frozenset)) else items
+        return (
+            sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+            if isinstance(value, (set, frozenset))
+            else items
+        )
     if callable(value) and not isinstance(value, (type, enum.Enum)):
-        raise ValueError(f"compile_config.{name}: cannot save {value!r}; name operators as torch.ops overloads "
-                         "(torch.ops.aten.add.Tensor) or their names (\"torch.ops.aten.add.Tensor\")")
+        raise ValueError(
+            f"compile_config.{name}: cannot save {value!r}; name operators as torch.ops overloads "
+            '(torch.ops.aten.add.Tensor) or their names ("torch.ops.aten.add.Tensor")'
+        )
     return _json_value(value)
 
 
@@ -175,7 +180,7 @@ def settings_to_dict(settings: Any) -> dict[str, Any]:
 def _operator(name: str) -> Any:
     """torch.ops.<namespace>.<op>[.<overload>] from its saved name (untrusted: only identifiers,
     and it must resolve to an operator)."""
-    parts = name[len(_OPS_PREFIX):].split(".")
+    parts = name[len(_OPS_PREFIX) :].split(".")
     if not 2 <= len(parts) <= 3 or not all(part.isidentifier() and not part.startswith("_") for part in parts):
         raise ValueError(f"{name!r} is not an operator name (torch.ops.<namespace>.<op>[.<overload>])")
     target: Any = torch.ops
@@ -193,14 +198,26 @@ def _decode(value: Any, default: Any) -> Any:
     """A JSON value back to the type of the field's default (sets, dtypes, enums)."""
     if isinstance(value, str) and value.startswith(_OPS_PREFIX):
         return _operator(value)
-    if isinstance(value, str) and value.startswith("torch.") and isinstance(getattr(torch, value[6:], None),
-                                                                           torch.dtype):
+    if (
+        isinstance(value, str)
+        and value.startswith("torch.")
+        and isinstance(getattr(torch, value[6:], None), torch.dtype)
+    ):
         return getattr(torch, value[6:])
     if isinstance(value, list):
-        items = [_decode(v, next(iter(default), None) if isinstance(default, (set, frozenset, list, tuple)) and default
-                         else None) for v in value]
-        return set(items) if isinstance(default, (set, frozenset)) else tuple(items) if isinstance(default, tuple) \
+        items = [
+            _decode(
+                v, next(iter(default), None) if isinstance(default, (set, frozenset, list, tuple)) and default else None
+            )
+            for v in value
+        ]
+        return (
+            set(items)
+            if isinstance(default, (set, frozenset))
+            else tuple(items)
+            if isinstance(default, tuple)
             else items
+        )
     if isinstance(value, str) and isinstance(default, enum.Enum):
         return type(default)[value]
     return value
@@ -224,8 +241,10 @@ def settings_from_dict(data: dict[str, Any] | None, settings_class: type | None 
         known = {f.name for f in dataclasses.fields(cls)} - {DEVICE_FIELD}  # the device is never saved
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"saved compile_config has setting(s) {unknown} that {_class_name(cls)} does not have "
-                             f"(written for another Torch-TensorRT version?); its settings are: {sorted(known)}")
+            raise ValueError(
+                f"saved compile_config has setting(s) {unknown} that {_class_name(cls)} does not have "
+                f"(written for another Torch-TensorRT version?); its settings are: {sorted(known)}"
+            )
     try:
         defaults = settings_values(cls())
     except Exception:  # noqa: BLE001
@@ -237,7 +256,7 @@ def settings_from_dict(data: dict[str, Any] | None, settings_class: type | None 
 
 
 def _reduced_precision(dtypes: Any) -> str | None:
-    """"fp16"/"bf16" for torch dtypes, Torch-TensorRT dtypes (`dtype.f16`) or their names."""
+    """ "fp16"/"bf16" for torch dtypes, Torch-TensorRT dtypes (`dtype.f16`) or their names."""
     names = {str(p).rsplit(".", 1)[-1].lower() for p in dtypes if p is not None}
     if names & {"float16", "half", "f16"}:
         return "fp16"
@@ -247,7 +266,7 @@ def _reduced_precision(dtypes: Any) -> str | None:
 
 
 def settings_precision_class(settings: Any) -> str | None:
-    """"fp16"/"bf16" when the settings let TensorRT run reduced-precision kernels, so the engine is
+    """ "fp16"/"bf16" when the settings let TensorRT run reduced-precision kernels, so the engine is
     validated with that class's tolerances; None otherwise. Two ways (docs/guide.md): autocast
     (`enable_autocast` with `autocast_low_precision_type`, what Torch-TensorRT 2.11 recommends), and
     the deprecated weak typing (`enabled_precisions` with `use_explicit_typing=False`)."""
@@ -264,8 +283,12 @@ class CompileConfigMixin:
     settings (no device), restored into ``TorchTensorRTConfig``, and described compactly."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: settings_to_dict(self.compile_config) if f.name == "compile_config"  # type: ignore
-                else _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {
+            f.name: settings_to_dict(self.compile_config)
+            if f.name == "compile_config"  # type: ignore
+            else _json_value(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+        }  # type: ignore[arg-type]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BackendConfig:
@@ -282,8 +305,15 @@ class CompileConfigMixin:
         parts = []
         overrides = settings_overrides(self.compile_config)  # type: ignore[attr-defined]
         if overrides:
-            parts.append("compile_config=" + type(self.compile_config).__name__ + "(" + ", ".join(  # type: ignore
-                f"{name}={value!r}" for name, value in sorted(overrides.items())) + ")")
+            parts.append(
+                "compile_config="
+                + type(self.compile_config).__name__
+                + "("
+                + ", ".join(  # type: ignore
+                    f"{name}={value!r}" for name, value in sorted(overrides.items())
+                )
+                + ")"
+            )
         default = type(self)()
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             if f.name == "compile_config":

@@ -88,16 +88,22 @@ class ONNXRuntimeBackend(Backend):
         return {"model": self._model, "model_data": self._model_data, "io": self._io}
 
     # -- build -------------------------------------------------------------------------------
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None:
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         if not data:
             raise ValueError(f"ONNXRuntimeBackend needs a recorded sample of graph {graph_spec.name} to export it")
         graph: GraphSpec = graph_spec
         self._provider(device)  # fail before the export when the provider cannot run here
         module.to(device)
-        info, template = export_onnx_with_template(module, graph, data, Path(cache_dir) / MODEL_NAME,
-                                                   use_dynamo=self.config.use_dynamo,
-                                                   opset_version=self.config.opset_version)
+        info, template = export_onnx_with_template(
+            module,
+            graph,
+            data,
+            Path(cache_dir) / MODEL_NAME,
+            use_dynamo=self.config.use_dynamo,
+            opset_version=self.config.opset_version,
+        )
         cache_dir = Path(cache_dir)
         self._model = ArtifactPath.from_existing(info.path, cache_dir)
         data_file = info.path.with_name(info.path.name + ".data")
@@ -111,8 +117,10 @@ class ONNXRuntimeBackend(Backend):
             try:
                 self._infer(*sample.args, **sample.kwargs)
             except Exception as e:
-                raise RuntimeError(f"ONNX Runtime ({', '.join(self.providers)}) failed to run stored sample {n} of "
-                                   f"graph '{graph.name}': {type(e).__name__}: {e}") from e
+                raise RuntimeError(
+                    f"ONNX Runtime ({', '.join(self.providers)}) failed to run stored sample {n} of "
+                    f"graph '{graph.name}': {type(e).__name__}: {e}"
+                ) from e
 
     def _unavailable_on(self, device: torch.device) -> str | None:
         """The default provider on a CUDA device is CUDA: with a CPU-only onnxruntime the
@@ -151,14 +159,18 @@ class ONNXRuntimeBackend(Backend):
         self._input_names = [names[i] for i in self._input_leaves]
         unknown = sorted(present - set(names))
         if unknown:
-            raise RuntimeError(f"ONNX model {self._model.path} takes inputs {unknown} that graph '{graph.name}' does "
-                               f"not have ({graph.input_spec.describe_structure()})")
+            raise RuntimeError(
+                f"ONNX model {self._model.path} takes inputs {unknown} that graph '{graph.name}' does "
+                f"not have ({graph.input_spec.describe_structure()})"
+            )
         self._signature = _C.Signature(graph.forward_params)
         self._output_template = template
         self._output_paths = output_leaf_paths(template)
         if len(self._output_paths) != len(model.graph.output):
-            raise RuntimeError(f"ONNX model {self._model.path} has {len(model.graph.output)} outputs; the output "
-                               f"structure of graph '{graph.name}' has {len(self._output_paths)} tensors")
+            raise RuntimeError(
+                f"ONNX model {self._model.path} has {len(model.graph.output)} outputs; the output "
+                f"structure of graph '{graph.name}' has {len(self._output_paths)} tensors"
+            )
 
     def _io_json(self, template: Any) -> dict[str, Any]:
         from aitune.torch.checkpoint.structure import NotRepresentable, encode
@@ -166,8 +178,11 @@ class ONNXRuntimeBackend(Backend):
         try:
             structure = encode(template, {})
         except NotRepresentable as e:
-            logger.warning("ONNXRuntimeBackend: the output structure cannot be stored (%s); a checkpoint will "
-                           "rebuild it from the graph's stored reference output", e)
+            logger.warning(
+                "ONNXRuntimeBackend: the output structure cannot be stored (%s); a checkpoint will "
+                "rebuild it from the graph's stored reference output",
+                e,
+            )
             structure = None
         return {"format_version": IO_FORMAT_VERSION, "input_names": self._input_names, "output_structure": structure}
 
@@ -190,8 +205,10 @@ class ONNXRuntimeBackend(Backend):
         profile: list[Any] = [None] * len(self._graph_spec.input_spec.tensors)
         for leaf, name in zip(self._input_leaves, self._input_names):
             dims = shapes[name]
-            profile[leaf] = ([d if isinstance(d, int) else 0 for d in dims],
-                             [d if isinstance(d, int) else None for d in dims])
+            profile[leaf] = (
+                [d if isinstance(d, int) else 0 for d in dims],
+                [d if isinstance(d, int) else None for d in dims],
+            )
         return profile
 
     def _activate(self) -> None:
@@ -205,8 +222,9 @@ class ONNXRuntimeBackend(Backend):
 
     # -- checkpoints -------------------------------------------------------------------------
     @classmethod
-    def from_artifacts(cls, config: ONNXRuntimeBackendConfig, artifacts: dict[str, Path],
-                       graph: GraphSpec) -> ONNXRuntimeBackend:
+    def from_artifacts(
+        cls, config: ONNXRuntimeBackendConfig, artifacts: dict[str, Path], graph: GraphSpec
+    ) -> ONNXRuntimeBackend:
         """A backend in CHECKPOINT_LOADED state over a checkpoint's extracted files; deploy(device)
         opens its session."""
         backend = cls(config)
@@ -232,8 +250,10 @@ class ONNXRuntimeBackend(Backend):
         if template is None and graph.reference_outputs:
             template = graph.reference_outputs[0]
         if template is None:
-            raise RuntimeError(f"Cannot restore ONNXRuntimeBackend for graph '{graph.name}': the checkpoint holds "
-                               "neither its output structure nor a reference output")
+            raise RuntimeError(
+                f"Cannot restore ONNXRuntimeBackend for graph '{graph.name}': the checkpoint holds "
+                "neither its output structure nor a reference output"
+            )
         self._set_layout(graph, template)
         self._graph_spec = graph
 

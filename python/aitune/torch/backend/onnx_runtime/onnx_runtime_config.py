@@ -31,8 +31,10 @@ class ONNXExecutionProvider(enum.Enum):
                 if value.lower() in (member.value, member.name.lower()):
                     return member
         choices = ", ".join(repr(m.value) for m in cls)
-        raise ValueError(f"Invalid execution_provider: {value!r}. Expected one of {choices}, an "
-                         f"ONNXExecutionProvider or None (CUDA on a CUDA device, CPU on the CPU).")
+        raise ValueError(
+            f"Invalid execution_provider: {value!r}. Expected one of {choices}, an "
+            f"ONNXExecutionProvider or None (CUDA on a CUDA device, CPU on the CPU)."
+        )
 
 
 @dataclasses.dataclass

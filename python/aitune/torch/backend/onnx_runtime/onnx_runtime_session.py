@@ -27,8 +27,17 @@ GPU_PACKAGE_REASON = (
 
 # torch dtype <-> ONNX TensorProto element type (the ints ORT's bind_input/bind_output accept).
 _ONNX_TYPES: dict[torch.dtype, int] = {
-    torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.int16: 5, torch.int32: 6, torch.int64: 7,
-    torch.bool: 9, torch.float16: 10, torch.float64: 11, torch.complex64: 14, torch.complex128: 15,
+    torch.float32: 1,
+    torch.uint8: 2,
+    torch.int8: 3,
+    torch.int16: 5,
+    torch.int32: 6,
+    torch.int64: 7,
+    torch.bool: 9,
+    torch.float16: 10,
+    torch.float64: 11,
+    torch.complex64: 14,
+    torch.complex128: 15,
     torch.bfloat16: 16,
 }
 for _name, _code in (("uint16", 4), ("uint32", 12), ("uint64", 13), ("float8_e4m3fn", 17), ("float8_e5m2", 19)):
@@ -71,8 +80,9 @@ def providers_for(ep: ONNXExecutionProvider, device: torch.device) -> list[Any]:
         if "TensorrtExecutionProvider" in ort.get_available_providers():
             providers.insert(0, ("TensorrtExecutionProvider", {"device_id": str(index)}))
         else:
-            logger.warning("ONNX Runtime has no TensorrtExecutionProvider here; execution_provider='tensorrt' falls "
-                           "back to CUDA")
+            logger.warning(
+                "ONNX Runtime has no TensorrtExecutionProvider here; execution_provider='tensorrt' falls back to CUDA"
+            )
     return providers
 
 
@@ -91,18 +101,19 @@ def _wrap_pointer(pointer: int, nbytes: int, device: torch.device) -> torch.Tens
 class OrtSession:
     """An InferenceSession on one device plus the input/output layout of its model."""
 
-    def __init__(self, model_path: Path, ep: ONNXExecutionProvider, device: torch.device,
-                 input_names: list[str]) -> None:
+    def __init__(
+        self, model_path: Path, ep: ONNXExecutionProvider, device: torch.device, input_names: list[str]
+    ) -> None:
         import onnxruntime as ort
 
         self.device = device
         self._device_type = "cuda" if device.type == "cuda" else "cpu"
-        self._device_id = (device.index if device.index is not None else torch.cuda.current_device()) \
-            if device.type == "cuda" else 0
+        self._device_id = (
+            (device.index if device.index is not None else torch.cuda.current_device()) if device.type == "cuda" else 0
+        )
         self._stream = torch.cuda.current_stream(self._device_id) if device.type == "cuda" else None
         options = ort.SessionOptions()
-        self.session = ort.InferenceSession(str(model_path), sess_options=options,
-                                            providers=providers_for(ep, device))
+        self.session = ort.InferenceSession(str(model_path), sess_options=options, providers=providers_for(ep, device))
         inputs = {value.name: value for value in self.session.get_inputs()}
         self.input_names = [name for name in input_names if name in inputs]
         self.input_dtypes = [_TORCH_TYPES[_element_type(inputs[name].type)] for name in self.input_names]
@@ -155,8 +166,9 @@ class OrtSession:
                 tensor = tensor.to(self.device, dtype)
             tensor = tensor.contiguous()
             kept.append(tensor)
-            binding.bind_input(name, self._device_type, self._device_id, onnx_type(dtype), list(tensor.shape),
-                               tensor.data_ptr())
+            binding.bind_input(
+                name, self._device_type, self._device_id, onnx_type(dtype), list(tensor.shape), tensor.data_ptr()
+            )
         outputs: list[torch.Tensor | None] = []
         for index, (name, dtype) in enumerate(zip(self.output_names, self.output_dtypes)):
             shape = self._output_shape(index, inputs) if preallocate else None
@@ -173,8 +185,10 @@ class OrtSession:
         self.session.run_with_iobinding(binding)
         if any(out is None for out in outputs):
             values = binding.get_outputs()
-            outputs = [out if out is not None else self._copy_out(values[i], self.output_dtypes[i])
-                       for i, out in enumerate(outputs)]
+            outputs = [
+                out if out is not None else self._copy_out(values[i], self.output_dtypes[i])
+                for i, out in enumerate(outputs)
+            ]
         return outputs  # type: ignore[return-value]
 
     def _copy_out(self, value: Any, dtype: torch.dtype) -> torch.Tensor:

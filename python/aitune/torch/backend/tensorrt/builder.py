@@ -18,8 +18,9 @@ logger = logging.getLogger("aitune")
 trt_logger = logging.getLogger("tensorrt")
 
 TIMING_CACHE_ENV = "AITUNE_TRT_TIMING_CACHE"
-WORKSPACE_HINT = ("(this often means the builder ran out of workspace/GPU memory; try a smaller workspace_size or free "
-                  "GPU memory)")
+WORKSPACE_HINT = (
+    "(this often means the builder ran out of workspace/GPU memory; try a smaller workspace_size or free GPU memory)"
+)
 _NO_IMPLEMENTATION = "Could not find any implementation for node"
 
 
@@ -27,8 +28,13 @@ def make_logger(trt: Any) -> Any:
     """A trt.ILogger that forwards to the Python logger `tensorrt` with a `[TRT]` prefix and keeps
     the last error lines for build-failure messages."""
     severity = trt.ILogger.Severity
-    levels = {severity.INTERNAL_ERROR: logging.CRITICAL, severity.ERROR: logging.ERROR,
-              severity.WARNING: logging.WARNING, severity.INFO: logging.INFO, severity.VERBOSE: logging.DEBUG}
+    levels = {
+        severity.INTERNAL_ERROR: logging.CRITICAL,
+        severity.ERROR: logging.ERROR,
+        severity.WARNING: logging.WARNING,
+        severity.INFO: logging.INFO,
+        severity.VERBOSE: logging.DEBUG,
+    }
     errors = (severity.INTERNAL_ERROR, severity.ERROR)
 
     class _Logger(trt.ILogger):
@@ -82,8 +88,11 @@ def load_timing_cache(builder_config: Any, path: Path | None) -> bool:
             logger.debug("TensorRT timing cache %s: %s", path, e)
         if accepted:
             return True
-        logger.warning("TensorRT rejected the timing cache %s (a different TensorRT version or GPU?); building "
-                       "without it and leaving the file untouched", path)
+        logger.warning(
+            "TensorRT rejected the timing cache %s (a different TensorRT version or GPU?); building "
+            "without it and leaving the file untouched",
+            path,
+        )
         builder_config.set_timing_cache(builder_config.create_timing_cache(b""), ignore_mismatch=False)
         return False
     builder_config.set_timing_cache(builder_config.create_timing_cache(b""), ignore_mismatch=False)
@@ -153,14 +162,24 @@ def add_profiles(builder: Any, builder_config: Any, network: Any, profiles: list
             continue
         index = builder_config.add_optimization_profile(trt_profile)
         if index != number:
-            listed = ", ".join(f"{name}: min={list(a)}, opt={list(b)}, max={list(c)}"
-                               for name, (a, b, c) in shapes.items())
-            raise RuntimeError(f"TensorRT refused optimization profile {number} ({listed}): add_optimization_profile "
-                               f"returned {index}, expected {number}")
+            listed = ", ".join(
+                f"{name}: min={list(a)}, opt={list(b)}, max={list(c)}" for name, (a, b, c) in shapes.items()
+            )
+            raise RuntimeError(
+                f"TensorRT refused optimization profile {number} ({listed}): add_optimization_profile "
+                f"returned {index}, expected {number}"
+            )
 
 
-def build_engine(trt: Any, onnx_path: Path, plan_path: Path, profiles: list, names: list[str | None],
-                 config: TensorRTBackendConfig, timing_cache: Path | None) -> bytes:
+def build_engine(
+    trt: Any,
+    onnx_path: Path,
+    plan_path: Path,
+    profiles: list,
+    names: list[str | None],
+    config: TensorRTBackendConfig,
+    timing_cache: Path | None,
+) -> bytes:
     """Parses, configures and builds; writes the plan to `plan_path` and the timing cache back to
     `timing_cache` after the build succeeded. Returns the serialized plan."""
     trt_log = make_logger(trt)

@@ -17,9 +17,17 @@ from aitune._native import _C
 
 logger = logging.getLogger("aitune")
 
-_TRT_TO_TORCH = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT8": torch.int8,
-                 "INT32": torch.int32, "INT64": torch.int64, "BOOL": torch.bool, "UINT8": torch.uint8,
-                 "FP8": torch.float8_e4m3fn}
+_TRT_TO_TORCH = {
+    "FLOAT": torch.float32,
+    "HALF": torch.float16,
+    "BF16": torch.bfloat16,
+    "INT8": torch.int8,
+    "INT32": torch.int32,
+    "INT64": torch.int64,
+    "BOOL": torch.bool,
+    "UINT8": torch.uint8,
+    "FP8": torch.float8_e4m3fn,
+}
 if hasattr(torch, "float8_e8m0fnu"):  # TensorRT's E8M0 scale type (MX formats)
     _TRT_TO_TORCH["E8M0"] = torch.float8_e8m0fnu
 
@@ -52,8 +60,7 @@ def make_output_allocator(trt: Any, device: torch.device) -> Any:
                 self.buffers[tensor_name] = buffer
             return buffer.data_ptr()
 
-        def reallocate_output_async(self, tensor_name: str, memory: int, size: int, alignment: int,
-                                    stream: int) -> int:
+        def reallocate_output_async(self, tensor_name: str, memory: int, size: int, alignment: int, stream: int) -> int:
             return self.reallocate_output(tensor_name, memory, size, alignment)
 
         def notify_shape(self, tensor_name: str, shape: Any) -> None:
@@ -66,8 +73,15 @@ class EngineRunner:
     """Serves one deserialized engine. `input_names[i]` is the engine input fed by graph tensor
     input i (None when the export dropped it); `profiles` are the build's, in graph input order."""
 
-    def __init__(self, trt: Any, plan: bytes, device: torch.device, input_names: list[str | None],
-                 profiles: list, display_names: list[str]) -> None:
+    def __init__(
+        self,
+        trt: Any,
+        plan: bytes,
+        device: torch.device,
+        input_names: list[str | None],
+        profiles: list,
+        display_names: list[str],
+    ) -> None:
         self._trt = trt
         self._device = device
         self._log = _trt_logger(trt)
@@ -76,8 +90,10 @@ class EngineRunner:
         if self.engine is None:
             raise RuntimeError("TensorRT could not deserialize the plan (built by another TensorRT version or GPU?)")
         if len(profiles) > self.engine.num_optimization_profiles:
-            raise RuntimeError(f"The TensorRT plan has {self.engine.num_optimization_profiles} optimization profile(s) "
-                               f"but its profiles file lists {len(profiles)}: they come from different builds")
+            raise RuntimeError(
+                f"The TensorRT plan has {self.engine.num_optimization_profiles} optimization profile(s) "
+                f"but its profiles file lists {len(profiles)}: they come from different builds"
+            )
         self.context = self.engine.create_execution_context()
         inputs, outputs = [], []
         for i in range(self.engine.num_io_tensors):
@@ -116,7 +132,8 @@ class EngineRunner:
                     raise RuntimeError(
                         f"TensorRT refused to switch to optimization profile {index} (set_optimization_profile_async "
                         f"returned False); the engine has {self.engine.num_optimization_profiles} profile(s) and "
-                        f"aitune's profiles file lists {len(self._profiles)}: the plan and its profiles do not match")
+                        f"aitune's profiles file lists {len(self._profiles)}: the plan and its profiles do not match"
+                    )
                 self._profile = index
             keep = []
             for i, name in self._bindings:
@@ -130,7 +147,8 @@ class EngineRunner:
                     raise RuntimeError(
                         f"TensorRT refused input shape {list(tensor.shape)} for engine input '{name}' "
                         f"({self._display_names[i]}) in optimization profile {index} (set_input_shape returned False); "
-                        f"aitune's profile allows {list(low)} to {list(high)}: the plan and its profiles do not match")
+                        f"aitune's profile allows {list(low)} to {list(high)}: the plan and its profiles do not match"
+                    )
                 self._set_address(name, tensor.data_ptr())
             shapes = {name: tuple(context.get_tensor_shape(name)) for name in self.output_names}
             outputs: dict[str, torch.Tensor] = {}
@@ -140,8 +158,10 @@ class EngineRunner:
             for name, shape in shapes.items():
                 if any(d < 0 for d in shape):
                     if not context.set_output_allocator(name, self._allocator):
-                        raise RuntimeError(f"TensorRT refused the output allocator for engine output '{name}' "
-                                           "(set_output_allocator returned False)")
+                        raise RuntimeError(
+                            f"TensorRT refused the output allocator for engine output '{name}' "
+                            "(set_output_allocator returned False)"
+                        )
                     continue
                 out = torch.empty(shape, dtype=self._output_dtypes[name], device=self._device)
                 outputs[name] = out
@@ -167,8 +187,10 @@ class EngineRunner:
 
     def _set_address(self, name: str, address: int) -> None:
         if not self.context.set_tensor_address(name, address):
-            raise RuntimeError(f"TensorRT refused the address {address:#x} for engine tensor '{name}' "
-                               "(set_tensor_address returned False)")
+            raise RuntimeError(
+                f"TensorRT refused the address {address:#x} for engine tensor '{name}' "
+                "(set_tensor_address returned False)"
+            )
 
 
 def _trt_logger(trt: Any) -> Any:

@@ -36,8 +36,15 @@ def recorded_inputs(graph: GraphSpec) -> list[tuple]:
     out = []
     for leaf in graph.input_spec.tensors:
         spec = leaf.spec
-        out.append((leaf.access_path, repr(leaf.semantic_path), list(spec.min_shape), list(spec.max_shape),
-                    [kind == "static" for kind in spec.axis_kinds]))
+        out.append(
+            (
+                leaf.access_path,
+                repr(leaf.semantic_path),
+                list(spec.min_shape),
+                list(spec.max_shape),
+                [kind == "static" for kind in spec.axis_kinds],
+            )
+        )
     return out
 
 
@@ -71,8 +78,9 @@ def build_profiles(graph: GraphSpec, mode: ProfileMode | list[TensorRTProfile]) 
             entries = []
             for key, (low, opt, high) in profile.inputs.items():
                 leaf = resolve_key(graph, key)
-                entries.append((leaf.access_path if leaf is not None else _key_display(key), list(low), list(opt),
-                                list(high)))
+                entries.append(
+                    (leaf.access_path if leaf is not None else _key_display(key), list(low), list(opt), list(high))
+                )
             user.append(entries)
         return [_as_profile(p) for p in _C.trt_validate_profiles(recorded, user)]
     if graph.dynamic_shapes:

@@ -12,7 +12,11 @@ from typing import Any, Callable
 import torch
 
 from aitune.exceptions import BackendUnavailableError
-from aitune.torch.backend.tensorrt.tensorrt_config import ONNXAutoCastConfig, ONNXQuantizationConfig, TorchQuantizationConfig
+from aitune.torch.backend.tensorrt.tensorrt_config import (
+    ONNXAutoCastConfig,
+    ONNXQuantizationConfig,
+    TorchQuantizationConfig,
+)
 
 logger = logging.getLogger("aitune")
 
@@ -30,15 +34,18 @@ def import_modelopt(submodule: str) -> Any:
         ) from e
 
 
-def calibration_data(samples: list[list[torch.Tensor]], names: list[str | None],
-                     batch_axes: list[int | None]) -> dict[str, Any]:
+def calibration_data(
+    samples: list[list[torch.Tensor]], names: list[str | None], batch_axes: list[int | None]
+) -> dict[str, Any]:
     """{onnx input name: numpy array}: the stored samples (tensor inputs in graph order) whose
     non-batch shapes match the largest sample's, concatenated along each input's batch axis."""
     if not samples:
         return {}
     if len(samples) == 1:
-        logger.info("TensorRT quantization calibrates on the single stored sample; raise "
-                    "aitune.torch.config.max_num_samples_stored to calibrate on more")
+        logger.info(
+            "TensorRT quantization calibrates on the single stored sample; raise "
+            "aitune.torch.config.max_num_samples_stored to calibrate on more"
+        )
 
     def size(sample: list[torch.Tensor]) -> int:
         return sum(t.numel() for t in sample)
@@ -79,9 +86,13 @@ def onnx_autocast(cfg: ONNXAutoCastConfig, onnx_path: Path, out_path: Path, cali
         calib_file = out_path.parent / "calibration.npz"
         out_path.parent.mkdir(parents=True, exist_ok=True)
         np.savez(calib_file, **calib)
-    kwargs = _accepted(autocast.convert_to_mixed_precision, onnx_path=str(onnx_path),
-                       low_precision_type=cfg.precision, keep_io_types=cfg.keep_io_types,
-                       calibration_data=str(calib_file) if calib_file else None)
+    kwargs = _accepted(
+        autocast.convert_to_mixed_precision,
+        onnx_path=str(onnx_path),
+        low_precision_type=cfg.precision,
+        keep_io_types=cfg.keep_io_types,
+        calibration_data=str(calib_file) if calib_file else None,
+    )
     model = autocast.convert_to_mixed_precision(**kwargs)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(out_path), save_as_external_data=model.ByteSize() > 2**31 - 1)
@@ -91,8 +102,12 @@ def onnx_autocast(cfg: ONNXAutoCastConfig, onnx_path: Path, out_path: Path, cali
 def onnx_quantize(cfg: ONNXQuantizationConfig, onnx_path: Path, out_path: Path, calib: dict[str, Any]) -> Path:
     quantization = import_modelopt("onnx.quantization")
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    kwargs = {"onnx_path": str(onnx_path), "quantize_mode": cfg.precision, "calibration_data": calib or None,
-              "output_path": str(out_path)}
+    kwargs = {
+        "onnx_path": str(onnx_path),
+        "quantize_mode": cfg.precision,
+        "calibration_data": calib or None,
+        "output_path": str(out_path),
+    }
     if cfg.calibration_method is not None:
         kwargs["calibration_method"] = cfg.calibration_method
     quantization.quantize(**_accepted(quantization.quantize, **kwargs))

@@ -139,16 +139,19 @@ class TensorRTBackend(Backend):
         logger.info("TensorRT %s: %.2f s, %d bytes in %s", name, self.step_times_s[name], size, output.parent)
         return result
 
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None:
-
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         trt = _tensorrt_or_raise()
         graph: GraphSpec = graph_spec
         if not data:
             raise ValueError(f"TensorRTBackend needs a recorded sample of graph {graph.name} to build it")
         if self.config.device != device.type and torch.device(self.config.device) != device:
-            logger.warning("TensorRTBackendConfig.device=%r is informational: building for the tuning device %s",
-                           self.config.device, device)
+            logger.warning(
+                "TensorRTBackendConfig.device=%r is informational: building for the tuning device %s",
+                self.config.device,
+                device,
+            )
         if device.type == "cuda":
             torch.cuda.set_device(device)
         cache_dir = Path(cache_dir)
@@ -158,20 +161,32 @@ class TensorRTBackend(Backend):
         q = self.config.quantization_config
         export_module = module
         if isinstance(q, TorchQuantizationConfig):
+
             def calibrate(model: torch.nn.Module) -> None:
                 with torch.no_grad():
                     for sample in data:
                         args, kwargs = to_device((sample.args, sample.kwargs), device)
                         model(*args, **kwargs)
 
-            export_module = self._step("torch_ptq", cache_dir / "onnx_ptq" / "model.onnx",
-                                       lambda: quant.torch_quantize(q, module, calibrate))
+            export_module = self._step(
+                "torch_ptq", cache_dir / "onnx_ptq" / "model.onnx", lambda: quant.torch_quantize(q, module, calibrate)
+            )
             forward = None
         onnx_dir = "onnx_ptq" if isinstance(q, TorchQuantizationConfig) else "onnx"
         onnx_path = cache_dir / onnx_dir / "model.onnx"
-        info, template = self._step("onnx_export", onnx_path, lambda: export_onnx_with_template(
-            export_module, graph, data, onnx_path, use_dynamo=self.config.use_dynamo,
-            opset_version=self.config.opset_version, forward=forward))
+        info, template = self._step(
+            "onnx_export",
+            onnx_path,
+            lambda: export_onnx_with_template(
+                export_module,
+                graph,
+                data,
+                onnx_path,
+                use_dynamo=self.config.use_dynamo,
+                opset_version=self.config.opset_version,
+                forward=forward,
+            ),
+        )
         if export_module is not module:
             del export_module
         module.to("cpu")  # offload while TensorRT builds: the builder needs the GPU memory
@@ -197,8 +212,11 @@ class TensorRTBackend(Backend):
             timing_cache = trt_builder.default_timing_cache_path(trt, Path(global_config.cache_dir), f"{major}{minor}")
         plan_path = cache_dir / PLAN_PATH
         try:
-            plan = self._step("engine_build", plan_path, lambda: trt_builder.build_engine(
-                trt, onnx_path, plan_path, profiles, names, self.config, timing_cache))
+            plan = self._step(
+                "engine_build",
+                plan_path,
+                lambda: trt_builder.build_engine(trt, onnx_path, plan_path, profiles, names, self.config, timing_cache),
+            )
         finally:
             # Back where the strategy left it: other candidates and the eager fallback use it.
             module.to(device)
@@ -210,21 +228,32 @@ class TensorRTBackend(Backend):
 
     @staticmethod
     def _sample_tensors(graph: GraphSpec, data: list) -> list[list[torch.Tensor]]:
-
         return [_sample_tensors(graph, sample) for sample in data]
 
-    def _record_io(self, cache_dir: Path, graph: GraphSpec, names: list, output_names: list[str],
-                   template: Any) -> None:
+    def _record_io(
+        self, cache_dir: Path, graph: GraphSpec, names: list, output_names: list[str], template: Any
+    ) -> None:
         self._plan = ArtifactPath(cache_dir, PLAN_PATH)
         self._profiles_file = ArtifactPath(cache_dir, PROFILES_PATH)
         self._io_file = ArtifactPath(cache_dir, IO_PATH)
-        io = {"inputs": names, "outputs": output_names, "output_paths": [list(p) for p in self._output_paths],
-              "output_template": output_template.encode(template)}
+        io = {
+            "inputs": names,
+            "outputs": output_names,
+            "output_paths": [list(p) for p in self._output_paths],
+            "output_template": output_template.encode(template),
+        }
         (cache_dir / IO_PATH).write_text(json.dumps(io, indent=2))
 
-    def _start_runner(self, trt: Any, plan: bytes, device: torch.device, graph: GraphSpec, names: list,
-                      profiles: list, output_names: list[str]) -> None:
-
+    def _start_runner(
+        self,
+        trt: Any,
+        plan: bytes,
+        device: torch.device,
+        graph: GraphSpec,
+        names: list,
+        profiles: list,
+        output_names: list[str],
+    ) -> None:
         self._input_names = list(names)
         self._display_names = [leaf.access_path for leaf in graph.input_spec.tensors]
         self._profiles = profiles
@@ -235,8 +264,11 @@ class TensorRTBackend(Backend):
         self._cast_back = recorded if len(recorded) == len(output_names) else None
         extra = set(self._runner.output_names) - set(output_names)
         if extra:
-            logger.warning("TensorRT engine of graph %s has outputs %s that the forward does not return; ignored",
-                           graph.name, sorted(extra))
+            logger.warning(
+                "TensorRT engine of graph %s has outputs %s that the forward does not return; ignored",
+                graph.name,
+                sorted(extra),
+            )
 
     # -- serving -----------------------------------------------------------------------------
     def input_profile(self) -> list[tuple[list[int], list[int]]] | None:
@@ -249,7 +281,6 @@ class TensorRTBackend(Backend):
         return [(list(low), list(high)) for low, high in _C.trt_profile_envelope([list(p) for p in self._profiles])]
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
-
         if self._runner is None:
             raise RuntimeError("Engine not loaded. Call build() first.")
         _, leaves = _C.flatten_call(self._signature, tuple(args), dict(kwargs), False, -1)
@@ -285,7 +316,8 @@ class TensorRTBackend(Backend):
         if self._template is None and self._output_paths != [()]:
             raise RuntimeError(
                 f"Cannot rebuild the outputs of graph {self._graph_spec.name}: its output type is not stored with the "
-                "TensorRT plan and the checkpoint holds no reference outputs (save with include_samples=True)")
+                "TensorRT plan and the checkpoint holds no reference outputs (save with include_samples=True)"
+            )
         self._start_runner(trt, self._plan.path.read_bytes(), device, self._graph_spec, names, profiles, io["outputs"])
 
     def _unused_range(self, index: int) -> tuple:

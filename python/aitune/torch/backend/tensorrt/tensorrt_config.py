@@ -14,8 +14,14 @@ from aitune.torch.backend.backend import BackendConfig, ServingOptions
 AUTOCAST_PRECISIONS = ("fp16", "bf16")
 ONNX_QUANT_PRECISIONS = ("int8", "int4", "fp8")
 CALIBRATION_METHODS = ("max", "entropy", "awq_clip", "awq_lite", "awq_full", "rtn_dq")
-TORCH_QUANT_PRESETS = ("FP8_DEFAULT_CFG", "NVFP4_DEFAULT_CFG", "NVFP4_FP8_MHA_CONFIG", "INT8_DEFAULT_CFG",
-                       "INT8_SMOOTHQUANT_CFG", "INT4_AWQ_CFG")
+TORCH_QUANT_PRESETS = (
+    "FP8_DEFAULT_CFG",
+    "NVFP4_DEFAULT_CFG",
+    "NVFP4_FP8_MHA_CONFIG",
+    "INT8_DEFAULT_CFG",
+    "INT8_SMOOTHQUANT_CFG",
+    "INT4_AWQ_CFG",
+)
 COMPATIBILITY_LEVELS = ("NONE", "AMPERE_PLUS", "SAME_COMPUTE_CAPABILITY")
 
 
@@ -48,8 +54,11 @@ class TensorRTProfile:
             path = tuple(path)
         if not isinstance(path, (str, tuple)) or path in ("", ()):
             raise ValueError(f"TensorRT profile input path must be a non-empty string or tuple, got {path!r}")
-        shapes = (_shape(min_shape, "min_shape", path), _shape(opt_shape, "opt_shape", path),
-                  _shape(max_shape, "max_shape", path))
+        shapes = (
+            _shape(min_shape, "min_shape", path),
+            _shape(opt_shape, "opt_shape", path),
+            _shape(max_shape, "max_shape", path),
+        )
         if len({len(s) for s in shapes}) != 1:
             raise ValueError(
                 f"TensorRT profile shapes for input {path!r} must have one rank, got min={shapes[0]}, "
@@ -59,8 +68,12 @@ class TensorRTProfile:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {"inputs": [[list(p) if isinstance(p, tuple) else p, *(list(s) for s in shapes)]
-                           for p, shapes in self.inputs.items()]}
+        return {
+            "inputs": [
+                [list(p) if isinstance(p, tuple) else p, *(list(s) for s in shapes)]
+                for p, shapes in self.inputs.items()
+            ]
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TensorRTProfile:
@@ -73,8 +86,9 @@ class TensorRTProfile:
         return isinstance(other, TensorRTProfile) and self.inputs == other.inputs
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{p!r}: min={list(s[0])}, opt={list(s[1])}, max={list(s[2])}"
-                          for p, s in self.inputs.items())
+        parts = ", ".join(
+            f"{p!r}: min={list(s[0])}, opt={list(s[1])}, max={list(s[2])}" for p, s in self.inputs.items()
+        )
         return f"TensorRTProfile({parts})"
 
 
@@ -162,11 +176,15 @@ class TensorRTBackendConfig(BackendConfig, ServingOptions):
     use_cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
-        if self.workspace_size is not None and (isinstance(self.workspace_size, bool) or
-                                                not isinstance(self.workspace_size, int) or self.workspace_size <= 0):
+        if self.workspace_size is not None and (
+            isinstance(self.workspace_size, bool)
+            or not isinstance(self.workspace_size, int)
+            or self.workspace_size <= 0
+        ):
             raise ValueError(f"workspace_size must be a positive number of bytes or None, got {self.workspace_size!r}")
         if self.optimization_level is not None and (
-            isinstance(self.optimization_level, bool) or not isinstance(self.optimization_level, int)
+            isinstance(self.optimization_level, bool)
+            or not isinstance(self.optimization_level, int)
             or not 0 <= self.optimization_level <= 5
         ):
             raise ValueError(f"optimization_level must be an integer between 0 and 5, got {self.optimization_level!r}")
@@ -198,6 +216,8 @@ class TensorRTBackendConfig(BackendConfig, ServingOptions):
         if isinstance(self.profiles, list):
             data["profiles"] = [p.to_dict() for p in self.profiles]
         if self.quantization_config is not None:
-            data["quantization_config"] = {"type": type(self.quantization_config).__name__,
-                                           **dataclasses.asdict(self.quantization_config)}
+            data["quantization_config"] = {
+                "type": type(self.quantization_config).__name__,
+                **dataclasses.asdict(self.quantization_config),
+            }
         return data

@@ -29,8 +29,9 @@ class TorchEagerBackend(AutocastMixin, Backend):
     def is_jit(self) -> bool:
         return True  # serves the original module, so its weights must stay (docs/reference/tuning.md#the-tune-call)
 
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None:
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         module.to(device)
         self._module = module
         self._forward = original_forward(module)

@@ -86,8 +86,12 @@ def probe_package_load(path: Path | str, device_index: int = -1, timeout_s: floa
     crashes (seen with some compiler/libstdc++ combinations: the generated model library faults
     in its constructor) would otherwise take the tuning process down; here it becomes an error."""
     try:
-        result = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT, str(path), str(device_index)],
-                                capture_output=True, text=True, timeout=timeout_s)
+        result = subprocess.run(
+            [sys.executable, "-c", _PROBE_SCRIPT, str(path), str(device_index)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired as e:
         raise RuntimeError(f"Loading AOTInductor package {path} did not finish within {timeout_s:.0f} s") from e
     if result.returncode == 0:
@@ -116,8 +120,9 @@ class _ForwardAdapter(torch.nn.Module):
         object.__setattr__(self, "_aitune_forward", forward)
 
 
-def make_export_adapter(module: torch.nn.Module, forward: Callable | None = None,
-                        var_keyword_names: list[str] | None = None) -> torch.nn.Module:
+def make_export_adapter(
+    module: torch.nn.Module, forward: Callable | None = None, var_keyword_names: list[str] | None = None
+) -> torch.nn.Module:
     """A module whose forward is `forward` (default: the module's original forward), with the
     same signature, for torch.export. `var_keyword_names` replace a ``**kwargs`` parameter by
     keyword-only parameters of those names (torch.export cannot put dynamic shapes under
@@ -231,8 +236,9 @@ class TorchInductorAotBackend(Backend):
         return {"package": self._package}
 
     # -- build -------------------------------------------------------------------------------
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None:
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         if not data:
             raise ValueError(f"TorchInductorAotBackend needs a recorded sample of graph {graph_spec.name} to export it")
         graph: GraphSpec = graph_spec
@@ -289,9 +295,14 @@ class TorchInductorAotBackend(Backend):
         self._open_package(Path(artifacts["package"]), device, graph, probe_once=True)
 
     @classmethod
-    def from_package(cls, path: Path | str, device: Any = "cpu", graph: GraphSpec | None = None,
-                     config: TorchInductorAotBackendConfig | None = None,
-                     probe_once: bool = False) -> TorchInductorAotBackend:
+    def from_package(
+        cls,
+        path: Path | str,
+        device: Any = "cpu",
+        graph: GraphSpec | None = None,
+        config: TorchInductorAotBackendConfig | None = None,
+        probe_once: bool = False,
+    ) -> TorchInductorAotBackend:
         """An active backend serving an existing `model.pt2`. With `graph`, calls are bound to
         its forward signature and native_runner() is available; without, calls must already be
         in the canonical layout the package was exported with."""

@@ -89,6 +89,7 @@ def _private_forward(forward: Callable) -> Callable:
     (and counts recompiles) per code object, so the specialised variant neither shares the
     recompile limit with the dynamic build of the original forward nor adds its guards to that
     build's cache lookups, and its cache can be cleared alone."""
+
     def specialised_forward(*args: Any, **kwargs: Any) -> Any:
         return forward(*args, **kwargs)
 
@@ -188,8 +189,9 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         return [key for key, _ in self._compare_calls if key in self._specialised_keys]
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None:
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         config = self.config
         if device.type == "cuda":
             try:
@@ -203,8 +205,10 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         self._module = module
         self._forward = original_forward(module)
         self._graph_name = getattr(graph_spec, "name", "")
-        self._dynamic = config.dynamic if config.dynamic is not None else (
-            graph_is_dynamic(graph_spec) if graph_spec is not None else False
+        self._dynamic = (
+            config.dynamic
+            if config.dynamic is not None
+            else (graph_is_dynamic(graph_spec) if graph_spec is not None else False)
         )
         self._warmup_calls = self._warmup_inputs(graph_spec, data)
         self._detect_cast_back(self._forward, data)
@@ -284,7 +288,9 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             logger.info(
                 "TorchInductorJitBackend (graph '%s'): dynamic=None: %d distinct input shapes reach Dynamo's "
                 "recompile limit (%d), so no specialised per-shape variant is built; keeping dynamic",
-                self._graph_name, num_shapes, limit,
+                self._graph_name,
+                num_shapes,
+                limit,
             )
             self._compare_calls = []
             self._serve_deferred_by_dynamic()
@@ -316,7 +322,10 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         except Exception as e:  # noqa: BLE001 - the dynamic build is complete; the comparison is optional
             logger.info(
                 "TorchInductorJitBackend (graph '%s'): dynamic=None: no specialised per-shape variant (%s: %s); "
-                "keeping dynamic", self._graph_name, type(e).__name__, e,
+                "keeping dynamic",
+                self._graph_name,
+                type(e).__name__,
+                e,
             )
             self._drop_specialised()
             self._serve_deferred_by_dynamic()
@@ -328,7 +337,9 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             logger.info(
                 "TorchInductorJitBackend (graph '%s'): dynamic=None: the %d stored shape(s) have size-1 dynamic axes, "
                 "which Dynamo would specialise in the dynamic build as well; serving them by static per-shape graphs "
-                "and every other shape by the dynamic build", self._graph_name, num_shapes,
+                "and every other shape by the dynamic build",
+                self._graph_name,
+                num_shapes,
             )
             return
         self._dynamic_totals_ms = totals
@@ -340,11 +351,16 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         logger.info(
             "TorchInductorJitBackend (graph '%s'): dynamic=None: specialised per shape %.3f ms vs dynamic %.3f ms "
             "over %d shapes; keeping %s",
-            self._graph_name, totals[SPECIALISED], totals[DYNAMIC], len(timed), keep,
+            self._graph_name,
+            totals[SPECIALISED],
+            totals[DYNAMIC],
+            len(timed),
+            keep,
         )
 
-    def _median_ms(self, fn: Callable, call: tuple[tuple, dict], cuda_index: int | None,
-                   use_device_time: bool) -> float:
+    def _median_ms(
+        self, fn: Callable, call: tuple[tuple, dict], cuda_index: int | None, use_device_time: bool
+    ) -> float:
         """docs/reference/measurement.md#one-measured-call calls of `fn` on a fresh copy of `call` each: the median of
         the measured ones."""
         times = []
@@ -399,7 +415,9 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             try:
                 backend = torch._TorchCompileInductorWrapper(config.mode, options, dynamic)
                 compiled = torch._dynamo.optimize(
-                    backend=backend, nopython=config.fullgraph, dynamic=dynamic,
+                    backend=backend,
+                    nopython=config.fullgraph,
+                    dynamic=dynamic,
                     guard_fail_fn=self._on_guard_fail,
                 )(forward)
             except TypeError:
@@ -432,7 +450,9 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             "⚠️ TorchInductorJitBackend (graph '%s'): torch.compile is recompiling the tuned forward (%s). Once "
             "Dynamo's recompile limit (%s) is reached the forward runs eagerly; record calls with these inputs "
             "before tuning or use dynamic=True. (Logged once.)",
-            self._graph_name, reason.strip().splitlines()[0] if reason else "unknown reason", limit,
+            self._graph_name,
+            reason.strip().splitlines()[0] if reason else "unknown reason",
+            limit,
         )
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:

@@ -41,8 +41,9 @@ class _TensorInputsAdapter(torch.nn.Module):
     """Holds the module (its parameters and buffers become the program's) and calls its original
     forward with the recorded call's structure and non-tensor values, and the given tensors."""
 
-    def __init__(self, module: torch.nn.Module, forward: Callable, params: list, template: dict,
-                 paths: list[tuple]) -> None:
+    def __init__(
+        self, module: torch.nn.Module, forward: Callable, params: list, template: dict, paths: list[tuple]
+    ) -> None:
         super().__init__()
         self.module = module
         # Plain attributes, not registered: the template's tensors are placeholders for the inputs.
@@ -58,8 +59,9 @@ class _TensorInputsAdapter(torch.nn.Module):
         return self._aitune_forward(*args, **kwargs)
 
 
-def make_tensor_inputs_adapter(module: torch.nn.Module, params: list, template: dict,
-                               paths: list[tuple]) -> torch.nn.Module:
+def make_tensor_inputs_adapter(
+    module: torch.nn.Module, params: list, template: dict, paths: list[tuple]
+) -> torch.nn.Module:
     """An nn.Module whose forward takes one tensor per path of `paths` (named as parameter_names
     says) and runs `module`'s original forward on `template` (the call bound to the signature)
     with those tensors in place."""

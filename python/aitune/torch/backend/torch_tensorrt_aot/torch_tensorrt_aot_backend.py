@@ -27,7 +27,13 @@ from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.backend import ArtifactPath, Backend
 from aitune.torch.backend.registry import register_backend
-from aitune.torch.backend.common.export_shapes import _BATCH, _NAMED, ExportShapePlan, _identifier, prepare_export_sample
+from aitune.torch.backend.common.export_shapes import (
+    _BATCH,
+    _NAMED,
+    ExportShapePlan,
+    _identifier,
+    prepare_export_sample,
+)
 from aitune.torch.backend.torch_tensorrt_aot.tensor_inputs import (
     graph_tensors,
     make_tensor_inputs_adapter,
@@ -118,8 +124,9 @@ class TorchTensorRTAotBackend(Backend):
         return [(list(low), list(high)) for low, high in self._profile]
 
     # -- build -------------------------------------------------------------------------------
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None:
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         trt = import_torch_tensorrt()
         if trt is None:
             raise BackendUnavailableError(torch_tensorrt_availability()[1])
@@ -127,9 +134,11 @@ class TorchTensorRTAotBackend(Backend):
         if not data:
             raise ValueError(f"{self.name} needs a recorded sample of graph {graph.name} to export it")
         if graph.input_spec.constants and not global_config.strict_mode:
-            raise ValueError(f"{self.name} needs config.strict_mode=True when a graph has non-tensor inputs: the "
-                             f"exported program keeps the non-tensor values of the recorded call "
-                             f"({', '.join(f'{c.access_path}={c.value!r}' for c in graph.input_spec.constants)})")
+            raise ValueError(
+                f"{self.name} needs config.strict_mode=True when a graph has non-tensor inputs: the "
+                f"exported program keeps the non-tensor values of the recorded call "
+                f"({', '.join(f'{c.access_path}={c.value!r}' for c in graph.input_spec.constants)})"
+            )
         module.to(device)
         self._bind_graph(graph)
         plan = NamedDimsPlan(graph)
@@ -138,13 +147,19 @@ class TorchTensorRTAotBackend(Backend):
         exported = self._export(module, graph, plan, bound)
         settings = settings_overrides(self.config.compile_config)
         with torch.no_grad():
-            compiled = trt.dynamo.compile(exported, arg_inputs=self.compile_inputs(trt, plan, bound, self._paths),
-                                          device=device, **settings)
+            compiled = trt.dynamo.compile(
+                exported, arg_inputs=self.compile_inputs(trt, plan, bound, self._paths), device=device, **settings
+            )
         path = Path(cache_dir) / EXPORTED_MODEL_NAME
         # No inputs: with retrace=False Torch-TensorRT serialises the compiled graph as it is, and
         # 2.11 checks any inputs it is given before it looks at retrace (docs/guide.md).
-        trt.save(compiled, str(path), output_format="exported_program", retrace=False,
-                 pickle_protocol=self.config.pickle_protocol)
+        trt.save(
+            compiled,
+            str(path),
+            output_format="exported_program",
+            retrace=False,
+            pickle_protocol=self.config.pickle_protocol,
+        )
         del compiled, exported
         self._artifact = ArtifactPath.from_existing(path, Path(cache_dir))
         self._profile = [plan.input_range(p) for p in self._paths]
@@ -163,17 +178,24 @@ class TorchTensorRTAotBackend(Backend):
                 automatic = self._dynamic_shapes(ExportShapePlan(graph))
                 if named_dims == automatic:
                     raise
-                logger.info("%s (graph '%s'): export with named dims failed (%s: %s); exporting with automatic "
-                            "dims for the recorded dim axes", self.name, graph.name, type(e).__name__,
-                            str(e).splitlines()[0] if str(e) else "")
+                logger.info(
+                    "%s (graph '%s'): export with named dims failed (%s: %s); exporting with automatic "
+                    "dims for the recorded dim axes",
+                    self.name,
+                    graph.name,
+                    type(e).__name__,
+                    str(e).splitlines()[0] if str(e) else "",
+                )
                 return torch.export.export(adapter, example, dynamic_shapes=automatic, strict=False)
 
     def _dynamic_shapes(self, plan: ExportShapePlan) -> dict[str, Any] | None:
         if not plan.is_dynamic():
             return None
         batch_dim, named = plan._dims()
-        return {name: plan.tensor_dynamic_shape(path, batch_dim, named)
-                for name, path in zip(parameter_names(self._paths), self._paths)}
+        return {
+            name: plan.tensor_dynamic_shape(path, batch_dim, named)
+            for name, path in zip(parameter_names(self._paths), self._paths)
+        }
 
     @staticmethod
     def compile_inputs(trt: Any, plan: NamedDimsPlan, bound: dict, paths: list[tuple]) -> list:
@@ -183,8 +205,9 @@ class TorchTensorRTAotBackend(Backend):
         inputs = []
         for path, tensor in zip(paths, graph_tensors(bound, paths)):
             low, high = plan.input_range(path) if path in plan.axes else (list(tensor.shape), list(tensor.shape))
-            inputs.append(trt.Input(min_shape=low, opt_shape=high, max_shape=high, dtype=tensor.dtype,
-                                    name=input_name(path)))
+            inputs.append(
+                trt.Input(min_shape=low, opt_shape=high, max_shape=high, dtype=tensor.dtype, name=input_name(path))
+            )
         return inputs
 
     def _bind_graph(self, graph: GraphSpec) -> None:

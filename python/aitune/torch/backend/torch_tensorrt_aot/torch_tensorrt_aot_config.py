@@ -5,7 +5,11 @@ import pickle
 from typing import Any
 
 from aitune.torch.backend.backend import BackendConfig, ServingOptions
-from aitune.torch.backend.common.torch_tensorrt_config import CompileConfigMixin, default_compile_config, settings_values
+from aitune.torch.backend.common.torch_tensorrt_config import (
+    CompileConfigMixin,
+    default_compile_config,
+    settings_values,
+)
 
 
 @dataclasses.dataclass
@@ -27,8 +31,11 @@ class TorchTensorRTAotBackendConfig(CompileConfigMixin, BackendConfig, ServingOp
 
     def __post_init__(self) -> None:
         settings_values(self.compile_config)  # raises a TypeError naming the wrong type
-        if (not isinstance(self.pickle_protocol, int) or isinstance(self.pickle_protocol, bool)
-                or not 0 <= self.pickle_protocol <= pickle.HIGHEST_PROTOCOL):
+        if (
+            not isinstance(self.pickle_protocol, int)
+            or isinstance(self.pickle_protocol, bool)
+            or not 0 <= self.pickle_protocol <= pickle.HIGHEST_PROTOCOL
+        ):
             raise ValueError(
                 f"pickle_protocol must be an int from 0 to {pickle.HIGHEST_PROTOCOL}, got {self.pickle_protocol!r}"
             )

@@ -63,8 +63,9 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
         return options
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _build(self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device,
-               cache_dir: Path) -> None:
+    def _build(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         if import_torch_tensorrt() is None:  # registers the "torch_tensorrt" torch.compile backend
             raise BackendUnavailableError(torch_tensorrt_availability()[1])
         torch._dynamo.reset()
@@ -78,8 +79,11 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
     def _compile_and_warm_up(self) -> None:
         config = self.config
         self._compiled = torch.compile(
-            self._forward, backend=COMPILE_BACKEND, options=self.compile_options(self._device),
-            fullgraph=config.fullgraph, dynamic=config.dynamic,
+            self._forward,
+            backend=COMPILE_BACKEND,
+            options=self.compile_options(self._device),
+            fullgraph=config.fullgraph,
+            dynamic=config.dynamic,
         )
         run_warmup(self._compiled, self._warmup_calls, self._autocast)
 

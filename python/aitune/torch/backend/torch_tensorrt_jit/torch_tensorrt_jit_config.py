@@ -7,7 +7,11 @@ import torch
 
 from aitune.torch.backend.common.autocast import AutocastOptions
 from aitune.torch.backend.backend import BackendConfig, ServingOptions
-from aitune.torch.backend.common.torch_tensorrt_config import CompileConfigMixin, default_compile_config, settings_values
+from aitune.torch.backend.common.torch_tensorrt_config import (
+    CompileConfigMixin,
+    default_compile_config,
+    settings_values,
+)
 
 
 @dataclasses.dataclass

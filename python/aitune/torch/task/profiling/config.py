@@ -21,10 +21,18 @@ from aitune.torch.task.profiling.profiling_stop_strategy import (
     ThroughputSaturatedProfilingStopStrategy,
 )
 
-__all__ = ["AllSamplesProfilingStopStrategy", "MeasuringStopStrategy", "MeasuringStrategy",
-           "ModelExecutionTimeMeasuringStrategy", "NumStepsMeasuringStopStrategy", "ProfilingConfig",
-           "ProfilingStopStrategy", "StableWindowMeasuringStopStrategy", "ThroughputSaturatedProfilingStopStrategy",
-           "default_profiling_config"]
+__all__ = [
+    "AllSamplesProfilingStopStrategy",
+    "MeasuringStopStrategy",
+    "MeasuringStrategy",
+    "ModelExecutionTimeMeasuringStrategy",
+    "NumStepsMeasuringStopStrategy",
+    "ProfilingConfig",
+    "ProfilingStopStrategy",
+    "StableWindowMeasuringStopStrategy",
+    "ThroughputSaturatedProfilingStopStrategy",
+    "default_profiling_config",
+]
 
 DEFAULT_BATCH_SIZES = [2**n for n in range(21)]
 
@@ -40,7 +48,9 @@ class ProfilingConfig:
     def __post_init__(self) -> None:
         if isinstance(self.batch_sizes, (types.GeneratorType, range, tuple)):
             self.batch_sizes = list(self.batch_sizes)  # AITune accepts a generator of sizes
-        if not self.batch_sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.batch_sizes):
+        if not self.batch_sizes or any(
+            isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.batch_sizes
+        ):
             raise InvalidValueError(f"ProfilingConfig.batch_sizes must be positive ints, got {self.batch_sizes!r}")
         self.measuring_strategy = self.measuring_strategy or ModelExecutionTimeMeasuringStrategy()
         self.measurement_stop_strategy = self.measurement_stop_strategy or NumStepsMeasuringStopStrategy()

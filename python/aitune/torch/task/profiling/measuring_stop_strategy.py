@@ -50,7 +50,7 @@ class NumStepsMeasuringStopStrategy(MeasuringStopStrategy):
         return self._seen >= self.warmup_samples + self.num_steps
 
     def get_events(self, results: list[ProfilingResultEvent]) -> list[ProfilingResultEvent]:
-        return results[-self.num_steps:]
+        return results[-self.num_steps :]
 
     def to_native(self) -> dict[str, Any]:
         return {"kind": "fixed", "num_steps": self.num_steps, "warmup_samples": self.warmup_samples}
@@ -71,31 +71,43 @@ class StableWindowMeasuringStopStrategy(MeasuringStopStrategy):
         _positive_int(owner, "window_size", self.window_size)
         _positive_int(owner, "warmup_samples", self.warmup_samples)
         _positive_int(owner, "max_samples", self.max_samples)
-        if isinstance(self.max_cv_ratio, bool) or not isinstance(self.max_cv_ratio, (int, float)) \
-                or not 0 < self.max_cv_ratio <= 1:
+        if (
+            isinstance(self.max_cv_ratio, bool)
+            or not isinstance(self.max_cv_ratio, (int, float))
+            or not 0 < self.max_cv_ratio <= 1
+        ):
             raise InvalidValueError(f"{owner}: max_cv_ratio must be in (0, 1], got {self.max_cv_ratio!r}")
         if self.max_samples < self.window_size:
-            raise InvalidValueError(f"{owner}: max_samples must be >= window_size, got max_samples="
-                                    f"{self.max_samples}, window_size={self.window_size}")
+            raise InvalidValueError(
+                f"{owner}: max_samples must be >= window_size, got max_samples="
+                f"{self.max_samples}, window_size={self.window_size}"
+            )
         self._times: list[float] = []
 
     def should_stop(self, results: list[ProfilingResultEvent]) -> bool:
         self._times += [r.execution_time for r in results]
         if len(self._times) < self.warmup_samples + self.window_size:
             return False
-        window = self._times[-self.window_size:]
+        window = self._times[-self.window_size :]
         mean = sum(window) / len(window)
         cv = math.sqrt(sum((t - mean) ** 2 for t in window) / len(window)) / mean if mean else math.inf
         if cv <= self.max_cv_ratio:
             return True
         if len(self._times) - self.warmup_samples >= self.max_samples:
-            raise RuntimeError(f"Unable to collect stable results. Current CV of last window: {cv:.2%}. "
-                               f"Expected max CV: {self.max_cv_ratio:.2%}.")
+            raise RuntimeError(
+                f"Unable to collect stable results. Current CV of last window: {cv:.2%}. "
+                f"Expected max CV: {self.max_cv_ratio:.2%}."
+            )
         return False
 
     def get_events(self, results: list[ProfilingResultEvent]) -> list[ProfilingResultEvent]:
-        return results[-self.window_size:]
+        return results[-self.window_size :]
 
     def to_native(self) -> dict[str, Any]:
-        return {"kind": "stable", "window_size": self.window_size, "max_cv_ratio": self.max_cv_ratio,
-                "warmup_samples": self.warmup_samples, "max_samples": self.max_samples}
+        return {
+            "kind": "stable",
+            "window_size": self.window_size,
+            "max_cv_ratio": self.max_cv_ratio,
+            "warmup_samples": self.warmup_samples,
+            "max_samples": self.max_samples,
+        }

@@ -20,23 +20,31 @@ _measurement_ids = itertools.count(1)
 
 class MeasuringStrategy(abc.ABC):
     @abc.abstractmethod
-    def do_measurement(self, batch_size: int, model: Callable, sample: tuple[Any, dict],
-                       **measurement_kwargs: Any) -> list[ProfilingResultEvent]: ...
+    def do_measurement(
+        self, batch_size: int, model: Callable, sample: tuple[Any, dict], **measurement_kwargs: Any
+    ) -> list[ProfilingResultEvent]: ...
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelExecutionTimeMeasuringStrategy(MeasuringStrategy):
     """One measured call: synchronise, host clock (and CUDA events on a GPU), call, synchronise."""
 
-    def do_measurement(self, batch_size: int, model: Callable, sample: tuple[Any, dict],
-                       **measurement_kwargs: Any) -> list[ProfilingResultEvent]:
+    def do_measurement(
+        self, batch_size: int, model: Callable, sample: tuple[Any, dict], **measurement_kwargs: Any
+    ) -> list[ProfilingResultEvent]:
         args, kwargs = sample
-        cuda_index = torch.cuda.current_device() if torch.cuda.is_available() and torch.cuda.is_initialized() \
-            else None
+        cuda_index = torch.cuda.current_device() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
         started = time.monotonic_ns()
         with torch.no_grad():
             host_ns, _ = _C.time_call(lambda: model(*args, **kwargs), cuda_index)
-        return [ProfilingResultEvent(timestamp=started, model_name=measurement_kwargs.get("model_name"),
-                                     backend_details=measurement_kwargs.get("backend_details"),
-                                     batch_size=batch_size, phase="inference",
-                                     measurement_id=next(_measurement_ids), execution_time=float(host_ns))]
+        return [
+            ProfilingResultEvent(
+                timestamp=started,
+                model_name=measurement_kwargs.get("model_name"),
+                backend_details=measurement_kwargs.get("backend_details"),
+                batch_size=batch_size,
+                phase="inference",
+                measurement_id=next(_measurement_ids),
+                execution_time=float(host_ns),
+            )
+        ]

@@ -33,8 +33,11 @@ def get_throughput(results: list[ProfilingResultEvent], batch_size: int | None =
     return (batch_size or get_batch_size(results)) * get_mean_executions_per_second(results)
 
 
-def is_throughput_saturated(profiling_result: list[ProfilingResultEvent], min_throughput_gain_ratio: float,
-                            prev_results: list[ProfilingResultEvent]) -> bool:
+def is_throughput_saturated(
+    profiling_result: list[ProfilingResultEvent],
+    min_throughput_gain_ratio: float,
+    prev_results: list[ProfilingResultEvent],
+) -> bool:
     """True when the new batch size does not gain `min_throughput_gain_ratio` over the previous best."""
     if not 0 <= min_throughput_gain_ratio <= 1:
         raise ValueError(f"min_throughput_gain_ratio must be between 0 and 1, got {min_throughput_gain_ratio}")

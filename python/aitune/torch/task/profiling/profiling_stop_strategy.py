@@ -53,7 +53,8 @@ class ThroughputSaturatedProfilingStopStrategy(ProfilingStopStrategy):
             raise InvalidValueError(
                 f"{type(self).__name__}: min_throughput_gain_ratio must be a number in [0, 1) and "
                 f"throughput_backoff_limit an integer >= 0, got {self.min_throughput_gain_ratio!r}, "
-                f"{self.throughput_backoff_limit!r}") from None
+                f"{self.throughput_backoff_limit!r}"
+            ) from None
 
     def should_stop(self, results: list[ProfilingResultEvent]) -> bool:
         # The sizes seen so far are replayed into a fresh core SweepState: the strategy stays a
@@ -67,5 +68,8 @@ class ThroughputSaturatedProfilingStopStrategy(ProfilingStopStrategy):
         return stop
 
     def to_native(self) -> dict[str, Any]:
-        return {"rule": "saturated", "min_throughput_gain_ratio": self.min_throughput_gain_ratio,
-                "throughput_backoff_limit": self.throughput_backoff_limit}
+        return {
+            "rule": "saturated",
+            "min_throughput_gain_ratio": self.min_throughput_gain_ratio,
+            "throughput_backoff_limit": self.throughput_backoff_limit,
+        }

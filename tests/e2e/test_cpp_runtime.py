@@ -174,28 +174,30 @@ def test_inspect_shows_the_stable_backend_name(aot_ckpt, tmp_path):
 
 
 def test_format_2_names_the_backend_and_runs(aot_ckpt, tmp_path):
-    # Format 2 stores the backend's stable name instead of its Python class path; the C++ runtime
-    # reads both (a format-1 class path is mapped through _C.LEGACY_BACKEND_NAMES).
+    # Format 2 (what ait.save writes) stores the backend's stable name instead of its Python class
+    # path; the C++ runtime reads both (a format-1 class path is mapped through _C.LEGACY_BACKEND_NAMES).
     from aitune._native import _C
-    from checkpoint_tools import rewrite
+    from checkpoint_tools import read_archive, rewrite
 
     assert _C.MANIFEST_FORMAT_VERSIONS == (1, 2)
+    saved, _ = read_archive(aot_ckpt)
+    assert saved["format_version"] == 2 and saved["modules"][0]["graphs"][0]["backend"]["name"] == "torch_inductor_aot"
+    class_of = {name: path for path, name in _C.LEGACY_BACKEND_NAMES.items()}
 
-    def to_format_2(manifest):
-        manifest["format_version"] = 2
+    def to_format_1(manifest):
+        manifest["format_version"] = 1
         backend = manifest["modules"][0]["graphs"][0]["backend"]
-        backend["name"] = _C.LEGACY_BACKEND_NAMES[backend.pop("class")]
+        backend["class"] = class_of[backend.pop("name")]
 
-    ckpt = rewrite(aot_ckpt, tmp_path / "v2.ait", to_format_2)
-    r = _run("inspect", ckpt, "--json", cache=tmp_path)
-    assert r.returncode == 0, r.stderr
-    info = json.loads(r.stdout)
-    assert info["format_version"] == 2 and info["modules"][0]["graphs"][0]["backend"] == "torch_inductor_aot"
-    r = _run("run", ckpt, "--device", "cpu", "--check", cache=tmp_path)
-    assert r.returncode == 0, r.stderr
+    for ckpt in (aot_ckpt, rewrite(aot_ckpt, tmp_path / "v1.ait", to_format_1)):
+        r = _run("inspect", ckpt, "--json", cache=tmp_path)
+        assert r.returncode == 0, r.stderr
+        info = json.loads(r.stdout)
+        assert info["modules"][0]["graphs"][0]["backend"] == "torch_inductor_aot"
+        r = _run("run", ckpt, "--device", "cpu", "--check", cache=tmp_path)
+        assert r.returncode == 0, r.stderr
 
     def to_format_3(manifest):
-        to_format_2(manifest)
         manifest["format_version"] = 3
 
     r = _run("inspect", rewrite(aot_ckpt, tmp_path / "v3.ait", to_format_3), cache=tmp_path)

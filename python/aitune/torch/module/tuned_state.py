@@ -41,13 +41,27 @@ class TunedState:
     passthrough, deactivated), anything else is the native dispatcher to call. It is a slot on a
     small object so that the hot path costs one attribute load."""
 
-    __slots__ = ("module", "original_forward", "tuned", "dispatch")
+    __slots__ = ("module", "original_forward", "tuned", "dispatch", "_mirror")
 
-    def __init__(self, module: torch.nn.Module, original_forward: Callable) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        original_forward: Callable,
+        mirror: Callable[[Callable[..., Any] | None], None] | None = None,
+    ) -> None:
+        """`mirror`, when given, is told every new `dispatch` value: ait.Module keeps a copy on
+        the proxy itself, so its __call__ reads one attribute per call as it did before this
+        core existed (benchmarks/RESULTS.md, the per-call cost beside 46eec07)."""
         self.module = module
         self.original_forward = original_forward
         self.tuned: TunedModule | None = None
         self.dispatch: Callable[..., Any] | None = None
+        self._mirror = mirror
+
+    def _set_dispatch(self, dispatch: Callable[..., Any] | None) -> None:
+        self.dispatch = dispatch
+        if self._mirror is not None:
+            self._mirror(dispatch)
 
     def serve(
         self,
@@ -61,7 +75,7 @@ class TunedState:
         can fall back to the original forward, the weights move to config.device_after_tuning
         (docs/reference/tuning.md#the-tune-call, docs/reference/jit.md TUNED)."""
         self.tuned = TunedModule(name, recorder, backends, self.original_forward, fallback_policy, strict)
-        self.dispatch = self.tuned.dispatcher
+        self._set_dispatch(self.tuned.dispatcher)
         if not any(backend.is_jit for _, backend in backends) and fallback_policy == "raise":
             self.module.to(config.device_after_tuning)
         return self.tuned
@@ -84,16 +98,16 @@ class TunedState:
         dispatcher is rebuilt over the new ones."""
         assert self.tuned is not None
         self.tuned.activate()
-        self.dispatch = self.tuned.dispatcher
+        self._set_dispatch(self.tuned.dispatcher)
 
     def deactivate(self) -> None:
         """Releases the backends' runners; the tuned selection is kept (activate() serves it again)."""
         if self.tuned is not None:
             self.tuned.deactivate()
-            self.dispatch = None
+            self._set_dispatch(None)
 
     def reset(self) -> None:
         """Forgets the tuned selection (after releasing it)."""
         self.deactivate()
         self.tuned = None
-        self.dispatch = None
+        self._set_dispatch(None)

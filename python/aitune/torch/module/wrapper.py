@@ -67,7 +67,8 @@ class Module(wrapt.CallableObjectProxy):
         original = module.__dict__.get("_aitune_original_forward") or module.forward
         self._self_original_forward = original
         self._self_recorder = Recorder(self._self_name, original, dynamic_shapes)
-        self._self_core = TunedState(module, original)
+        self._self_dispatch: Callable | None = None  # the core's dispatch, mirrored for __call__
+        self._self_core = TunedState(module, original, mirror=self._mirror_dispatch)
         self._install_router(module, original)
         module_registry.register(self._self_name, self)
 
@@ -95,12 +96,15 @@ class Module(wrapt.CallableObjectProxy):
             return self._self_original_forward(*args, **kwargs)
         raise RuntimeError(f"Cannot run inference: module '{self._self_name}' is deactivated; call activate() first")
 
+    def _mirror_dispatch(self, dispatch: Callable | None) -> None:
+        self._self_dispatch = dispatch
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """A tuned module without hooks goes straight to the native dispatcher; anything else
         takes nn.Module.__call__ (hooks, tracing, torch.compile'd modules) and then the router.
         The checks are nn.Module._call_impl's own no-hook test: saves its frames (about 1 us
         of a CUDA-graph replay's budget, docs/reference/dispatch.md#per-call-pipeline)."""
-        dispatch = self._self_core.dispatch
+        dispatch = self._self_dispatch
         if dispatch is not None:
             module = self.__wrapped__
             if not (

@@ -82,7 +82,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 CYCLE_A = "cut by checkpoint/format.py (issue 14, part A)"
-PART_A_FILE = "part A (issue 14) rewrites this file; no cycle or layer needs the deferral: move it to the top level"
 
 # (importer, imported) -> why the import must wait until a function runs. "*" as the imported
 # module: every aitune import of that file.
@@ -102,13 +101,6 @@ DEFERRED: dict[tuple[str, str], str] = {
         "aitune.torch.multi_device.worker",
     ): "the worker's module runs in the spawned child; the parent only names its entry point (see CYCLE_EDGES)",
     # Deferred for no reason the layering needs, in files another part of issue 14 owns.
-    ("aitune.torch.checkpoint.storage", "*"): PART_A_FILE,
-    ("aitune.torch.backend.backend", "*"): PART_A_FILE,
-    ("aitune.torch.backend.onnx_runtime.onnx_runtime_backend", "*"): PART_A_FILE,
-    ("aitune.torch.backend.tensorrt.builder", "*"): PART_A_FILE,
-    ("aitune.torch.backend.tensorrt.engine_runner", "*"): PART_A_FILE,
-    ("aitune.torch.tune_strategy.default_backends", "aitune.torch.backend"): PART_A_FILE,
-    ("aitune.torch.tune_strategy.tune_strategy", "aitune.torch.backend"): PART_A_FILE,
     # Same layer, no cycle: tune_strategy's files are shared with part A's backend probing.
     (
         "aitune.torch.tune_strategy.tune_strategy",

@@ -17,10 +17,12 @@ from typing import Any, ClassVar, Iterator
 
 import torch
 
-from aitune.exceptions import BackendUnavailableError
+from aitune.exceptions import AITuneUserInputError, BackendUnavailableError, CudaGraphCaptureError
 from aitune.torch.backend import registry
 from aitune.torch.backend.common.reference_contract import BuildMode, Contract, ExecutionMode
 from aitune.torch.checkpoint.artifact import ArtifactPath
+from aitune.torch.utils.env import env_bool
+from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
 
 __all__ = ["ArtifactPath", "Backend", "BackendConfig", "BackendState", "BuildMode", "ExecutionMode", "ServingOptions"]
 
@@ -28,8 +30,6 @@ logger = logging.getLogger("aitune")
 
 
 def _cuda_graphs_disabled() -> bool:
-    from aitune.torch.utils.env import env_bool
-
     return env_bool("AITUNE_DISABLE_CUDA_GRAPHS", False)
 
 
@@ -370,8 +370,6 @@ class Backend(abc.ABC):
         try:
             self._start_cuda_graphs()
         except Exception as e:
-            from aitune.exceptions import CudaGraphCaptureError
-
             # The build itself is complete and usable without CUDA graphs (its plain sibling).
             raise CudaGraphCaptureError(f"{self.describe()}: CUDA-graph serving could not start: {e}") from e
         return self
@@ -395,8 +393,6 @@ class Backend(abc.ABC):
             sibling._start_cuda_graphs()
         except Exception as e:
             sibling.deactivate()
-            from aitune.exceptions import CudaGraphCaptureError
-
             raise CudaGraphCaptureError(f"{sibling.describe()}: CUDA-graph serving could not start: {e}") from e
         return sibling
 
@@ -419,16 +415,12 @@ class Backend(abc.ABC):
 
     def _check_cuda_graphs_device(self, device: torch.device) -> None:
         if self.serves_cuda_graphs and device.type != "cuda":
-            from aitune.exceptions import AITuneUserInputError
-
             raise AITuneUserInputError(
                 f"{self.describe()} needs a CUDA device for use_cuda_graphs=True; the tuning device is {device}"
             )
 
     def _start_cuda_graphs(self) -> None:
         if self.serves_cuda_graphs and not _cuda_graphs_disabled():
-            from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
-
             # The cache size and cloning are fixed when the backend is built: a later activation
             # (ait.tune activates every tuned module) must not pick up a config changed since.
             self._cuda_graph = CudaGraphServing(self._infer, self._graph_spec, self._cuda_graph_settings)

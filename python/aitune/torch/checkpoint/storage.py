@@ -9,6 +9,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from aitune._native import _C
+from aitune.exceptions import (
+    AITuneError,
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    InvalidValueError,
+    UnsupportedCheckpointError,
+)
+from aitune.torch.checkpoint.backend_state import load_backend_state, save_backend_state
+from aitune.torch.config import config
+
 SHA_TYPES = ("256", "512")
 STATE_FORMAT = "aitune.state_dict"  # LocalTorchStorage.save: a state dict on its own, not a tuned module
 
@@ -31,8 +42,6 @@ class LocalTorchStorage:
 
     def __post_init__(self) -> None:
         if self.sha_type not in SHA_TYPES:
-            from aitune.exceptions import InvalidValueError
-
             raise InvalidValueError(f"LocalTorchStorage.sha_type must be '256' or '512', got {self.sha_type!r}")
 
     def resolve(self, path: str | Path) -> Path:
@@ -44,9 +53,6 @@ class LocalTorchStorage:
     def save(self, path: str | Path, state_dict: dict[str, Any]) -> Path:
         """Writes `state_dict` (tensors, numbers, strings, containers, dataclasses, paths,
         ArtifactPath files and folders, devices, dtypes) to one `.ait` file; nothing is pickled."""
-        from aitune._native import _C
-        from aitune.torch.checkpoint.backend_state import save_backend_state
-
         target = self.resolve(path)
         if target.exists() and not self.overwrite_checkpoint_on_tune:
             raise FileExistsError(f"Folder {target} already exists")
@@ -67,16 +73,6 @@ class LocalTorchStorage:
     def load(self, path: str | Path) -> dict[str, Any]:
         """The state dict saved by `save`, every file verified; ArtifactPaths point into the
         extraction folder under `config.cache_dir`."""
-        from aitune._native import _C
-        from aitune.exceptions import (
-            AITuneError,
-            CheckpointNotFoundError,
-            CorruptCheckpointError,
-            UnsupportedCheckpointError,
-        )
-        from aitune.torch.checkpoint.backend_state import load_backend_state
-        from aitune.torch.config import config
-
         target = self.resolve(path)
         if not target.exists():
             raise CheckpointNotFoundError(f"Checkpoint file not found: {target}")
@@ -138,7 +134,6 @@ def verify_sha512(digests: dict[str, str] | None, read: Any, listed: set[str] | 
     `listed`: the archive's entries; a digest for any other name (a path outside it) is refused."""
     if not digests:
         return
-    from aitune.exceptions import CorruptCheckpointError
 
     if not isinstance(digests, dict) or (listed is not None and not set(digests) <= listed):
         raise CorruptCheckpointError("The manifest's sha512 digests name entries the archive does not list")

@@ -14,6 +14,24 @@ from typing import Any
 import torch
 
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend import (
+    TensorRTBackend,
+    TensorRTBackendConfig,
+    TorchEagerBackend,
+    TorchEagerBackendConfig,
+    TorchInductorAotBackend,
+    TorchInductorAotBackendConfig,
+    TorchInductorJitBackend,
+    TorchInductorJitBackendConfig,
+)
+from aitune.torch.backend import (
+    ONNXRuntimeBackend,
+    ONNXRuntimeBackendConfig,
+    TorchTensorRTAotBackend,
+    TorchTensorRTAotBackendConfig,
+    TorchTensorRTJitBackend,
+    TorchTensorRTJitBackendConfig,
+)
 
 
 def _on_cuda(device: Any) -> bool:
@@ -24,17 +42,6 @@ def first_wins_defaults(device: Any = None) -> list[Backend]:
     """TensorRT (dynamo export), TensorRT (trace export), then Inductor JIT. On CUDA: the same
     TensorRT pair with CUDA graphs, Inductor JIT, Inductor AOT and eager with CUDA graphs, then
     Inductor JIT without them (for forwards that cannot be captured)."""
-    from aitune.torch.backend import (
-        TensorRTBackend,
-        TensorRTBackendConfig,
-        TorchEagerBackend,
-        TorchEagerBackendConfig,
-        TorchInductorAotBackend,
-        TorchInductorAotBackendConfig,
-        TorchInductorJitBackend,
-        TorchInductorJitBackendConfig,
-    )
-
     if not _on_cuda(device):
         return [TensorRTBackend(), TensorRTBackend(TensorRTBackendConfig(use_dynamo=False)), TorchInductorJitBackend()]
     return [
@@ -50,23 +57,6 @@ def first_wins_defaults(device: Any = None) -> list[Backend]:
 def profiling_defaults(device: Any = None) -> list[Backend]:
     """Every backend family; on CUDA each as its CUDA-graph variant followed by its plain
     sibling, then eager with CUDA graphs."""
-    from aitune.torch.backend import (
-        ONNXRuntimeBackend,
-        ONNXRuntimeBackendConfig,
-        TensorRTBackend,
-        TensorRTBackendConfig,
-        TorchEagerBackend,
-        TorchEagerBackendConfig,
-        TorchInductorAotBackend,
-        TorchInductorAotBackendConfig,
-        TorchInductorJitBackend,
-        TorchInductorJitBackendConfig,
-        TorchTensorRTAotBackend,
-        TorchTensorRTAotBackendConfig,
-        TorchTensorRTJitBackend,
-        TorchTensorRTJitBackendConfig,
-    )
-
     families: list[tuple[type[Backend], Any, dict[str, Any]]] = [
         (TensorRTBackend, TensorRTBackendConfig, {}),
         (TensorRTBackend, TensorRTBackendConfig, {"use_dynamo": False}),

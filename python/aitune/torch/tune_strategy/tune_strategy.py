@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from aitune.exceptions import BackendUnavailableError, CudaGraphCaptureError
+from aitune.torch.backend import TorchEagerBackend
 from aitune.torch.backend.backend import Backend
 from aitune.torch.logging_utils import captured_output, format_duration, indent
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
@@ -243,8 +244,6 @@ class TuneStrategy(abc.ABC):
 
     # -- shared steps ----------------------------------------------------------------------
     def _eager_backend(self) -> Backend:
-        from aitune.torch.backend import TorchEagerBackend
-
         cls = self._find_max_batch_size_backend_class or TorchEagerBackend
         return cls()
 

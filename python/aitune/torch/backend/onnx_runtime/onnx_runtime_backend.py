@@ -32,6 +32,7 @@ from aitune.torch.backend.onnx_runtime.onnx_runtime_config import ONNXExecutionP
 from aitune.torch.backend.onnx_runtime.onnx_runtime_session import OrtSession, gpu_providers_missing
 from aitune.torch.config import config as aitune_config
 from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.checkpoint.structure import NotRepresentable, decode, encode
 
 logger = logging.getLogger("aitune")
 
@@ -173,8 +174,6 @@ class ONNXRuntimeBackend(Backend):
             )
 
     def _io_json(self, template: Any) -> dict[str, Any]:
-        from aitune.torch.checkpoint.structure import NotRepresentable, encode
-
         try:
             structure = encode(template, {})
         except NotRepresentable as e:
@@ -244,8 +243,6 @@ class ONNXRuntimeBackend(Backend):
             self._io = ArtifactPath.from_existing(io_path, io_path.parent)
             structure = json.loads(io_path.read_text()).get("output_structure")
             if structure is not None:
-                from aitune.torch.checkpoint.structure import decode
-
                 template = decode(structure, collections.defaultdict(lambda: torch.empty(0)))
         if template is None and graph.reference_outputs:
             template = graph.reference_outputs[0]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aitune.torch.backend.tensorrt.tensorrt_config import TensorRTBackendConfig
+from aitune.torch.utils.env import env_bool
 
 logger = logging.getLogger("aitune")
 trt_logger = logging.getLogger("tensorrt")
@@ -53,8 +54,6 @@ def make_logger(trt: Any) -> Any:
 def default_timing_cache_path(trt: Any, cache_dir: Path, sm: str) -> Path | None:
     """<cache_dir>/tensorrt/timing_cache_sm<SM>_trt<version>.bin; None when
     AITUNE_TRT_TIMING_CACHE=0 turns the default cache off."""
-    from aitune.torch.utils.env import env_bool
-
     if not env_bool(TIMING_CACHE_ENV, True):
         return None
     return Path(cache_dir) / "tensorrt" / f"timing_cache_sm{sm}_trt{trt.__version__}.bin"

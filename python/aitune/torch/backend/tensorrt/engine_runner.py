@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from aitune._native import _C
+from aitune.torch.backend.tensorrt.builder import make_logger
 
 logger = logging.getLogger("aitune")
 
@@ -194,6 +195,4 @@ class EngineRunner:
 
 
 def _trt_logger(trt: Any) -> Any:
-    from aitune.torch.backend.tensorrt.builder import make_logger
-
     return make_logger(trt)

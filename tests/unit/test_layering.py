@@ -100,7 +100,6 @@ DEFERRED: dict[tuple[str, str], str] = {
         "aitune.torch.multi_device.pool",
         "aitune.torch.multi_device.worker",
     ): "the worker's module runs in the spawned child; the parent only names its entry point (see CYCLE_EDGES)",
-    # Deferred for no reason the layering needs, in files another part of issue 14 owns.
     # Same layer, no cycle: tune_strategy's files are shared with part A's backend probing.
     (
         "aitune.torch.tune_strategy.tune_strategy",

@@ -259,3 +259,20 @@ def test_a_format2_manifest_parses_to_the_same_entries_as_its_format1_twin(tmp_p
     assert b1.to_json(2) == b2.to_json(2) and b1.to_json(1) == b2.to_json(1)
     graph_fields = [{k: v for k, v in m.modules[0].graphs[0].spec.items() if k != "backend"} for m in (one, two)]
     assert graph_fields[0] == graph_fields[1]
+
+
+def test_a_backend_that_restores_from_artifacts_must_define_restore():
+    """The restore contract is checked when the class is defined, so a checkpoint never reaches a
+    backend that cannot load it."""
+    from aitune.torch.backend.backend import Backend
+
+    with pytest.raises(TypeError, match="sets restores_from_artifacts = True but defines no _restore"):
+
+        class NoRestore(Backend):  # noqa: F841 - defining it is the test
+            restores_from_artifacts = True
+
+            def _build(self, module, graph_spec, data, device, cache_dir):
+                pass
+
+            def _infer(self, *args, **kwargs):
+                return None

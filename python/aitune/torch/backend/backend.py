@@ -172,7 +172,7 @@ class Backend(abc.ABC):
     # The contract, each hook with its default (docs/design.md#adding-a-backend):
     #   _build(module, graph, data, device, cache_dir)  required: make the artefacts / compiled program
     #   _infer(*args, **kwargs)                         required: serve one call of the graph
-    #   _restore(config, artifacts, graph, device)      AOT backends: load the saved artefacts (restores_from_artifacts)
+    #   _restore(artifacts, graph, device)              with restores_from_artifacts: load the saved artefacts (checked at class definition)
     #   _activate() / _deactivate()                     take / release what serving holds; default: nothing
     #   _artifacts()                                    the files saved with a checkpoint; default: none
     #   availability(device)                            (ok, reason) on a device; default: _devices
@@ -191,6 +191,14 @@ class Backend(abc.ABC):
         # A backend written to AITune's contract (4-argument _build, _deploy() without a device,
         # its own to_dict/from_dict) is recognised once, here (reference_contract.py).
         cls._contract = Contract.of(cls)
+        # The restore contract is checked when the class is defined, not when a checkpoint is
+        # loaded: a class that says it restores from artefacts must say how.
+        if cls.restores_from_artifacts and not callable(getattr(cls, "_restore", None)):
+            raise TypeError(
+                f"{cls.__name__} sets restores_from_artifacts = True but defines no "
+                "_restore(self, artifacts, graph, device); define it, or leave restores_from_artifacts False "
+                "so that a checkpoint is rebuilt from the module and the stored samples"
+            )
         registry.register_automatically(cls)
 
     def __init__(self, config: BackendConfig | None = None, *, tolerance: Any = None) -> None:
@@ -525,7 +533,7 @@ class Backend(abc.ABC):
         backend = cls._restoring(config)
         backend._device = device
         backend._graph_spec = graph
-        backend._restore(artifacts, graph, device)
+        backend._restore(artifacts, graph, device)  # defined: checked in __init_subclass__
         backend._state = BackendState.ACTIVE
         if device.type == "cuda":
             backend._start_cuda_graphs()
@@ -535,7 +543,3 @@ class Backend(abc.ABC):
     def _restoring(cls, config: BackendConfig) -> Backend:
         """The blank backend that restore() fills; a config check meant for building only may be skipped here."""
         return cls(config)
-
-    def _restore(self, artifacts: dict[str, Path], graph: Any, device: torch.device) -> None:
-        """Loads the artefacts so that _infer serves them (device and graph are already set)."""
-        raise NotImplementedError(f"Backend {self.name} declares restores_from_artifacts but no _restore")

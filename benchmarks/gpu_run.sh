@@ -12,14 +12,7 @@ PY=${PYTHON:-python3}
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16} PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 summary="$OUT/summary.txt"
 : > "$summary"
-step() {  # step NAME CMD... : runs CMD, logs to $LOGS/NAME.log, records the exit status
-  local name=$1; shift
-  local start=$SECONDS
-  "$@" > "$LOGS/$name.log" 2>&1
-  local rc=$?
-  printf '%-16s rc=%d  %4ds\n' "$name" "$rc" "$((SECONDS - start))" | tee -a "$summary"
-  return $rc
-}
+source benchmarks/steps.sh  # the working folder is the repository root (cd above)
 finish() {
   for f in deps ctest pytest_gpu pytest_all jit_resnet50; do
     [ -f "$LOGS/$f.log" ] && { echo "--- $f"; tail -6 "$LOGS/$f.log"; }

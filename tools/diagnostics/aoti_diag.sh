@@ -20,14 +20,8 @@ LIBSTDCXX=${LIBSTDCXX:-/usr/lib/x86_64-linux-gnu/libstdc++.so.6}
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 summary="$OUT/summary.txt"
 : > "$summary"
-step() {  # step NAME CMD... : runs CMD, logs to $LOGS/NAME.log, records the exit status
-  local name=$1; shift
-  local start=$SECONDS
-  "$@" > "$LOGS/$name.log" 2>&1
-  local rc=$?
-  printf '%-24s rc=%d  %4ds\n' "$name" "$rc" "$((SECONDS - start))" | tee -a "$summary"
-  return $rc
-}
+STEP_WIDTH=24
+source "$(dirname "$DIAG")/../../benchmarks/steps.sh"
 finish() {
   for f in aoti_diag aoti_diag_preload aoti_diag_global_first aoti_diag_global_after; do
     [ -f "$LOGS/$f.log" ] && { echo "--- $f"; tail -6 "$LOGS/$f.log"; }

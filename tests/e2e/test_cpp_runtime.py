@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,28 @@ def test_python_and_cli_share_the_extraction(aot_ckpt, tmp_path, monkeypatch):
     )
     ait.load(_mlp(), aot_ckpt)
     assert sentinel.exists()
+
+
+def test_cli_finds_the_cache_folder_by_the_python_rule(aot_ckpt, tmp_path):
+    """Without AITUNE_CACHE_DIR the CLI extracts under $XDG_CACHE_HOME/aitune, the folder Python's
+    config.cache_dir names in the same environment (it used to ignore XDG_CACHE_HOME)."""
+    env = {k: v for k, v in os.environ.items() if k != "AITUNE_CACHE_DIR"}
+    env.update(XDG_CACHE_HOME=str(tmp_path / "xdg"), HOME=str(tmp_path / "home"))
+    r = subprocess.run(
+        [_cli(), "run", str(aot_ckpt), "--device", "cpu"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    python_rule = subprocess.run(
+        [sys.executable, "-c", "from aitune.torch.config import config; print(config.cache_dir)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert python_rule.returncode == 0, python_rule.stderr
+    assert Path(python_rule.stdout.strip()) == tmp_path / "xdg" / "aitune"
+    assert [p.name for p in (tmp_path / "xdg" / "aitune" / "checkpoints").iterdir() if p.is_dir()]
+    assert not (tmp_path / "home").exists()
 
 
 def test_input_outside_profile_exits_7(aot_ckpt, tmp_path):

@@ -13,6 +13,7 @@
 #include "checkpoint/extraction_cache.h"
 #include "checkpoint/semantic_path.h"
 #include "checkpoint/zip_archive.h"
+#include "common/cache_dir.h"
 #include "dispatch/graph_dispatch.h"
 #include "env/environment.h"
 #include "runners/cuda_graph_runner.h"
@@ -31,12 +32,6 @@ std::string shape_str(c10::IntArrayRef s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
-}
-
-std::string default_cache_dir() {
-  if (const char* env = std::getenv("AITUNE_CACHE_DIR"); env && *env) return env;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.cache/aitune";
 }
 
 // A call's value against a constant leaf's recorded scalar (nullopt: a node no value equals). An

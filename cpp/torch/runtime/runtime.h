@@ -54,7 +54,7 @@ using CudaGraphCounters = CudaGraphStats;
 
 struct LoadOptions {
   int device_index = 0;              // CUDA device for CUDA artifacts; -1: CPU
-  std::string cache_dir;             // empty: $AITUNE_CACHE_DIR or ~/.cache/aitune
+  std::string cache_dir;             // empty: common/cache_dir.h's rule (as Python's)
   bool verify_full = false;          // re-hash cached artifacts on an extraction-cache hit
   bool allow_incompatible = false;   // load despite fingerprint mismatches (graphs keep the mismatch text)
   bool load_runners = true;          // false: verify and describe only (aitune inspect)

@@ -92,3 +92,46 @@ def to_json(dynamic_shapes: Mapping[Any, ShapeDefinition] | None) -> Any:
         ]
         out.append({"path": list(path) if isinstance(path, tuple) else path, "shape": axes})
     return out
+
+
+def from_json(data: Any) -> dict[Any, ShapeDefinition] | None:
+    """The mapping `to_json` wrote (a checkpoint's `dynamic_shapes`), checked as a user's definition
+    is. A file is hostile: anything malformed raises a plain ValueError naming the entry (the
+    loader reports the checkpoint as corrupt), never a KeyError or a user-input error."""
+    try:
+        return _from_json(data)
+    except AITuneUserInputError as e:  # the definition checks' own errors: here a damaged file
+        raise ValueError(f"dynamic_shapes: {e}") from None
+
+
+def _from_json(data: Any) -> dict[Any, ShapeDefinition] | None:
+    if data is None:
+        return None
+    if not isinstance(data, list):
+        raise ValueError(
+            f"dynamic_shapes: expected a list of {{path, shape}} entries or null, got {type(data).__name__}"
+        )
+    out: dict[Any, ShapeDefinition] = {}
+    for i, entry in enumerate(data):
+        if not isinstance(entry, dict) or set(entry) != {"path", "shape"} or not isinstance(entry["shape"], list):
+            raise ValueError(f"dynamic_shapes[{i}]: expected {{'path': ..., 'shape': [...]}}, got {entry!r:.200}")
+        path = entry["path"]
+        if isinstance(path, list) and all(isinstance(p, (str, int)) and not isinstance(p, bool) for p in path):
+            path = tuple(path)
+        elif not isinstance(path, str):
+            raise ValueError(
+                f"dynamic_shapes[{i}].path: expected a name or a list of names and indices, got {path!r:.200}"
+            )
+        out[path] = tuple(_axis_from_json(axis, f"dynamic_shapes[{i}].shape") for axis in entry["shape"])
+    to_native(out)  # the C++ core's checks (axis ranges, shared names), as for a user's definition
+    return out
+
+
+def _axis_from_json(axis: Any, where: str) -> int | DynamicDim:
+    if isinstance(axis, int) and not isinstance(axis, bool):
+        return axis
+    fields = {"kind", "name", "min", "max", "opt"}
+    if not isinstance(axis, dict) or set(axis) != fields or axis["kind"] not in ("batch", "dim"):
+        raise ValueError(f"{where}: expected an int or {{kind: batch|dim, name, min, max, opt}}, got {axis!r:.200}")
+    cls = BatchDim if axis["kind"] == "batch" else DynamicDim
+    return cls(axis["name"], axis["min"], axis["max"], axis["opt"])

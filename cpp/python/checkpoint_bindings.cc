@@ -16,6 +16,7 @@
 #include "checkpoint/manifest_schema.h"
 #include "checkpoint/zip_archive.h"
 #include "errors.h"
+#include "manifest_bindings.h"
 
 namespace aitune::python {
 namespace py = pybind11;
@@ -120,6 +121,7 @@ py::object optional_text(const std::optional<std::string>& v) {
 }  // namespace
 
 void register_checkpoint_bindings(py::module_& m) {
+  register_manifest_bindings(m);
   py::class_<PyArchiveWriter>(m, "ArchiveWriter",
                               "Writes a .ait archive under a temporary name; finish() renames it into "
                               "place. Dropping an unfinished writer removes the temporary file.")
@@ -209,6 +211,10 @@ void register_checkpoint_bindings(py::module_& m) {
              }
              return py::reinterpret_steal<py::str>(text);
            })
+      .def("read_manifest", &read_archive_manifest,
+           "The manifest after the schema check the C++ runtime runs too, as typed objects "
+           "(_C.Manifest); CorruptCheckpointError or UnsupportedCheckpointError naming the checkpoint "
+           "otherwise. The one reader of manifest.json (docs/design.md#the-checkpoint).")
       .def(
           "validated_manifest",
           [](const ArchiveReader& r) {

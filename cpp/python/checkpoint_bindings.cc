@@ -215,27 +215,6 @@ void register_checkpoint_bindings(py::module_& m) {
            "The manifest after the schema check the C++ runtime runs too, as typed objects "
            "(_C.Manifest); CorruptCheckpointError or UnsupportedCheckpointError naming the checkpoint "
            "otherwise. The one reader of manifest.json (docs/design.md#the-checkpoint).")
-      .def(
-          "validated_manifest",
-          [](const ArchiveReader& r) {
-            // The one manifest check the C++ runtime runs too (nesting, types, names, references);
-            // Python parses the text only after it passed.
-            const std::string_view bytes = r.manifest_bytes();
-            auto parsed = parse_manifest(bytes);
-            if (!parsed.ok())
-              throw_status(
-                  {parsed.status().code(), "Checkpoint '" + r.path() + "': " + parsed.status().message()});
-            PyObject* text =
-                PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "strict");
-            if (text == nullptr) {
-              PyErr_Clear();
-              throw_status({StatusCode::kCorrupt,
-                            "Checkpoint '" + r.path() + "' is corrupt: manifest.json is not UTF-8"});
-            }
-            return py::reinterpret_steal<py::str>(text);
-          },
-          "manifest.json's text after the manifest schema check (CorruptCheckpointError, "
-          "UnsupportedCheckpointError otherwise).")
       .def("digest", &ArchiveReader::digest)
       .def("entry_names", &ArchiveReader::entry_names)
       .def("entry_size", &ArchiveReader::entry_size, py::arg("name"))

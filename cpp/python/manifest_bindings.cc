@@ -168,7 +168,15 @@ void register_manifest_bindings(py::module_& m) {
       "The typed manifest of manifest.json's text after the schema check (CorruptCheckpointError, "
       "UnsupportedCheckpointError otherwise); ArchiveReader.read_manifest reads an archive's.");
   m.def(
-      "read_graph_spec", [](const std::string& text) { return checked(read_graph_spec(text), ""); },
+      "read_graph_spec",
+      [](const std::string& text) {
+        StatusOr<ManifestGraph> read = Status(StatusCode::kInternal, "not read");
+        {
+          py::gil_scoped_release no_gil;
+          read = read_graph_spec(text);
+        }
+        return checked(std::move(read), "");
+      },
       py::arg("text"),
       "A graph spec as checkpoint/graphs.py graph_to_json writes it (JSON text), checked as the manifest "
       "schema checks a graph's own fields, as a ManifestGraph without backend or samples.");

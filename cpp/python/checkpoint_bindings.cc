@@ -16,6 +16,7 @@
 #include "checkpoint/manifest_schema.h"
 #include "checkpoint/zip_archive.h"
 #include "errors.h"
+#include "manifest_bindings.h"
 
 namespace aitune::python {
 namespace py = pybind11;
@@ -120,6 +121,7 @@ py::object optional_text(const std::optional<std::string>& v) {
 }  // namespace
 
 void register_checkpoint_bindings(py::module_& m) {
+  register_manifest_bindings(m);
   py::class_<PyArchiveWriter>(m, "ArchiveWriter",
                               "Writes a .ait archive under a temporary name; finish() renames it into "
                               "place. Dropping an unfinished writer removes the temporary file.")
@@ -209,27 +211,10 @@ void register_checkpoint_bindings(py::module_& m) {
              }
              return py::reinterpret_steal<py::str>(text);
            })
-      .def(
-          "validated_manifest",
-          [](const ArchiveReader& r) {
-            // The one manifest check the C++ runtime runs too (nesting, types, names, references);
-            // Python parses the text only after it passed.
-            const std::string_view bytes = r.manifest_bytes();
-            auto parsed = parse_manifest(bytes);
-            if (!parsed.ok())
-              throw_status(
-                  {parsed.status().code(), "Checkpoint '" + r.path() + "': " + parsed.status().message()});
-            PyObject* text =
-                PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "strict");
-            if (text == nullptr) {
-              PyErr_Clear();
-              throw_status({StatusCode::kCorrupt,
-                            "Checkpoint '" + r.path() + "' is corrupt: manifest.json is not UTF-8"});
-            }
-            return py::reinterpret_steal<py::str>(text);
-          },
-          "manifest.json's text after the manifest schema check (CorruptCheckpointError, "
-          "UnsupportedCheckpointError otherwise).")
+      .def("read_manifest", &read_archive_manifest,
+           "The manifest after the schema check the C++ runtime runs too, as typed objects "
+           "(_C.Manifest); CorruptCheckpointError or UnsupportedCheckpointError naming the checkpoint "
+           "otherwise. The one reader of manifest.json (docs/design.md#the-checkpoint).")
       .def("digest", &ArchiveReader::digest)
       .def("entry_names", &ArchiveReader::entry_names)
       .def("entry_size", &ArchiveReader::entry_size, py::arg("name"))

@@ -7,7 +7,8 @@
 
 namespace aitune::python {
 
-// Adds ArchiveWriter and ArchiveReader to `m`. File records cross as dicts
+// Adds ArchiveWriter and ArchiveReader (and the typed manifest, manifest_bindings.h) to `m`. File records
+// cross as dicts
 // {"path": str, "size": int, "sha256": str}, the manifest's "files" rows.
 void register_checkpoint_bindings(pybind11::module_& m);
 

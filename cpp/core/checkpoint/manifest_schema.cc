@@ -116,6 +116,17 @@ bool is_hex64(const std::string& s) {
   return s.size() == 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c); });
 }
 
+// An integer the typed manifest holds as int64_t (nlohmann keeps a non-negative one as unsigned).
+bool is_int64(const json& v) {
+  return v.is_number_integer() &&
+         !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
+}
+
+// An integer the typed manifest holds as uint64_t.
+bool is_uint64(const json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+}
+
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
@@ -203,15 +214,15 @@ Status check_weights(const Context& ctx, const json& w, const std::string& where
 }
 
 Status check_semantic_path(const json& v, const std::string& where) {
-  if (v.is_string() || v.is_number_integer()) return Status::Ok();
+  if (v.is_string() || is_int64(v)) return Status::Ok();
   if (v.is_object() && v.size() == 1 && v.contains("tuple") && v["tuple"].is_array()) {
     for (const json& step : v["tuple"]) {
-      if (!step.is_string() && !step.is_number_integer())
-        return bad(where + ".tuple[]", "a string or an integer", step);
+      if (!step.is_string() && !is_int64(step))
+        return bad(where + ".tuple[]", "a string or a 64-bit integer", step);
     }
     return Status::Ok();
   }
-  return bad(where, "a string, an integer or {\"tuple\": [...]}", v);
+  return bad(where, "a string, a 64-bit integer or {\"tuple\": [...]}", v);
 }
 
 Status check_int_list(const json& leaf, const std::string& where, const char* key, size_t rank,
@@ -377,6 +388,7 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
   AITUNE_RETURN_IF_ERROR(get(*b, at, "native", Kind::kBool, &native));
   *is_jit = jit->get<bool>();
   if (b->contains("runtime")) AITUNE_RETURN_IF_ERROR(get(*b, at, "runtime", Kind::kObject, &v));
+  if (b->contains("own_state")) AITUNE_RETURN_IF_ERROR(get(*b, at, "own_state", Kind::kBool, &v));
   const json* requires_ = nullptr;
   AITUNE_RETURN_IF_ERROR(get(*b, at, "requires", Kind::kArray, &requires_));
   for (const json& r : *requires_) {
@@ -397,6 +409,13 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
     const std::string ak = at + ".artifacts[\"" + key + "\"]";
     if (!entry.is_string()) return bad(ak, "an entry path", entry);
     AITUNE_RETURN_IF_ERROR(check_listed(ctx, ak, entry.get<std::string>(), folder + "/backend/"));
+  }
+  if (b->contains("state_tensors")) {  // an own-state backend's tensors: one of its artifacts' files
+    const json* tensors = nullptr;
+    AITUNE_RETURN_IF_ERROR(get(*b, at, "state_tensors", Kind::kString, &tensors, /*nullable=*/true));
+    if (tensors)
+      AITUNE_RETURN_IF_ERROR(
+          check_listed(ctx, at + ".state_tensors", tensors->get<std::string>(), folder + "/backend/"));
   }
   const json* order = nullptr;
   AITUNE_RETURN_IF_ERROR(get(*b, at, "input_order", Kind::kArray, &order, /*nullable=*/true));
@@ -435,14 +454,15 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
   return Status::Ok();
 }
 
-Status check_graph(const Context& ctx, const json& g, const std::string& where,
-                   const std::string& module_folder, std::set<std::string>* names, bool* is_jit) {
+// The graph's own fields, as graph_to_json writes them: name, llm_phase, key_tokens and the two
+// specs (tensor leaves' ranks in `inputs` and `outputs`).
+Status check_graph_spec(const json& g, const std::string& where, std::vector<size_t>* inputs,
+                        std::vector<size_t>* outputs) {
   if (!g.is_object()) return bad(where, "an object", g);
   const json* name = nullptr;
   AITUNE_RETURN_IF_ERROR(get(g, where, "name", Kind::kString, &name));
-  const std::string n = name->get<std::string>();
-  if (!is_safe_name(n)) return bad(where + ".name", "a graph name usable as a folder name", *name);
-  if (!names->insert(n).second) return bad_text(where + ".name", "'" + n + "' appears twice in the module");
+  if (!is_safe_name(name->get<std::string>()))
+    return bad(where + ".name", "a graph name usable as a folder name", *name);
   std::string phase;
   if (g.contains("llm_phase"))
     AITUNE_RETURN_IF_ERROR(get_string_in(g, where, "llm_phase", {"prefill", "decode"}, &phase, true));
@@ -450,11 +470,18 @@ Status check_graph(const Context& ctx, const json& g, const std::string& where,
   AITUNE_RETURN_IF_ERROR(get(g, where, "key_tokens", Kind::kArray, &tokens));
   if (tokens->size() > (1u << 20)) return bad_text(where + ".key_tokens", "has more than 2^20 tokens");
   for (const json& t : *tokens) {
-    if (!t.is_number_integer()) return bad(where + ".key_tokens[]", "an integer", t);
+    if (!is_uint64(t)) return bad(where + ".key_tokens[]", "an integer from 0 to 2^64-1", t);
   }
+  AITUNE_RETURN_IF_ERROR(check_spec(g, where, "input_spec", inputs));
+  return check_spec(g, where, "output_spec", outputs);
+}
+
+Status check_graph(const Context& ctx, const json& g, const std::string& where,
+                   const std::string& module_folder, std::set<std::string>* names, bool* is_jit) {
   std::vector<size_t> inputs, outputs;
-  AITUNE_RETURN_IF_ERROR(check_spec(g, where, "input_spec", &inputs));
-  AITUNE_RETURN_IF_ERROR(check_spec(g, where, "output_spec", &outputs));
+  AITUNE_RETURN_IF_ERROR(check_graph_spec(g, where, &inputs, &outputs));
+  const std::string n = g["name"].get<std::string>();
+  if (!names->insert(n).second) return bad_text(where + ".name", "'" + n + "' appears twice in the module");
   const std::string folder = module_folder + "/graphs/" + n;
   AITUNE_RETURN_IF_ERROR(check_backend(ctx, g, where, folder, inputs, outputs.size(), is_jit));
   const json* samples = nullptr;
@@ -595,6 +622,24 @@ StatusOr<nlohmann::json> parse_manifest(std::string_view text) {
   return manifest;
 }
 
+StatusOr<nlohmann::json> parse_graph_spec(std::string_view text) {
+  AITUNE_RETURN_IF_ERROR(check_json_nesting(text, kMaxJsonNesting, "graph spec"));
+  json graph = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (graph.is_discarded())
+    return Status(StatusCode::kCorrupt, "graph spec is corrupt: it is not valid JSON");
+  std::vector<size_t> inputs, outputs;
+  const Status checked = check_graph_spec(graph, "graph", &inputs, &outputs);
+  if (!checked.ok()) {
+    // bad() words every message for manifest.json; this text is a graph on its own.
+    constexpr std::string_view kManifest = "manifest.json is corrupt: ";
+    std::string message = checked.message();
+    if (message.rfind(kManifest, 0) == 0)
+      message = "graph spec is corrupt: " + message.substr(kManifest.size());
+    return Status(checked.code(), message);
+  }
+  return graph;
+}
+
 Status validate_manifest(const json& m) {
   if (!m.is_object()) return bad("manifest", "a JSON object", m);
   const auto format = m.find("format");
@@ -651,6 +696,7 @@ Status validate_manifest(const json& m) {
   std::string kind;
   if (m.contains("kind"))
     AITUNE_RETURN_IF_ERROR(get_string_in(m, "manifest", "kind", {"aitune.results"}, &kind));
+  if (m.contains("results_key")) AITUNE_RETURN_IF_ERROR(get(m, "manifest", "results_key", Kind::kString, &v));
   std::set<std::string> names, prefixes;
   for (size_t i = 0; i < modules->size(); ++i) {
     AITUNE_RETURN_IF_ERROR(check_module(ctx, (*modules)[i], i, kind == "aitune.results", &names, &prefixes));

@@ -34,6 +34,10 @@ bool is_safe_name(std::string_view name);
 // Nesting check, parse and validate_manifest in one: the manifest ready to use.
 StatusOr<nlohmann::json> parse_manifest(std::string_view text);
 
+// Nesting check, parse, and the checks validate_manifest makes of a graph's own fields (name,
+// llm_phase, key_tokens, input_spec, output_spec), for one graph as graph_to_json writes it.
+StatusOr<nlohmann::json> parse_graph_spec(std::string_view text);
+
 // Validates a parsed manifest (format version 1 or 2: backend_names.h). Does not touch the archive: that
 // every listed file exists with its size and hash is the ArchiveReader's check.
 Status validate_manifest(const nlohmann::json& manifest);

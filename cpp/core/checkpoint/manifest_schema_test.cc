@@ -277,6 +277,52 @@ TEST(ManifestSchema, ArtifactsServedFromPythonNeedNoNativeOrder) {
   EXPECT_TRUE(validate_manifest(m).ok()) << validate_manifest(m).message();
 }
 
+// Fields the typed manifest (manifest.h) holds as C++ types: a value outside them is refused here,
+// so reading never wraps, truncates or throws.
+TEST(ManifestSchema, FieldsTheTypedManifestHoldsMustFitTheirTypes) {
+  expect_refused([](json& m) { graph(m, 0)["key_tokens"] = {-1}; },
+                 "key_tokens[] must be an integer from 0 to 2^64-1, got -1");
+  expect_refused(
+      [](json& m) {
+        graph(m, 0)["input_spec"]["leaves"][0]["semantic_path"] = {{"tuple", {"x", 9223372036854775808ULL}}};
+      },
+      "semantic_path.tuple[] must be a string or a 64-bit integer");
+  expect_refused([](json& m) { m["results_key"] = 7; }, "manifest.results_key must be a string, got 7");
+  expect_refused([](json& m) { graph(m, 0)["backend"]["own_state"] = "yes"; },
+                 "backend.own_state must be true or false");
+}
+
+TEST(ManifestSchema, AnOwnStateBackendsTensorsAreOneOfItsListedFiles) {
+  json m = valid();
+  m["files"].push_back(
+      {{"path", "modules/0/graphs/0/backend/state.safetensors"}, {"size", 1}, {"sha256", kHash}});
+  graph(m, 0)["backend"]["own_state"] = true;
+  graph(m, 0)["backend"]["state"] = {{"dict", json::array()}};
+  graph(m, 0)["backend"]["state_tensors"] = "modules/0/graphs/0/backend/state.safetensors";
+  EXPECT_TRUE(validate_manifest(m).ok()) << validate_manifest(m).message();
+  graph(m, 0)["backend"]["state_tensors"] = nullptr;
+  EXPECT_TRUE(validate_manifest(m).ok()) << validate_manifest(m).message();
+  expect_refused([](json& v) { graph(v, 0)["backend"]["state_tensors"] = "../../etc/passwd"; },
+                 "state_tensors names '../../etc/passwd', which is not a listed file");
+  expect_refused(
+      [](json& v) { graph(v, 1)["backend"]["state_tensors"] = "modules/0/graphs/0/samples/0.json"; },
+      "which is outside modules/0/graphs/1/backend/");
+}
+
+TEST(ManifestSchema, AGraphSpecAloneGetsTheGraphsChecks) {
+  json g = valid()["modules"][0]["graphs"][0];
+  g.erase("backend");
+  g.erase("samples");
+  auto parsed = parse_graph_spec(g.dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  g["input_spec"]["leaves"][0]["dtype"] = "float128";
+  parsed = parse_graph_spec(g.dump());
+  ASSERT_EQ(parsed.status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(parsed.status().message().rfind("graph spec is corrupt: graph.input_spec.leaves[0].dtype", 0), 0u)
+      << parsed.status().message();
+  EXPECT_EQ(parse_graph_spec("[").status().code(), StatusCode::kCorrupt);
+}
+
 TEST(ManifestSchema, DeepNestingIsRefusedBeforeParsing) {
   const std::string deep = std::string(80000, '[') + std::string(80000, ']');
   const Status s = check_json_nesting(deep);

@@ -95,7 +95,9 @@ TEST(Manifest, ReadsEveryFieldTheRuntimeUses) {
   ASSERT_EQ(m.modules.size(), 1u);
   const ManifestModule& mod = m.modules[0];
   EXPECT_EQ(mod.class_name, "__main__.Net");
-  EXPECT_EQ(mod.forward_params, (std::vector<std::string>{"x", "y"}));
+  ASSERT_EQ(mod.forward_signature.size(), 2u);
+  EXPECT_EQ(mod.forward_signature[0].name, "x");
+  EXPECT_EQ(mod.forward_signature[1].name, "y");
   ASSERT_EQ(mod.graphs.size(), 1u);
   const ManifestGraph& g = mod.graphs[0];
   EXPECT_EQ(g.correctness_json, R"({"passed":true})");
@@ -116,12 +118,159 @@ TEST(Manifest, ReadsEveryFieldTheRuntimeUses) {
   EXPECT_EQ(b.device, "cuda:0");
   EXPECT_EQ(b.requires_, (std::vector<std::string>{"torch", "cuda_major"}));
   EXPECT_EQ(b.artifacts.at("package"), "modules/0/graphs/g/backend/model.pt2");
-  ASSERT_EQ(b.profiles.size(), 2u);
-  EXPECT_TRUE(b.profiles[0].bounded);
-  EXPECT_EQ(b.profiles[0].min, (std::vector<int64_t>{1, 4}));
-  EXPECT_EQ(b.profiles[0].max[0], std::nullopt);
-  EXPECT_EQ(b.profiles[0].max[1], 4);
-  EXPECT_FALSE(b.profiles[1].bounded);
+  EXPECT_EQ(b.input_order, (std::vector<int>{0}));
+  EXPECT_EQ(b.output_paths, (std::vector<std::string>{"output"}));
+  ASSERT_TRUE(b.profiles.has_value());
+  const std::vector<ManifestProfile>& profiles = *b.profiles;
+  ASSERT_EQ(profiles.size(), 2u);
+  EXPECT_TRUE(profiles[0].bounded);
+  EXPECT_EQ(profiles[0].min, (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(profiles[0].max[0], std::nullopt);
+  EXPECT_EQ(profiles[0].max[1], 4);
+  EXPECT_FALSE(profiles[1].bounded);
+}
+
+// What Python's ait.load, the results store and dynamo's launcher read, besides the above.
+TEST(Manifest, ReadsEveryFieldPythonReads) {
+  json raw = manifest(2);
+  const std::string digest(128, 'c');
+  raw["kind"] = "aitune.results";
+  raw["results_key"] = "k123";
+  raw["sha512"] = {{"modules/0/graphs/g/backend/model.pt2", digest}};
+  raw["root"] = {{"kind", "pipeline"}, {"class", "p.Pipe"}, {"weights", nullptr}};
+  json& mod = raw["modules"][0];
+  mod["prefix"] = "encoder.0";
+  mod["strict_mode"] = false;
+  mod["dynamic_shapes"] = {{"x", {{"0", "batch"}}}};
+  json& g = mod["graphs"][0];
+  g["key_tokens"] = {3, 18446744073709551615ULL};
+  g["llm_phase"] = "decode";
+  g["input_spec"]["leaves"][0]["multipliers"] = {nullptr, 2};
+  g["input_spec"]["leaves"][0]["dtypes"] = {"float32", "float16"};
+  g["input_spec"]["leaves"][2]["needs_eq"] = true;
+  json& b = g["backend"];
+  b["extra"] = {{"num_outputs", 1}};
+  b["tf32"] = {{"matmul", true}};
+  b["own_state"] = true;
+  b["state"] = {{"dict", json::array()}};
+  b["state_tensors"] = "modules/0/graphs/g/backend/model.pt2";
+
+  auto read = read_manifest(raw.dump());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  const Manifest& m = *read;
+  EXPECT_EQ(m.kind, "aitune.results");
+  EXPECT_EQ(m.results_key, "k123");
+  EXPECT_EQ(m.created_at, "2026-12-01T00:00:00Z");
+  EXPECT_EQ(m.sha512.at("modules/0/graphs/g/backend/model.pt2"), digest);
+  EXPECT_EQ(m.root.kind, "pipeline");
+  EXPECT_EQ(m.root.class_name, "p.Pipe");
+  EXPECT_EQ(m.root.weights_json, "null");
+  EXPECT_EQ(m.files[0].sha256, std::string(64, 'b'));
+  const ManifestModule& module = m.modules[0];
+  EXPECT_EQ(module.prefix, "encoder.0");
+  EXPECT_FALSE(module.strict_mode);
+  EXPECT_EQ(module.fallback_policy, "raise");
+  EXPECT_EQ(module.weights_json, "null");
+  EXPECT_EQ(module.dynamic_shapes_json, R"({"x":{"0":"batch"}})");
+  EXPECT_EQ(module.forward_signature[1].kind, "KEYWORD_ONLY");
+  EXPECT_TRUE(module.forward_signature[1].has_default);
+  EXPECT_FALSE(module.forward_signature[0].has_default);
+  const ManifestGraph& graph = module.graphs[0];
+  EXPECT_EQ(graph.key_tokens, (std::vector<uint64_t>{3, 18446744073709551615ULL}));
+  EXPECT_EQ(graph.llm_phase, "decode");
+  const ManifestLeaf& x = graph.inputs[0];
+  EXPECT_TRUE(x.semantic_steps.is_tuple);
+  ASSERT_EQ(x.semantic_steps.steps.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(x.semantic_steps.steps[0]), "x");
+  EXPECT_EQ(std::get<int64_t>(x.semantic_steps.steps[1]), 0);
+  EXPECT_EQ(x.multipliers, (std::vector<std::optional<double>>{std::nullopt, 2.0}));
+  EXPECT_EQ(x.dtypes, (std::vector<std::string>{"float32", "float16"}));
+  const ManifestLeaf& scale = graph.inputs[2];
+  EXPECT_FALSE(scale.semantic_steps.is_tuple);
+  EXPECT_EQ(std::get<std::string>(scale.semantic_steps.steps[0]), "scale");
+  EXPECT_TRUE(scale.needs_eq);
+  EXPECT_FALSE(graph.inputs[1].needs_eq);
+  const ManifestBackend& backend = graph.backend;
+  EXPECT_EQ(backend.config_json, R"({"use_cuda_graphs":true})");
+  EXPECT_EQ(backend.extra_json, R"({"num_outputs":1})");
+  EXPECT_TRUE(backend.has_tf32);
+  EXPECT_EQ(backend.tf32_json, R"({"matmul":true})");
+  EXPECT_TRUE(backend.own_state);
+  EXPECT_EQ(backend.state_json, R"({"dict":[]})");
+  EXPECT_EQ(backend.state_tensors, "modules/0/graphs/g/backend/model.pt2");
+}
+
+TEST(Manifest, AbsentAndNullFieldsReadAsTheirDefaults) {
+  json raw = manifest(2);
+  json& g = raw["modules"][0]["graphs"][0];
+  g["input_spec"]["leaves"] = json::array({g["input_spec"]["leaves"][0]});
+  json& b = g["backend"];
+  b.erase("extra");
+  b["artifacts"] = json::object();  // no package: a graph Python serves, without native order
+  raw["files"] = json::array();
+  b["input_order"] = nullptr;
+  b["output_paths"] = nullptr;
+  b["profiles"] = nullptr;
+  b["device"] = nullptr;
+  auto read = read_manifest(raw.dump());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  const Manifest& m = *read;
+  EXPECT_EQ(m.kind, std::nullopt);
+  EXPECT_EQ(m.results_key, std::nullopt);
+  EXPECT_TRUE(m.sha512.empty());
+  EXPECT_EQ(m.modules[0].dynamic_shapes_json, "null");
+  EXPECT_EQ(m.modules[0].graphs[0].llm_phase, std::nullopt);
+  const ManifestBackend& r = m.modules[0].graphs[0].backend;
+  EXPECT_EQ(r.extra_json, "{}");
+  EXPECT_EQ(r.tf32_json, "null");
+  EXPECT_EQ(r.input_order, std::nullopt);
+  EXPECT_EQ(r.output_paths, std::nullopt);
+  EXPECT_EQ(r.profiles, std::nullopt);
+  EXPECT_EQ(r.device, "");
+  EXPECT_FALSE(r.own_state);
+  EXPECT_EQ(r.state_json, "null");
+  EXPECT_EQ(r.state_tensors, std::nullopt);
+}
+
+// One rule (manifest.h): the config's switch, which the backend is restored with; the writer's
+// copy under "runtime" is not read.
+TEST(Manifest, UseCudaGraphsIsTheConfigsSwitch) {
+  json raw = manifest(2);
+  json& b = raw["modules"][0]["graphs"][0]["backend"];
+  b["runtime"] = {{"use_cuda_graphs", false}};
+  auto read = read_manifest(raw.dump());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_TRUE(read->modules[0].graphs[0].backend.use_cuda_graphs);
+  b["config"] = json::object();
+  b["runtime"] = {{"use_cuda_graphs", true}};
+  read = read_manifest(raw.dump());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_FALSE(read->modules[0].graphs[0].backend.use_cuda_graphs);
+}
+
+TEST(Manifest, AGraphSpecReadsAsTheManifestsGraphDoes) {
+  const json graph = manifest(2)["modules"][0]["graphs"][0];
+  json spec = graph;
+  spec.erase("backend");
+  spec.erase("samples");
+  spec.erase("correctness");
+  auto alone = read_graph_spec(spec.dump());
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  auto whole = read_manifest(manifest(2).dump());
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  const ManifestGraph& in_manifest = whole->modules[0].graphs[0];
+  EXPECT_EQ(alone->name, in_manifest.name);
+  EXPECT_EQ(alone->key_tokens, in_manifest.key_tokens);
+  ASSERT_EQ(alone->inputs.size(), in_manifest.inputs.size());
+  for (size_t i = 0; i < alone->inputs.size(); ++i) {
+    EXPECT_EQ(alone->inputs[i].access_path, in_manifest.inputs[i].access_path);
+    EXPECT_EQ(alone->inputs[i].multipliers, in_manifest.inputs[i].multipliers);
+    EXPECT_EQ(alone->inputs[i].value_json, in_manifest.inputs[i].value_json);
+  }
+  EXPECT_EQ(alone->outputs.size(), in_manifest.outputs.size());
+  EXPECT_TRUE(alone->samples.empty());
+  spec["key_tokens"] = "abc";
+  EXPECT_EQ(read_graph_spec(spec.dump()).status().code(), StatusCode::kCorrupt);
 }
 
 TEST(Manifest, FormatOneClassPathIsMappedToItsStableName) {

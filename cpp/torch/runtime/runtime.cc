@@ -185,9 +185,9 @@ GraphInfo describe_graph(const ManifestModule& module, const ManifestGraph& mg) 
     g.precision_class = "tf32";
   g.required_fields = b.requires_;
   g.saved_cuda_graphs = b.use_cuda_graphs;
-  g.input_order = b.input_order;
-  g.output_paths = b.output_paths;
-  g.profiles = b.profiles;
+  g.input_order = b.input_order.value_or(std::vector<int>{});
+  g.output_paths = b.output_paths.value_or(std::vector<std::string>{});
+  g.profiles = b.profiles.value_or(std::vector<ManifestProfile>{});
   g.not_native_reason = native_unsupported_reason("graph '" + g.name + "' of module '" + module.name + "'",
                                                   g.backend_name, b.native, b.artifacts);
   g.native = g.not_native_reason.empty();
@@ -535,7 +535,8 @@ StatusOr<StoredSample> ModuleHandle::sample(const std::string& graph, size_t ind
     // Positional arguments are named by the forward signature.
     std::vector<std::string> params;
     for (const ManifestModule& mm : runtime_->manifest().modules) {
-      if (mm.name == name_) params = mm.forward_params;
+      if (mm.name != name_) continue;
+      for (const ManifestParam& p : mm.forward_signature) params.push_back(p.name);
     }
     std::vector<std::pair<json, std::string>> found;
     std::vector<json> steps;

@@ -78,7 +78,7 @@ def load_on_device(factory: Callable[[], Any], checkpoint: str, device: str) -> 
     import aitune.torch as ait
     from aitune.torch.checkpoint.load import OpenedCheckpoint
 
-    names = [entry["name"] for entry in OpenedCheckpoint(Path(checkpoint), "fast").manifest["modules"]]
+    names = [entry.name for entry in OpenedCheckpoint(Path(checkpoint), "fast").manifest.modules]
     model = factory()
     if hasattr(model, "eval"):
         model.eval()

@@ -9,12 +9,15 @@ resolved only among classes already registered, i.e. defined in a module the pro
   `custom:<module>.<qualname>` (Backend.__init_subclass__); `@register_backend` gives it a
   shorter name instead.
 
-This module imports nothing from aitune: backend.py imports it."""
+This module imports nothing from aitune but the native extension (the format-1 table): backend.py
+imports it."""
 
 from __future__ import annotations
 
 import logging
 from typing import Callable, TypeVar
+
+from aitune._native import _C
 
 T = TypeVar("T", bound=type)
 
@@ -24,20 +27,6 @@ CUSTOM_PREFIX = "custom:"
 
 _BY_NAME: dict[str, type] = {}
 _AUTOMATIC: set[str] = set()  # names given by class definition, not by @register_backend
-
-# Format 1 (docs/reference/checkpoint.md#format-versions) stored the class path of the backend;
-# these are every class path a format-1 release wrote for aitune's own backends. Fixed: a class
-# moved later keeps its stable name, and this table keeps its old path.
-FORMAT1_CLASS_PATHS: dict[str, str] = {
-    "aitune.torch.backend.torch_eager.torch_eager_backend.TorchEagerBackend": "torch_eager",
-    "aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_backend.TorchInductorJitBackend": "torch_inductor_jit",
-    "aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend.TorchInductorAotBackend": "torch_inductor_aot",
-    "aitune.torch.backend.onnx_runtime.onnx_runtime_backend.ONNXRuntimeBackend": "onnx_runtime",
-    "aitune.torch.backend.tensorrt.backend.TensorRTBackend": "tensorrt",
-    "aitune.torch.backend.torch_tensorrt_jit.torch_tensorrt_jit_backend.TorchTensorRTJitBackend": "torch_tensorrt_jit",
-    "aitune.torch.backend.torch_tensorrt_aot.torch_tensorrt_aot_backend.TorchTensorRTAotBackend": "torch_tensorrt_aot",
-}
-_FORMAT1_PATH_OF = {name: path for path, name in FORMAT1_CLASS_PATHS.items()}
 
 
 class BackendRegistryError(ValueError):
@@ -104,17 +93,14 @@ def registered_names() -> list[str]:
     return sorted(_BY_NAME)
 
 
-def name_for_format1_class(path: str) -> str:
-    """The stable name for a format-1 entry's class path: aitune's own through the fixed table,
-    any other as `custom:<path>`."""
-    return FORMAT1_CLASS_PATHS.get(path, CUSTOM_PREFIX + path)
-
-
 def format1_class_for_name(name: str) -> str:
-    """The class path a format-1 reader expects for a stable name (the inverse of
-    name_for_format1_class), used while the native manifest validator reads format 1 only."""
+    """The class path a format-1 file stores for a stable name, used when writing format 1 (while
+    the native manifest validator reads format 1 only). aitune's own backends: the inverse of the
+    one table of format-1 class paths, the C++ core's (`_C.LEGACY_BACKEND_NAMES`,
+    docs/reference/checkpoint.md#format-versions), which readers map back through."""
     if name.startswith(CUSTOM_PREFIX):
         return name[len(CUSTOM_PREFIX) :]
-    if name in _FORMAT1_PATH_OF:
-        return _FORMAT1_PATH_OF[name]
+    for path, builtin in _C.LEGACY_BACKEND_NAMES.items():
+        if builtin == name:
+            return path
     return class_path(_BY_NAME[name])

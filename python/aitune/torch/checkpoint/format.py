@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import tempfile
@@ -59,8 +58,8 @@ class FileRecord:
     sha256: str
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FileRecord:
-        return cls(data["path"], data["size"], data["sha256"])
+    def from_native(cls, record: Any) -> FileRecord:
+        return cls(record.path, record.size, record.sha256)
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "size": self.size, "sha256": self.sha256}
@@ -91,31 +90,27 @@ class BackendEntry:
     class_path: str | None = None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], version: int) -> BackendEntry:
-        if version >= 2:
-            name, class_path = data["name"], None
-        else:
-            class_path = data["class"]
-            name = format1_name(class_path)
+    def from_native(cls, native: Any) -> BackendEntry:
+        """From the native reader's `_C.ManifestBackend`."""
         return cls(
-            name=name,
-            class_path=class_path,
-            config=data["config"],
-            requires=list(data["requires"]),
-            artifacts=dict(data["artifacts"]),
-            device=data.get("device"),
-            extra=data.get("extra") or {},
-            input_order=data.get("input_order"),
-            output_paths=data.get("output_paths"),
-            precision_class=data.get("precision_class"),
-            tf32=data.get("tf32"),
-            is_jit=bool(data.get("is_jit")),
-            native=bool(data.get("native")),
-            use_cuda_graphs=bool((data.get("runtime") or {}).get("use_cuda_graphs")),
-            profiles=data.get("profiles"),
-            own_state=bool(data.get("own_state")),
-            state=data.get("state"),
-            state_tensors=data.get("state_tensors"),
+            name=format1_name(native.name, native.class_path) if native.class_path else native.name,
+            class_path=native.class_path,
+            config=native.config,
+            requires=list(native.requires),
+            artifacts=dict(native.artifacts),
+            device=native.device,
+            extra=native.extra,
+            input_order=native.input_order,
+            output_paths=native.output_paths,
+            precision_class=native.precision_class,
+            tf32=native.tf32,
+            is_jit=native.is_jit,
+            native=native.native,
+            use_cuda_graphs=native.use_cuda_graphs,
+            profiles=None if native.profiles is None else [_profile(p) for p in native.profiles],
+            own_state=native.own_state,
+            state=native.state,
+            state_tensors=native.state_tensors,
         )
 
     def to_json(self, version: int) -> dict[str, Any]:
@@ -171,30 +166,39 @@ class BackendEntry:
         return cls
 
 
-def format1_name(class_path: str) -> str:
-    """The stable name of a format-1 entry's class path: the fixed table, a registered class at that
-    path (a custom backend registered under a short name), else `custom:<path>`."""
-    if class_path in registry.FORMAT1_CLASS_PATHS:
-        return registry.FORMAT1_CLASS_PATHS[class_path]
+def format1_name(native_name: str, class_path: str) -> str:
+    """The stable name of a format-1 entry's class path. The native reader maps it (its fixed table,
+    else `custom:<path>`: cpp/core/checkpoint/backend_names.cc); a `custom:` name is refined here to
+    the name of a class registered at that path under a short name (`@register_backend`), which
+    only Python's registry knows."""
+    if not native_name.startswith(registry.CUSTOM_PREFIX):
+        return native_name
     for name in registry.registered_names():
         cls = registry.lookup(name)
         if cls is not None and registry.class_path(cls) == class_path:
             return name
-    return registry.CUSTOM_PREFIX + class_path
+    return native_name
+
+
+def _profile(native: Any) -> list | None:
+    """A saved range as the backends take it: `[min, max]` (a max dim None: unbounded), or None."""
+    return [list(native.min), list(native.max)] if native.bounded else None
 
 
 @dataclasses.dataclass
 class GraphEntry:
-    """`modules[].graphs[]`: one graph. `spec` is the graph's own JSON (checkpoint/graphs.py reads it)."""
+    """`modules[].graphs[]`: one graph. `spec` is the native reader's graph (checkpoint/graphs.py
+    builds the GraphSpec from it)."""
 
     name: str
-    spec: dict[str, Any]
+    spec: Any
     backend: BackendEntry
     samples: list[str]
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], version: int) -> GraphEntry:
-        return cls(data["name"], data, BackendEntry.from_json(data["backend"], version), list(data["samples"]))
+    def from_native(cls, native: Any) -> GraphEntry:
+        """From the native reader's `_C.ManifestGraph`."""
+        return cls(native.name, native, BackendEntry.from_native(native.backend), list(native.samples))
 
 
 @dataclasses.dataclass
@@ -212,52 +216,63 @@ class ModuleEntry:
     graphs: list[GraphEntry]
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], version: int) -> ModuleEntry:
+    def from_native(cls, native: Any) -> ModuleEntry:
+        """From the native reader's `_C.ManifestModule`."""
         return cls(
-            data["name"],
-            data["prefix"],
-            data["class"],
-            data["strict_mode"],
-            data["fallback_policy"],
-            data["weights"],
-            data["forward_signature"],
-            data.get("dynamic_shapes"),
-            [GraphEntry.from_json(g, version) for g in data["graphs"]],
+            native.name,
+            native.prefix,
+            native.class_name,
+            native.strict_mode,
+            native.fallback_policy,
+            native.weights,
+            [{"name": p.name, "kind": p.kind, "has_default": p.has_default} for p in native.forward_signature],
+            native.dynamic_shapes,
+            [GraphEntry.from_native(g) for g in native.graphs],
         )
 
 
 @dataclasses.dataclass
+class RootEntry:
+    """`root`: the saved object (a module or a pipeline) and its weights outside the tuned modules."""
+
+    kind: str
+    class_path: str
+    weights: dict[str, Any] | None
+
+    @classmethod
+    def from_native(cls, native: Any) -> RootEntry:
+        """From the native reader's `_C.ManifestRoot`."""
+        return cls(native.kind, native.class_name, native.weights)
+
+
+@dataclasses.dataclass
 class Manifest:
-    """The whole manifest, parsed after the native schema check passed (so only names and types it
-    allows reach here); `raw` keeps the JSON for fields read by one caller only."""
+    """The whole manifest, as the native reader (`_C.read_manifest`, the one parser of manifest.json,
+    which runs the schema check first) typed it: only names and types the schema allows reach here."""
 
     format_version: int
     kind: str | None
-    fingerprint: dict[str, Any]
-    root: dict[str, Any]
+    fingerprint: dict[str, str | None]  # a number a hand-edited file holds: its JSON text
+    root: RootEntry
     modules: list[ModuleEntry]
     files: list[FileRecord]
     sha512: dict[str, str]
     created_at: str
-    raw: dict[str, Any]
+    results_key: str | None  # a results-store file's key (results/store.py)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Manifest:
-        version = data["format_version"]
-        if not isinstance(version, int) or not 1 <= version <= LATEST_FORMAT_VERSION:
-            raise UnsupportedCheckpointError(
-                f"Unsupported checkpoint format_version {version!r} (this aitune reads 1 to {LATEST_FORMAT_VERSION})"
-            )
+    def from_native(cls, native: Any) -> Manifest:
+        """From `_C.Manifest` (`ArchiveReader.read_manifest()` or `_C.read_manifest(text)`)."""
         return cls(
-            version,
-            data.get("kind"),
-            data.get("fingerprint") or {},
-            data["root"],
-            [ModuleEntry.from_json(m, version) for m in data["modules"]],
-            [FileRecord.from_json(f) for f in data["files"]],
-            data.get("sha512") or {},
-            data.get("created_at", "?"),
-            data,
+            native.format_version,
+            native.kind,
+            dict(native.fingerprint),
+            RootEntry.from_native(native.root),
+            [ModuleEntry.from_native(m) for m in native.modules],
+            [FileRecord.from_native(f) for f in native.files],
+            dict(native.sha512),
+            native.created_at,
+            native.results_key,
         )
 
 
@@ -276,16 +291,15 @@ class OpenedCheckpoint:
                 f"{path} is a checkpoint of the reference implementation: it stores a pickled state that would "
                 "execute code when loaded, so aitune refuses it. Re-tune the model and save it with aitune."
             )
-        # The schema check the C++ runtime runs too (format, version, types, nesting, names, every
-        # referenced file listed under its own module's and graph's folder); parsed after it passed.
-        self.manifest = json.loads(self.reader.validated_manifest())
-        self.records = {f["path"]: f for f in self.manifest["files"]}
+        # The one reader of manifest.json, the C++ runtime's too: the schema check (format, version,
+        # types, nesting, names, every referenced file listed under its own module's and graph's
+        # folder), then the typed manifest.
+        self.manifest = Manifest.from_native(self.reader.read_manifest())
+        # As the reader's calls take them: {"path", "size", "sha256"}.
+        self.records = {f.path: f.to_json() for f in self.manifest.files}
         self.reader.check_listed(list(self.records.values()))
         self.verify_full = verify == "full"
-        self.sha512: dict[str, str] = self.manifest.get("sha512") or {}  # saved with sha_type="512"
-
-    def parsed(self) -> Manifest:
-        return Manifest.from_json(self.manifest)
+        self.sha512 = self.manifest.sha512  # saved with sha_type="512"
 
     def read(self, name: str) -> bytes:
         data = self.reader.read(name, self.records[name])

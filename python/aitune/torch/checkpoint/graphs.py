@@ -1,4 +1,7 @@
-"""Graph specs and samples <-> manifest JSON + safetensors (docs/reference/checkpoint.md#layout-and-manifest)."""
+"""Graph specs and samples <-> manifest JSON + safetensors (docs/reference/checkpoint.md#layout-and-manifest).
+
+Writing makes the JSON here; reading takes the native reader's typed graph (`_C.ManifestGraph`), never
+the JSON: manifest.json has one parser, the C++ core's (docs/design.md#the-checkpoint)."""
 
 from __future__ import annotations
 
@@ -19,10 +22,6 @@ logger = logging.getLogger("aitune")
 
 def path_to_json(path: Any) -> Any:
     return {"tuple": list(path)} if isinstance(path, tuple) else path
-
-
-def path_from_json(data: Any) -> Any:
-    return tuple(data["tuple"]) if isinstance(data, dict) else data
 
 
 def _leaf_to_json(leaf: TensorLeaf | ConstantLeaf) -> dict[str, Any]:
@@ -48,27 +47,27 @@ def _leaf_to_json(leaf: TensorLeaf | ConstantLeaf) -> dict[str, Any]:
     }
 
 
-def _leaf_from_json(data: dict[str, Any]) -> TensorLeaf | ConstantLeaf:
-    path = path_from_json(data["semantic_path"])
-    if "value" in data:
-        return ConstantLeaf(path, data["access_path"], decode(data["value"], {}), data.get("needs_eq", False))
+def _leaf_from_native(leaf: Any) -> TensorLeaf | ConstantLeaf:
+    """From the native reader's `_C.ManifestLeaf`."""
+    if not leaf.is_tensor:
+        return ConstantLeaf(leaf.semantic_path, leaf.access_path, decode(leaf.value, {}), leaf.needs_eq)
     spec = _C.TensorSpec.from_parts(
-        data["axis_kinds"],
-        data["min_shape"],
-        data["max_shape"],
-        [math.nan if m is None else m for m in data["multipliers"]],
-        data["dtype"],
+        leaf.axis_kinds,
+        leaf.min_shape,
+        leaf.max_shape,
+        [math.nan if m is None else m for m in leaf.multipliers],
+        leaf.dtype,
     )
-    return TensorLeaf(path, data["access_path"], spec, [getattr(torch, d) for d in data["dtypes"]])
+    return TensorLeaf(leaf.semantic_path, leaf.access_path, spec, [getattr(torch, d) for d in leaf.dtypes])
 
 
 def spec_to_json(spec: TensorsSpec) -> dict[str, Any]:
     return {"leaves": [_leaf_to_json(leaf) for leaf in spec.leaves]}
 
 
-def spec_from_json(data: dict[str, Any], is_output: bool) -> TensorsSpec:
+def _spec_from_native(leaves: list, is_output: bool) -> TensorsSpec:
     spec = TensorsSpec(is_output)
-    spec.leaves = [_leaf_from_json(leaf) for leaf in data["leaves"]]
+    spec.leaves = [_leaf_from_native(leaf) for leaf in leaves]
     return spec
 
 
@@ -82,15 +81,17 @@ def graph_to_json(graph: GraphSpec) -> dict[str, Any]:
     }
 
 
-def graph_from_json(data: dict[str, Any], forward_params: list, dynamic_shapes: Any) -> GraphSpec:
+def graph_from_native(graph: Any, forward_params: list, dynamic_shapes: Any) -> GraphSpec:
+    """A GraphSpec from the native reader's `_C.ManifestGraph`: a checkpoint's graph
+    (`ArchiveReader.read_manifest`) or one sent as graph_to_json's text (`_C.read_graph_spec`)."""
     return GraphSpec(
-        name=data["name"],
-        key=_C.GraphKey.from_tokens(data["key_tokens"]),
-        inputs=spec_from_json(data["input_spec"], is_output=False),
-        outputs=spec_from_json(data["output_spec"], is_output=True),
+        name=graph.name,
+        key=_C.GraphKey.from_tokens(graph.key_tokens),
+        inputs=_spec_from_native(graph.inputs, is_output=False),
+        outputs=_spec_from_native(graph.outputs, is_output=True),
         forward_params=forward_params,
         dynamic_shapes=dynamic_shapes,
-        llm_phase=data.get("llm_phase"),
+        llm_phase=graph.llm_phase,
     )
 
 

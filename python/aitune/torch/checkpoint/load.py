@@ -18,7 +18,7 @@ from aitune._native import _C
 from aitune.exceptions import CorruptCheckpointError, IncompatibleCheckpointError, UnsupportedCheckpointError
 from aitune.torch.checkpoint.fingerprint import current_fingerprint, mismatches
 from aitune.torch.checkpoint.format import Manifest, OpenedCheckpoint, as_corrupt, config_of, restore_backend
-from aitune.torch.checkpoint.graphs import graph_from_json, sample_from_entries
+from aitune.torch.checkpoint.graphs import graph_from_native, sample_from_entries
 from aitune.torch.checkpoint.storage import LocalTorchStorage
 from aitune.torch.checkpoint.weights import unpack_state_dict
 from aitune.torch.graph.graph_spec import GraphSpec, Sample, TensorLeaf
@@ -63,13 +63,13 @@ def load(
     # As ait.save wrote it (base folder, ".ait"), unless the path names an existing file as is.
     target = Path(path) if Path(path).is_absolute() and Path(path).is_file() else storage.resolve(path)
     ckpt = OpenedCheckpoint(target, verify)
-    if ckpt.manifest.get("kind") == "aitune.results":
+    manifest = ckpt.manifest
+    if manifest.kind == "aitune.results":
         raise UnsupportedCheckpointError(
             f"{target} is a file of aitune's tuning-results store (it holds no weights and serves only the "
             "module it was tuned for), not a checkpoint: save the tuned module with ait.save"
         )
     with _as_corrupt(target):
-        manifest = ckpt.parsed()
         located, retune, device_map = _locate_and_check(manifest, module, dict(device_map or {}), on_incompatible)
         prepared, root_weights, artifacts_root = _read_everything(ckpt, manifest, located)
     result = _install(module, prepared, root_weights, artifacts_root, retune, device_map, target)
@@ -185,7 +185,7 @@ def _read_everything(ckpt: OpenedCheckpoint, manifest: Manifest, located: list) 
             # An unknown backend or a config its class refuses fails now, before anything changes.
             cls = g.backend.resolve()
             config = config_of(cls, g.backend)
-            graph = graph_from_json(g.spec, params, None)
+            graph = graph_from_native(g.spec, params, None)
             for sample_prefix in g.samples:
                 skeleton = ckpt.read(f"{sample_prefix}.json").decode("utf-8")
                 _C.check_json_nesting(skeleton, f"{sample_prefix}.json")
@@ -197,8 +197,8 @@ def _read_everything(ckpt: OpenedCheckpoint, manifest: Manifest, located: list) 
             graphs.append((graph, g.backend, cls, config))
         prepared.append((entry, holder, plain, weights, graphs))
     root_weights = None
-    if manifest.root.get("weights"):
-        w = manifest.root["weights"]
+    if manifest.root.weights:
+        w = manifest.root.weights
         root_weights = unpack_state_dict(ckpt.read(w["entry"]), w["aliases"], w["extra_state"])
     return prepared, root_weights, artifacts_root
 

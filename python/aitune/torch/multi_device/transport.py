@@ -7,13 +7,15 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 import pickle
 from typing import Any, Iterator
 
 import torch
 
+from aitune._native import _C
 from aitune.torch.backend.backend import Backend, BackendState
-from aitune.torch.checkpoint.graphs import graph_from_json, graph_to_json
+from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
 
 
 @contextlib.contextmanager
@@ -99,7 +101,8 @@ def graph_payload(ctx: Any) -> dict[str, Any]:
     graph = ctx.graph
     return {
         "module_name": ctx.module_name,
-        "graph": graph_to_json(graph),
+        # As a checkpoint holds it; the worker reads it with the checkpoint's one reader.
+        "graph": json.dumps(graph_to_json(graph)),
         "forward_params": graph.forward_params,
         "dynamic_shapes": graph.dynamic_shapes,
         "observed_batch_sizes": list(graph.observed_batch_sizes),
@@ -112,7 +115,8 @@ def graph_payload(ctx: Any) -> dict[str, Any]:
 
 def load_graph(payload: dict[str, Any], device: torch.device) -> tuple[Any, list, Any]:
     """(graph, samples on `device`, eager references on the host)."""
-    graph = graph_from_json(payload["graph"], payload["forward_params"], payload["dynamic_shapes"])
+    spec = _C.read_graph_spec(payload["graph"])
+    graph = graph_from_native(spec, payload["forward_params"], payload["dynamic_shapes"])
     graph.observed_batch_sizes = list(payload["observed_batch_sizes"])
     samples = loads_tensors(payload["samples"], device)
     graph.samples = samples

@@ -38,7 +38,7 @@ from aitune.torch.checkpoint.format import (
     manifest_format_version,
     restore_backend,
 )
-from aitune.torch.checkpoint.graphs import graph_from_json, graph_to_json
+from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
 from aitune.torch.config import config
 from aitune.torch.graph.signature import KIND_NAMES
 from aitune.torch.task.numeric import reference_outputs
@@ -280,9 +280,9 @@ class ResultsStore:
 
     def _restore(self, path: Path, key: str, graph: Any, strategy: Any) -> tuple[Any, Any, str]:
         ckpt = OpenedCheckpoint(path, "fast")
-        manifest = ckpt.parsed()
-        if manifest.raw.get("results_key") != key:
-            raise ValueError(f"the file holds the result of key {manifest.raw.get('results_key')!r}")
+        manifest = ckpt.manifest
+        if manifest.results_key != key:
+            raise ValueError(f"the file holds the result of key {manifest.results_key!r}")
         g = manifest.modules[0].graphs[0]
         b = g.backend
         problems = mismatches(
@@ -294,7 +294,7 @@ class ResultsStore:
         if problems:
             raise IncompatibleCheckpointError(problems)
         cls = b.resolve()
-        stored = graph_from_json(g.spec, graph.forward_params, graph.dynamic_shapes)
+        stored = graph_from_native(g.spec, graph.forward_params, graph.dynamic_shapes)
         stored.samples = graph.samples
         artifacts_root = ckpt.extract_all() if b.artifacts else None
         self.module.to(self.device)  # as a strategy does: JIT and eager backends serve the module

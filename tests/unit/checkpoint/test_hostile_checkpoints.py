@@ -501,3 +501,15 @@ def test_a_config_field_of_the_wrong_type_is_refused(eager_ckpt, tmp_path, value
 
     bad = rewrite(eager_ckpt, tmp_path / "typed.ait", edit_manifest=edit)
     _refused(bad, errors.CorruptCheckpointError, "autocast_enabled must be bool")
+
+
+def test_a_damaged_dynamic_shapes_entry_is_corrupt(eager_ckpt, tmp_path):
+    """The stored DynamicDim definitions are read back (ait.load passes them on) and checked like
+    user input: a range the definition check refuses is a damaged file, named as such."""
+    axis = {"kind": "dim", "name": "f", "min": 9, "max": 2, "opt": None}
+    bad = rewrite(
+        eager_ckpt,
+        tmp_path / "bad.ait",
+        edit_manifest=lambda m: m["modules"][0].update(dynamic_shapes=[{"path": "input", "shape": [1, axis]}]),
+    )
+    _refused(bad, errors.CorruptCheckpointError, "dynamic_shapes")

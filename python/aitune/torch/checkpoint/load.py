@@ -21,6 +21,7 @@ from aitune.torch.checkpoint.format import Manifest, OpenedCheckpoint, as_corrup
 from aitune.torch.checkpoint.graphs import graph_from_native, sample_from_entries
 from aitune.torch.checkpoint.storage import LocalTorchStorage
 from aitune.torch.checkpoint.weights import unpack_state_dict
+from aitune.torch.graph.dynamic_shapes import from_json as dynamic_shapes_from_json
 from aitune.torch.graph.graph_spec import GraphSpec, Sample, TensorLeaf
 from aitune.torch.graph.signature import KIND_NAMES
 from aitune.torch.module.wrapper import Module
@@ -180,12 +181,15 @@ def _read_everything(ckpt: OpenedCheckpoint, manifest: Manifest, located: list) 
             w = entry.weights
             weights = unpack_state_dict(ckpt.read(w["entry"]), w["aliases"], w["extra_state"])
         params = [(p["name"], _KIND_NUMBERS[p["kind"]], p["has_default"]) for p in entry.forward_signature]
+        # The user's DynamicDim/BatchDim definitions: a rebuild (JIT, eager, a re-tune) and any later
+        # recording of the loaded module use the same axis ranges as the tuning did.
+        dynamic_shapes = dynamic_shapes_from_json(entry.dynamic_shapes)
         graphs = []
         for g in entry.graphs:
             # An unknown backend or a config its class refuses fails now, before anything changes.
             cls = g.backend.resolve()
             config = config_of(cls, g.backend)
-            graph = graph_from_native(g.spec, params, None)
+            graph = graph_from_native(g.spec, params, dynamic_shapes)
             for sample_prefix in g.samples:
                 skeleton = ckpt.read(f"{sample_prefix}.json").decode("utf-8")
                 _C.check_json_nesting(skeleton, f"{sample_prefix}.json")
@@ -195,7 +199,7 @@ def _read_everything(ckpt: OpenedCheckpoint, manifest: Manifest, located: list) 
                 if reference is not None:
                     graph.reference_outputs.append(reference)
             graphs.append((graph, g.backend, cls, config))
-        prepared.append((entry, holder, plain, weights, graphs))
+        prepared.append((entry, holder, plain, weights, graphs, dynamic_shapes))
     root_weights = None
     if manifest.root.weights:
         w = manifest.root.weights
@@ -229,7 +233,7 @@ def _install(
     """Builds the backends (module weights first: JIT and eager backends serve them) and puts the
     tuned modules in place."""
     result = module
-    for entry, holder, plain, weights, graphs in prepared:
+    for entry, holder, plain, weights, graphs, dynamic_shapes in prepared:
         if weights is not None:
             plain.load_state_dict(weights, strict=False)
         served = []
@@ -248,7 +252,7 @@ def _install(
                 path=target,
             )
             served.append((graph, backend))
-        wrapped = Module(plain, entry.name, fallback_policy=entry.fallback_policy)
+        wrapped = Module(plain, entry.name, dynamic_shapes=dynamic_shapes, fallback_policy=entry.fallback_policy)
         wrapped.restore([g for g, _ in served], served, entry.strict_mode)
         if holder is None:
             result = wrapped

@@ -167,6 +167,33 @@ def test_pipeline_round_trip(tmp_path):
         ait.load(fresh, path, device_map={"nope": "cpu"})
 
 
+def test_a_module_holding_a_tuned_submodule_round_trips(tmp_path):
+    """ait.save of an nn.Module whose child is an ait.Module (it refused with "Module is not tuned":
+    named_modules() never yields the proxy); ait.load puts a tuned module back in its place and
+    the rest of the weights back in the root."""
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = _mlp()
+            self.head = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.head(self.encoder(x))
+
+    torch.manual_seed(1)
+    outer = Outer().eval()
+    outer.encoder = ait.Module(outer.encoder, "encoder", strategy=_strategy(TorchEagerBackend()))
+    ait.tune(outer, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2], device="cpu")
+    path = ait.save(outer, tmp_path / "outer.ait", include_weights=True)
+    torch.manual_seed(2)
+    fresh = Outer().eval()
+    assert ait.load(fresh, path) is fresh and isinstance(fresh.encoder, ait.Module)
+    x = torch.randn(3, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(x), outer(x))
+
+
 # -- tampering ---------------------------------------------------------------------------------
 @pytest.fixture
 def saved(tmp_path):

@@ -7,7 +7,7 @@ import datetime
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -33,8 +33,22 @@ def find_tuned_modules(obj: Any) -> list[tuple[str, Any]]:
     if isinstance(obj, Module):
         return [("", obj)]
     if isinstance(obj, torch.nn.Module):
-        return [(name, m) for name, m in obj.named_modules() if isinstance(m, Module)]
+        return list(_tuned_submodules(obj, "", set()))
     return [(name, value) for name, value in vars(obj).items() if isinstance(value, Module)]
+
+
+def _tuned_submodules(module: torch.nn.Module, prefix: str, seen: set[int]) -> Iterator[tuple[str, Module]]:
+    """The ait.Modules among `module`'s submodules, by dotted path, each once. Walks `_modules`
+    itself: named_modules() asks each child for its own submodules, and an ait.Module forwards that
+    call to the module it wraps, which then reports itself, so the proxy was never seen."""
+    for name, child in module._modules.items():
+        if child is None or id(child) in seen:
+            continue
+        seen.add(id(child))
+        if isinstance(child, Module):
+            yield f"{prefix}{name}", child
+        else:
+            yield from _tuned_submodules(child, f"{prefix}{name}.", seen)
 
 
 def save(

@@ -1,5 +1,5 @@
 // The aitune cache folder, by the same rule as Python's `config.cache_dir`
-// (docs/reference/config.md#environment-variables): $AITUNE_CACHE_DIR, else $XDG_CACHE_HOME/aitune,
+// (docs/reference/configuration.md#environment-variables): $AITUNE_CACHE_DIR, else $XDG_CACHE_HOME/aitune,
 // else ~/.cache/aitune. An empty variable counts as unset (as XDG says for XDG_CACHE_HOME), and a
 // leading "~" is the home folder, so the C++ runtime and `aitune run` extract to the folder a Python
 // process on the same machine uses.

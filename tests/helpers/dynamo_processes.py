@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+
+from aitune.dynamo import launch
 
 REPO = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 30.0
@@ -68,21 +69,8 @@ def environment(tmp_path: Path) -> dict[str, str]:
 
 
 def frontend_command(port: int, namespace: str = "aitune") -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "dynamo.frontend",
-        "--discovery-backend",
-        "file",
-        "--request-plane",
-        "tcp",
-        "--http-host",
-        "127.0.0.1",
-        "--http-port",
-        str(port),
-        "--namespace",
-        namespace,
-    ]
+    """The frontend as `aitune-dynamo --with-frontend` starts it, on localhost."""
+    return launch.frontend_command("127.0.0.1", port, namespace)
 
 
 @contextlib.contextmanager

@@ -252,7 +252,7 @@ class TorchInductorAotBackend(Backend):
         with torch.no_grad():
             exported = torch.export.export(adapter, args, kwargs, dynamic_shapes=dynamic_shapes)
         num_inputs = sum(1 for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor))
-        inductor_configs = dict(self.config.inductor_configs or {})
+        inductor_configs = self.config.merged_inductor_configs()
         metadata = dict(inductor_configs.get("aot_inductor.metadata") or {})
         metadata[NUM_INPUTS_METADATA_KEY] = str(num_inputs)
         inductor_configs["aot_inductor.metadata"] = metadata

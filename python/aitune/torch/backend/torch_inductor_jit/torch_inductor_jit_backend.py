@@ -28,13 +28,14 @@ compared shapes), the dynamic build is warmed up on them too.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import logging
 import statistics
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -274,7 +275,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         self._deferred_warmups = []
         armed, self._recompile_armed = self._recompile_armed, False
         try:
-            run_warmup(self._compiled, self._warmup_calls, self._autocast)
+            run_warmup(self._compiled, self._warmup_calls, self._tracing)
         finally:
             self._recompile_armed = armed
 
@@ -380,7 +381,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         """dynamic=False on a private code object, warmed up on every compared shape."""
         self._specialised_forward = _private_forward(self._forward)
         self._specialised = self._compile(self._specialised_forward, dynamic=False)
-        with torch.no_grad(), self._autocast():
+        with torch.no_grad(), self._tracing():
             for _, call in self._compare_calls:
                 args, kwargs = copy.deepcopy(call)
                 self._specialised(*args, **kwargs)
@@ -406,12 +407,13 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         forward = forward if forward is not None else self._forward
         dynamic = self._dynamic if dynamic is None else dynamic
         config = self.config
-        options = dict(config.options) if config.options is not None else None  # torch.compile pops keys
+        options = config.inductor_options()  # a fresh dict: torch.compile pops keys
         compiled = None
         simple_options = options is None or not ({"guard_filter_fn", "use_aoti"} & options.keys())
         if simple_options and hasattr(torch, "_TorchCompileInductorWrapper"):
             # torch.compile(backend="inductor") is exactly this call; going one level down lets
-            # Dynamo tell us about recompiles of this function alone (guard_fail_fn).
+            # Dynamo tell us about recompiles of this function alone (guard_fail_fn). The wrapper
+            # applies the mode's settings, then the options (the settings fields among them).
             try:
                 backend = torch._TorchCompileInductorWrapper(config.mode, options, dynamic)
                 compiled = torch._dynamo.optimize(
@@ -424,17 +426,30 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
                 compiled = None
         if compiled is None:
             kwargs: dict[str, Any] = {"fullgraph": config.fullgraph, "dynamic": dynamic}
-            if config.mode is not None:
-                kwargs["mode"] = config.mode
             if options is not None:
-                kwargs["options"] = options
+                # torch.compile takes mode or options, not both: the mode's settings go in first.
+                kwargs["options"] = {**config.mode_settings(), **options}
+            elif config.mode is not None:
+                kwargs["mode"] = config.mode
             compiled = torch.compile(forward, **kwargs)
         return compiled
+
+    @contextlib.contextmanager
+    def _tracing(self) -> Iterator[None]:
+        """The context of the calls that compile (warm-ups): the backend's autocast and, with
+        `freezing`, Inductor's global freezing switch. Dynamo decides while tracing whether the
+        weights become graph constants (torch._dynamo.utils.is_parameter_freezing reads the global
+        config), so freezing passed only in torch.compile's options would freeze nothing."""
+        with (
+            self._autocast(),
+            torch._inductor.config.patch(freezing=True) if self.config.freezing else contextlib.nullcontext(),
+        ):
+            yield
 
     def _compile_and_warm_up(self) -> None:
         self._recompile_armed = False
         self._compiled = self._compile()
-        run_warmup(self._compiled, self._warmup_calls, self._autocast)
+        run_warmup(self._compiled, self._warmup_calls, self._tracing)
         self._recompile_armed = True
 
     def _on_guard_fail(self, failure: Any) -> None:

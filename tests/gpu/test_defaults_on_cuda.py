@@ -64,7 +64,8 @@ def test_a_forward_that_syncs_with_the_host_falls_back_without_cuda_graphs(aitun
     reference = copy.deepcopy(model).cuda()
     m = _tune(model, "sync")
     text = aitune_log.text
-    assert "CudaGraphCaptureError: CUDA graph capture failed for TorchInductorJitBackend(use_cuda_graphs=True)" in text
+    # The first Inductor candidate (freezing, CUDA graphs) fails its capture; so does the next one.
+    assert "CudaGraphCaptureError: CUDA graph capture failed for TorchInductorJitBackend(use_cuda_graphs=True" in text
     if m.state is ModuleState.TUNED:
         [(_, backend)] = m.tuned_module.backends
         assert not backend.config.use_cuda_graphs, backend.describe()

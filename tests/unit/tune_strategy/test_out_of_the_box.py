@@ -49,6 +49,7 @@ def telemetry() -> dict:
 CUDA_FIRST_WINS = [
     "TensorRTBackend(use_cuda_graphs=True)",
     "TensorRTBackend(use_dynamo=False, use_cuda_graphs=True)",
+    "TorchInductorJitBackend(use_cuda_graphs=True, freezing=True)",
     "TorchInductorJitBackend(use_cuda_graphs=True)",
     "TorchInductorAotBackend(use_cuda_graphs=True)",
     "TorchEagerBackend(use_cuda_graphs=True)",
@@ -59,6 +60,9 @@ PROFILING_FAMILIES = [
     "TensorRTBackend({})",
     "TensorRTBackend(use_dynamo=False{})",
     "TorchInductorJitBackend({})",
+    "TorchInductorJitBackend({}freezing=True)",
+    "TorchInductorJitBackend({}freezing=True, coordinate_descent_tuning=True)",
+    "TorchInductorJitBackend(mode='max-autotune-no-cudagraphs', {}freezing=True)",
     "TorchInductorAotBackend({})",
     "TorchTensorRTJitBackend({})",
     "TorchTensorRTAotBackend({})",
@@ -84,13 +88,17 @@ def test_first_wins_default_candidates_per_device():
     "make", [ait.MaxThroughputStrategy, ait.MinLatencyStrategy, lambda: ait.LatencyBudgetStrategy(5.0)]
 )
 def test_profiling_default_candidates_per_device(make):
-    plain = [f.format("") for f in PROFILING_FAMILIES]
+    # On the CPU the Inductor settings search is not tried (INDUCTOR_SEARCH is for CUDA).
+    plain = [f.format("") for f in PROFILING_FAMILIES if "freezing" not in f]
     assert names(make().prepare("cpu")) == plain
     cuda = []
     for family in PROFILING_FAMILIES:
-        graph = (
-            family.format(", use_cuda_graphs=True") if "use_dynamo" in family else family.format("use_cuda_graphs=True")
-        )
+        if "use_dynamo" in family:
+            graph = family.format(", use_cuda_graphs=True")
+        elif "freezing" in family:
+            graph = family.format("use_cuda_graphs=True, ")
+        else:
+            graph = family.format("use_cuda_graphs=True")
         cuda += [graph, family.format("")]
     assert names(make().prepare("cuda:0")) == cuda + ["TorchEagerBackend(use_cuda_graphs=True)"]
 

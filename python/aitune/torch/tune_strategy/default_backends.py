@@ -40,13 +40,16 @@ def _on_cuda(device: Any) -> bool:
 
 def first_wins_defaults(device: Any = None) -> list[Backend]:
     """TensorRT (dynamo export), TensorRT (trace export), then Inductor JIT. On CUDA: the same
-    TensorRT pair with CUDA graphs, Inductor JIT, Inductor AOT and eager with CUDA graphs, then
-    Inductor JIT without them (for forwards that cannot be captured)."""
+    TensorRT pair with CUDA graphs, Inductor JIT with `freezing` (the fastest Inductor variant
+    across the benchmark zoo at a default build time, docs/guide.md "Strategies"), Inductor JIT,
+    Inductor AOT and eager with CUDA graphs (the fallbacks if a frozen build fails), then Inductor
+    JIT without CUDA graphs (for forwards that cannot be captured)."""
     if not _on_cuda(device):
         return [TensorRTBackend(), TensorRTBackend(TensorRTBackendConfig(use_dynamo=False)), TorchInductorJitBackend()]
     return [
         TensorRTBackend(TensorRTBackendConfig(use_cuda_graphs=True)),
         TensorRTBackend(TensorRTBackendConfig(use_dynamo=False, use_cuda_graphs=True)),
+        TorchInductorJitBackend(TorchInductorJitBackendConfig(use_cuda_graphs=True, freezing=True)),
         TorchInductorJitBackend(TorchInductorJitBackendConfig(use_cuda_graphs=True)),
         TorchInductorAotBackend(TorchInductorAotBackendConfig(use_cuda_graphs=True)),
         TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True)),
@@ -54,9 +57,20 @@ def first_wins_defaults(device: Any = None) -> list[Backend]:
     ]
 
 
+# Inductor settings the profiling strategies also try on CUDA, each as its own build (serving
+# siblings: with and without CUDA graphs), in order of build cost: freezing; freezing with
+# coordinate-descent tuning of the generated kernels; max-autotune's GEMM/convolution templates
+# (under aitune's CUDA graphs, so the mode without Inductor's own) with freezing.
+INDUCTOR_SEARCH: tuple[dict[str, Any], ...] = (
+    {"freezing": True},
+    {"freezing": True, "coordinate_descent_tuning": True},
+    {"mode": "max-autotune-no-cudagraphs", "freezing": True},
+)
+
+
 def profiling_defaults(device: Any = None) -> list[Backend]:
-    """Every backend family; on CUDA each as its CUDA-graph variant followed by its plain
-    sibling, then eager with CUDA graphs."""
+    """Every backend family; on CUDA also the Inductor JIT settings of INDUCTOR_SEARCH, each as its
+    CUDA-graph variant followed by its plain sibling, then eager with CUDA graphs."""
     families: list[tuple[type[Backend], Any, dict[str, Any]]] = [
         (TensorRTBackend, TensorRTBackendConfig, {}),
         (TensorRTBackend, TensorRTBackendConfig, {"use_dynamo": False}),
@@ -69,6 +83,10 @@ def profiling_defaults(device: Any = None) -> list[Backend]:
     ]
     if not _on_cuda(device):
         return [backend(config(**fields)) for backend, config, fields in families]
+    jit = families.index((TorchInductorJitBackend, TorchInductorJitBackendConfig, {}))
+    families[jit + 1 : jit + 1] = [
+        (TorchInductorJitBackend, TorchInductorJitBackendConfig, settings) for settings in INDUCTOR_SEARCH
+    ]
     backends: list[Backend] = []
     for backend, config, fields in families:
         backends.append(backend(config(**fields, use_cuda_graphs=True)))

@@ -113,9 +113,14 @@ py::dict batch_result_dict(const BatchResult& r) {
 
 NumericTolerance tolerance_from_dict(const py::dict& d) {
   const char* what = "numeric tolerance";
-  reject_unknown_keys(d, what, {"atol", "rtol", "max_rel_l2", "max_mismatch_fraction"});
-  return {required<double>(d, what, "atol"), required<double>(d, what, "rtol"),
-          required<double>(d, what, "max_rel_l2"), required<double>(d, what, "max_mismatch_fraction")};
+  reject_unknown_keys(
+      d, what, {"atol", "rtol", "max_rel_l2", "max_mismatch_fraction", "max_noise_ratio", "noise_floor"});
+  return {required<double>(d, what, "atol"),
+          required<double>(d, what, "rtol"),
+          required<double>(d, what, "max_rel_l2"),
+          required<double>(d, what, "max_mismatch_fraction"),
+          optional_key<double>(d, "max_noise_ratio", 0.0),
+          optional_key<double>(d, "noise_floor", 0.0)};
 }
 
 py::dict tolerance_dict(const NumericTolerance& t) {
@@ -124,17 +129,25 @@ py::dict tolerance_dict(const NumericTolerance& t) {
   d["rtol"] = t.rtol;
   d["max_rel_l2"] = t.max_rel_l2;
   d["max_mismatch_fraction"] = t.max_mismatch_fraction;
+  d["max_noise_ratio"] = t.max_noise_ratio;
+  d["noise_floor"] = t.noise_floor;
   return d;
 }
 
 // has_nan and numel may be left out (a leaf without NaN, size unknown); the errors may not.
 LeafMetrics leaf_metrics_from_dict(const py::dict& d) {
   const char* what = "leaf metrics";
-  reject_unknown_keys(
-      d, what, {"max_abs_error", "max_rel_error", "rel_l2_error", "mismatch_fraction", "has_nan", "numel"});
-  return {required<double>(d, what, "max_abs_error"), required<double>(d, what, "max_rel_error"),
-          required<double>(d, what, "rel_l2_error"),  required<double>(d, what, "mismatch_fraction"),
-          optional_key<bool>(d, "has_nan", false),    optional_key<int64_t>(d, "numel", 0)};
+  reject_unknown_keys(d, what,
+                      {"max_abs_error", "max_rel_error", "rel_l2_error", "mismatch_fraction", "has_nan",
+                       "numel", "rel_l2_vs_precise", "eager_rel_l2_vs_precise"});
+  return {required<double>(d, what, "max_abs_error"),
+          required<double>(d, what, "max_rel_error"),
+          required<double>(d, what, "rel_l2_error"),
+          required<double>(d, what, "mismatch_fraction"),
+          optional_key<bool>(d, "has_nan", false),
+          optional_key<int64_t>(d, "numel", 0),
+          optional_key<double>(d, "rel_l2_vs_precise", -1.0),
+          optional_key<double>(d, "eager_rel_l2_vs_precise", -1.0)};
 }
 
 MetricKind metric_kind_from_name(const std::string& kind) {

@@ -47,15 +47,16 @@ py::dict stats_to_dict(const CudaGraphRunner::Stats& s) {
 void register_torch_runtime_bindings(py::module_& m) {
   m.def(
       "compare_tensors",
-      [](const at::Tensor& candidate, const at::Tensor& reference, double atol, double rtol, bool use_fp64) {
+      [](const at::Tensor& candidate, const at::Tensor& reference, double atol, double rtol, bool use_fp64,
+         double atol_rms_scale) {
         StatusOr<TensorMetrics> metrics = [&] {
           py::gil_scoped_release release;  // device work and a device sync
-          return compare_tensors(candidate, reference, atol, rtol, use_fp64);
+          return compare_tensors(candidate, reference, atol, rtol, use_fp64, atol_rms_scale);
         }();
         return metrics_to_dict(value_or_throw(std::move(metrics)));
       },
       py::arg("candidate"), py::arg("reference"), py::arg("atol"), py::arg("rtol"),
-      py::arg("use_fp64") = false,
+      py::arg("use_fp64") = false, py::arg("atol_rms_scale") = 0.0,
       "Numeric metrics of one output leaf against its eager reference, as a dict.");
 
   m.def(

@@ -26,6 +26,11 @@ struct NumericTolerance {
   double rtol = 0.0;
   double max_rel_l2 = 0.0;
   double max_mismatch_fraction = 0.0;  // share of elements in [0, 1]
+  // The noise bound (docs/reference/validation.md#the-noise-bound): against a float32 reference
+  // computed without TF32, the candidate's rel_l2 may be at most max_noise_ratio times eager's
+  // own rel_l2 plus noise_floor. 0 switches the bound off.
+  double max_noise_ratio = 0.0;
+  double noise_floor = 0.0;
 };
 
 // DEFAULT_TOLERANCES of docs/reference/validation.md#numeric-comparison.
@@ -39,14 +44,25 @@ struct LeafMetrics {
   double mismatch_fraction = 0.0;  // share in [0, 1]
   bool has_nan = false;            // any NaN in the candidate output
   int64_t numel = 0;
+  // Against the float32 reference computed without TF32 (negative: not measured, so the noise
+  // bound does not apply): the candidate's rel_l2, and eager's own.
+  double rel_l2_vs_precise = -1.0;
+  double eager_rel_l2_vs_precise = -1.0;
 };
 
-// NaN never passes; otherwise rel_l2 <= max_rel_l2 and mismatch_fraction <= max_mismatch_fraction.
+// True when the noise bound applies: the tolerance has one and both precise metrics were measured.
+bool noise_bound_applies(const LeafMetrics& metrics, const NumericTolerance& tolerance);
+// max_noise_ratio * eager_rel_l2_vs_precise + noise_floor (meaningful when the bound applies).
+double noise_limit(const LeafMetrics& metrics, const NumericTolerance& tolerance);
+
+// NaN never passes; otherwise rel_l2 <= max_rel_l2, mismatch_fraction <= max_mismatch_fraction
+// and, where it applies, rel_l2_vs_precise <= noise_limit.
 bool leaf_passes(const LeafMetrics& metrics, const NumericTolerance& tolerance);
 
-// Which bound decided the leaf's verdict: "nan" (NaN never passes), "max_rel_l2" or
-// "max_mismatch_fraction". When one bound passes and the other fails, the failing one; when
-// both agree, the one closer to (or further past) its limit, as a share of that limit.
+// Which bound decided the leaf's verdict: "nan" (NaN never passes), "max_rel_l2",
+// "max_mismatch_fraction" or "noise". When some bounds pass and others fail, the failing one
+// that uses the largest share of its limit; when all agree, the one closer to (or further past)
+// its limit, as a share of that limit.
 const char* deciding_bound(const LeafMetrics& metrics, const NumericTolerance& tolerance);
 
 // The CorrectnessNumericError text of docs/reference/validation.md#reporting for a leaf that failed

@@ -24,6 +24,20 @@ TEST(DefaultToleranceTest, SpecTable) {
   expect_tolerance(PrecisionClass::kFp8, 1e-1, 1e-1, 1e-1, 5e-2);
 }
 
+TEST(DefaultToleranceTest, NoiseBoundOfTheClassesThatComputeTheModelsOwnPrecision) {
+  struct Row {
+    PrecisionClass c;
+    double ratio, floor;
+  };
+  for (const Row& row : {Row{PrecisionClass::kFp32, 0, 0}, Row{PrecisionClass::kTf32, 2, 2e-3},
+                         Row{PrecisionClass::kFp16, 2, 1e-3}, Row{PrecisionClass::kBf16, 2, 2e-3},
+                         Row{PrecisionClass::kInt8, 0, 0}, Row{PrecisionClass::kFp8, 0, 0}}) {
+    const NumericTolerance t = default_tolerance(row.c);
+    EXPECT_EQ(t.max_noise_ratio, row.ratio) << precision_class_name(row.c);
+    EXPECT_EQ(t.noise_floor, row.floor) << precision_class_name(row.c);
+  }
+}
+
 TEST(PrecisionClassTest, NamesRoundTrip) {
   for (auto c : {PrecisionClass::kFp32, PrecisionClass::kTf32, PrecisionClass::kFp16, PrecisionClass::kBf16,
                  PrecisionClass::kInt8, PrecisionClass::kFp8}) {
@@ -73,6 +87,59 @@ TEST(DecidingBoundTest, NamesTheBoundThatDecided) {
   const NumericTolerance fp32 = default_tolerance(PrecisionClass::kFp32);
   EXPECT_STREQ(deciding_bound(metrics(1e-6, 1e-3), fp32), "max_mismatch_fraction");  // zero bound, exceeded
   EXPECT_STREQ(deciding_bound(metrics(1e-6, 0.0), fp32), "max_rel_l2");
+}
+
+LeafMetrics with_precise(LeafMetrics m, double candidate, double eager) {
+  m.rel_l2_vs_precise = candidate;
+  m.eager_rel_l2_vs_precise = eager;
+  return m;
+}
+
+TEST(NoiseBoundTest, AppliesOnlyWhenMeasuredAndSwitchedOn) {
+  const NumericTolerance bf16 = default_tolerance(PrecisionClass::kBf16);
+  const LeafMetrics unmeasured = metrics(1e-2, 0.0);
+  EXPECT_FALSE(noise_bound_applies(unmeasured, bf16));
+  EXPECT_TRUE(leaf_passes(unmeasured, bf16));  // only the class bounds: 1e-2 <= 3e-2
+  // A real error of 1e-2 on a model whose own bf16 error is 3e-3: limit 2 * 3e-3 + 2e-3 = 8e-3.
+  const LeafMetrics injected = with_precise(metrics(1e-2, 0.0), 1.04e-2, 3e-3);
+  EXPECT_TRUE(noise_bound_applies(injected, bf16));
+  EXPECT_DOUBLE_EQ(noise_limit(injected, bf16), 8e-3);
+  EXPECT_FALSE(leaf_passes(injected, bf16));
+  EXPECT_STREQ(deciding_bound(injected, bf16), "noise");
+  // A compiled candidate as far from the precise reference as eager is passes.
+  const LeafMetrics compiled = with_precise(metrics(2.5e-3, 0.0), 3.1e-3, 3e-3);
+  EXPECT_TRUE(leaf_passes(compiled, bf16));
+  EXPECT_TRUE(leaf_passes(with_precise(metrics(0, 0), 8e-3, 3e-3), bf16));  // the limit is inclusive
+  // Switched off (user tolerances, fp32, int8): the precise metrics are ignored.
+  NumericTolerance off = bf16;
+  off.max_noise_ratio = 0.0;
+  EXPECT_FALSE(noise_bound_applies(injected, off));
+  EXPECT_TRUE(leaf_passes(injected, off));
+  EXPECT_TRUE(leaf_passes(injected, default_tolerance(PrecisionClass::kInt8)));
+  // Only one of the two measured: not applied.
+  EXPECT_FALSE(noise_bound_applies(with_precise(metrics(0, 0), 1.0, -1.0), bf16));
+  // A NaN against the precise reference fails and is reported as such.
+  const LeafMetrics nan_precise = with_precise(metrics(0, 0), std::nan(""), 2e-3);
+  EXPECT_FALSE(leaf_passes(nan_precise, bf16));
+  EXPECT_STREQ(deciding_bound(nan_precise, bf16), "nan");
+}
+
+TEST(NoiseBoundTest, DecidingBoundAmongThree) {
+  const NumericTolerance fp16 = default_tolerance(PrecisionClass::kFp16);
+  // rel_l2 fails too and uses more of its limit than the noise bound: rel_l2 decides.
+  EXPECT_STREQ(deciding_bound(with_precise(metrics(5e-2, 0.0), 2e-3, 1e-4), fp16), "max_rel_l2");
+  // All pass: the largest share (noise 1.0e-3 / 1.2e-3 = 83 % vs rel_l2 10 %).
+  EXPECT_STREQ(deciding_bound(with_precise(metrics(1e-3, 0.0), 1e-3, 1e-4), fp16), "noise");
+}
+
+TEST(NumericFailureMessageTest, Noise) {
+  const LeafMetrics m = with_precise(LeafMetrics{0.25, 1.5, 0.0105, 0.002, false, 4096}, 0.0102, 0.002);
+  EXPECT_EQ(
+      numeric_failure_message("output", 0, m, default_tolerance(PrecisionClass::kBf16),
+                              PrecisionClass::kBf16),
+      "Output output differs from eager reference on sample 0: against the float32 reference its "
+      "rel_l2=0.0102 > 0.006 (2 x eager's own 0.002 + 0.002; precision class bf16; rel_l2 vs eager=0.0105, "
+      "mismatched=0.200%)");
 }
 
 TEST(NumericFailureMessageTest, RelL2) {

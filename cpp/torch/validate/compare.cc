@@ -30,12 +30,13 @@ enum Slot : int64_t { kMaxAbs, kMaxRel, kDiffNorm, kRefNorm, kMismatches, kNan, 
 }  // namespace
 
 StatusOr<TensorMetrics> compare_tensors(const at::Tensor& candidate, const at::Tensor& reference, double atol,
-                                        double rtol, bool use_fp64) {
+                                        double rtol, bool use_fp64, double atol_rms_scale) {
   AITUNE_CHECK_ARG(candidate.defined() && reference.defined(),
                    "numeric comparison: candidate and reference must both be defined tensors");
-  AITUNE_CHECK_ARG(atol >= 0.0 && rtol >= 0.0,
+  AITUNE_CHECK_ARG(atol >= 0.0 && rtol >= 0.0 && atol_rms_scale >= 0.0,
                    "numeric comparison: tolerances must be non-negative; got atol=" + std::to_string(atol) +
-                       ", rtol=" + std::to_string(rtol));
+                       ", rtol=" + std::to_string(rtol) +
+                       ", atol_rms_scale=" + std::to_string(atol_rms_scale));
   if (candidate.sizes() != reference.sizes()) {
     return invalid_argument("numeric comparison: output shape differs from the eager reference; expected " +
                             shape_text(reference.sizes()) + ", got " + shape_text(candidate.sizes()));
@@ -62,9 +63,14 @@ StatusOr<TensorMetrics> compare_tensors(const at::Tensor& candidate, const at::T
     const at::Tensor ref_abs = r.abs();
     // With atol == 0 and r == 0, 0/0 would be NaN for a matching element; it is zero error.
     const at::Tensor rel = (diff / ref_abs.clamp_min(atol)).masked_fill_(diff == 0, 0);
+    // The band's absolute term on the leaf's scale: infinities would make the RMS infinite, so it
+    // is taken over the finite elements (a 0-dim tensor: no extra device sync).
+    const at::Tensor finite_abs = ref_abs.masked_fill(at::isfinite(ref_abs).logical_not(), 0);
+    const at::Tensor band_atol =
+        (finite_abs.norm() * (atol_rms_scale / std::sqrt(static_cast<double>(m.numel)))).clamp_min(atol);
     const at::Tensor mismatched = is_integer_like(candidate) && is_integer_like(reference)
                                       ? at::ne(candidate, ref_native)
-                                      : diff.le(ref_abs * rtol + atol).logical_not();  // NaN counts
+                                      : diff.le(ref_abs * rtol + band_atol).logical_not();  // NaN counts
     const at::Tensor nan_any = (candidate.is_floating_point() || candidate.is_complex())
                                    ? at::isnan(candidate).any()
                                    : at::zeros({}, candidate.options().dtype(at::kBool));

@@ -45,6 +45,30 @@ TEST(CompareTensors, AtolFloorsTheDenominators) {
   EXPECT_EQ(m->mismatch_fraction, 0.0);  // 1e-3 <= 1e-2
 }
 
+TEST(CompareTensors, RmsScaleJudgesNearZeroElementsOnTheLeafsScale) {
+  // r has RMS 10 (values +-10, one 0): with atol 1e-3 / rtol 1e-2 the 0.02 error on the zero
+  // element mismatches; with atol_rms_scale 5e-3 the band there is 5e-3 * 10 = 0.05 and it is within.
+  const at::Tensor r = f32({10.0f, -10.0f, 0.0f, 10.0f, -10.0f});
+  const at::Tensor c = f32({10.0f, -10.0f, 0.02f, 10.0f, -10.0f});
+  auto plain = compare_tensors(c, r, 1e-3, 1e-2, true);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_NEAR(plain->mismatch_fraction, 0.2, 1e-12);
+  auto scaled = compare_tensors(c, r, 1e-3, 1e-2, true, 5e-3);
+  ASSERT_TRUE(scaled.ok()) << scaled.status().to_string();
+  EXPECT_EQ(scaled->mismatch_fraction, 0.0);
+  EXPECT_EQ(scaled->rel_l2_error, plain->rel_l2_error);  // only the band moves
+  // An error the size of the leaf's scale still mismatches.
+  auto corrupt = compare_tensors(f32({10.0f, -10.0f, 5.0f, 10.0f, -10.0f}), r, 1e-3, 1e-2, true, 5e-3);
+  ASSERT_TRUE(corrupt.ok());
+  EXPECT_NEAR(corrupt->mismatch_fraction, 0.2, 1e-12);
+  // Infinities in the reference do not make the band infinite (RMS over the finite elements).
+  const float inf = std::numeric_limits<float>::infinity();
+  auto with_inf = compare_tensors(f32({inf, 3.0f, 1.0f}), f32({inf, 1.0f, 1.0f}), 1e-3, 1e-2, true, 5e-3);
+  ASSERT_TRUE(with_inf.ok());
+  EXPECT_NEAR(with_inf->mismatch_fraction, 1.0 / 3.0, 1e-12);
+  EXPECT_FALSE(compare_tensors(c, r, 1e-3, 1e-2, true, -1.0).ok());
+}
+
 TEST(CompareTensors, ZeroToleranceAndZeroReferenceStayFinite) {
   auto same = compare_tensors(f32({0.0f, 0.0f}), f32({0.0f, 0.0f}), 0.0, 0.0, false);
   ASSERT_TRUE(same.ok());

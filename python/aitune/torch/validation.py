@@ -25,12 +25,17 @@ class PrecisionClass(str, enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class NumericTolerance:
     """A leaf passes when rel_l2_error <= max_rel_l2 and mismatch_fraction <=
-    max_mismatch_fraction; an element mismatches when |c - r| > atol + rtol * |r|."""
+    max_mismatch_fraction; an element mismatches when |c - r| > max(atol, max_rel_l2 * RMS(r)) +
+    rtol * |r|. With max_noise_ratio > 0 (the defaults of tf32/fp16/bf16), a candidate computing
+    the model's own precision must also stay within max_noise_ratio x eager's own error + noise_floor
+    against a float32 reference computed without TF32 (docs/reference/validation.md#the-noise-bound)."""
 
     atol: float
     rtol: float
     max_rel_l2: float
     max_mismatch_fraction: float
+    max_noise_ratio: float = 0.0
+    noise_floor: float = 0.0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

@@ -470,12 +470,22 @@ SPEC_TOLERANCES = {
     "int8": (1e-1, 1e-1, 1e-1, 5e-2),
     "fp8": (1e-1, 1e-1, 1e-1, 5e-2),
 }
+# The noise bound (ratio, floor) of docs/reference/validation.md#the-noise-bound.
+NOISE_BOUNDS = {"tf32": (2.0, 2e-3), "fp16": (2.0, 1e-3), "bf16": (2.0, 2e-3)}
 
 
 def test_default_tolerances_match_the_spec_table():
     assert {cls.value for cls in DEFAULT_TOLERANCES} == set(SPEC_TOLERANCES)
     for name, (atol, rtol, rel_l2, mismatch) in SPEC_TOLERANCES.items():
-        expected = NumericTolerance(atol=atol, rtol=rtol, max_rel_l2=rel_l2, max_mismatch_fraction=mismatch)
+        ratio, floor = NOISE_BOUNDS.get(name, (0.0, 0.0))
+        expected = NumericTolerance(
+            atol=atol,
+            rtol=rtol,
+            max_rel_l2=rel_l2,
+            max_mismatch_fraction=mismatch,
+            max_noise_ratio=ratio,
+            noise_floor=floor,
+        )
         assert DEFAULT_TOLERANCES[PrecisionClass(name)] == expected, name
         assert _C.default_tolerance(name) == expected.to_native(), name
 

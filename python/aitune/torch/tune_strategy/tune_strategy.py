@@ -22,6 +22,7 @@ from aitune.torch.logging_utils import captured_output, format_duration, indent
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
 from aitune.torch.task.correctness import check_correctness
 from aitune.torch.task.numeric import check_numeric, effective_precision_class, reference_outputs, tf32_switches
+from aitune.torch.task.precise_reference import native_precision_class
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.max_batch_search import search_max_batch_size
@@ -190,7 +191,9 @@ class TuneStrategy(abc.ABC):
             self._search_max_batch_size(ctx)
         if self._correctness_check and self._numeric_check and data:
             graph.reference_outputs = []
-            ctx.refs = reference_outputs(ctx.forward, data, graph.reference_outputs)
+            ctx.refs = reference_outputs(
+                ctx.forward, data, graph.reference_outputs, module=ctx.module, device=ctx.device, graph_name=graph.name
+            )
         self._pre_tune(ctx)
         try:
             backend = self._tune_candidates(ctx)
@@ -353,7 +356,9 @@ class TuneStrategy(abc.ABC):
             tolerance = resolve_tolerance(cls, backend.tolerance, self._tolerance)
             step_start = time.perf_counter()
             with LiveLine(f"🔍 {backend.describe()}: comparing outputs with eager"):
-                summary = check_numeric(backend.infer, ctx.graph, ctx.data, ctx.refs, tolerance, cls)
+                # The noise bound applies to a candidate computing the model's own precision.
+                native = cls == native_precision_class(ctx.module, ctx.device)
+                summary = check_numeric(backend.infer, ctx.graph, ctx.data, ctx.refs, tolerance, cls, native)
             tune_data.record_step("numeric_check", time.perf_counter() - step_start)
             tune_data.record_correctness(summary)
             result["correctness"] = {"precision_class": cls, "passed": summary.passed, **summary.worst}

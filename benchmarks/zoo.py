@@ -62,9 +62,13 @@ class LlamaStyleStep(torch.nn.Module):
 
 def build(name: str) -> tuple[torch.nn.Module, Callable[[int], tuple], int, torch.dtype]:
     """(model, make_inputs(batch) -> args, batch size, dtype). A name ending `_bN` (resnet50_b64,
-    bert_b32) is the same model at batch N; without it the batch is 1."""
+    bert_b32) is the same model at batch N; without it the batch is 1. `_fp32` before it
+    (resnet50_fp32, bert_fp32_b32) runs the model in float32 instead of its zoo dtype."""
     match = re.fullmatch(r"(.+)_b(\d+)", name)
     base, batch = (match[1], int(match[2])) if match else (name, 1)
+    if base.endswith("_fp32"):
+        model, make_inputs, _, _ = build(base.removesuffix("_fp32"))
+        return model, make_inputs, batch, torch.float32
     if base == "mlp":
         model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
         return model, lambda b: (torch.randn(b, 256),), batch, torch.float32

@@ -12,6 +12,7 @@ import torch
 
 from aitune.exceptions import DiskSpaceError, NoValidBackendError
 from aitune.torch.backend import TorchEagerBackend
+from aitune.torch.backend.common.compile_caches import keep_compile_caches_in_aitune
 from aitune.torch.graph.graph_spec import GraphSpec
 from aitune.torch.results import ResultsStore
 from aitune.torch.tune_data import recorder as tune_data
@@ -40,6 +41,9 @@ def tune_graphs(
     `remember_no_backend` (JIT mode) also stores a NoValidBackendError outcome under the same key
     and raises it again from the store, so a process that starts again does not rebuild every
     candidate to learn that none beats eager."""
+    if not dry_run:
+        # Before anything imports torch's compiler caches (some fix their folder at import).
+        keep_compile_caches_in_aitune()
     store = None
     # docs/reference/tuning.md#reusing-results: dry_run neither reads nor writes
     if results_root is not None and not dry_run:

@@ -5,6 +5,7 @@ Inductor gets, and a real CPU compile with freezing (docs/reference/backends.md#
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
@@ -131,3 +132,24 @@ def test_freezing_build_serves_correctly_and_leaves_the_weights_alone():
         backend._module.bn.running_mean.add_(1.0)
         torch.testing.assert_close(m(x), served, atol=1e-6, rtol=1e-6)
         assert not torch.allclose(backend._forward(x), served, atol=1e-3)  # the original forward, not the router
+
+
+# -- compiler caches --------------------------------------------------------------------------------
+def test_inductor_caches_go_to_aitunes_cache_folder_unless_one_was_chosen(monkeypatch, tmp_path):
+    from aitune.torch.backend.common.compile_caches import INDUCTOR_CACHE_ENV, keep_compile_caches_in_aitune
+    from aitune.torch.config import config
+
+    monkeypatch.setenv(INDUCTOR_CACHE_ENV, "placeholder")  # so that teardown restores the session's value
+    monkeypatch.delenv(INDUCTOR_CACHE_ENV)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
+    m = ait.Module(model, "mlp", strategy=_strategy(TorchInductorJitBackend()))
+    ait.tune(m, [torch.randn(4) for _ in range(2)], batch_sizes=[1], device="cpu")
+    folder = config.cache_dir / "torch" / "inductor"
+    assert os.environ[INDUCTOR_CACHE_ENV] == str(folder)
+    assert any((folder / "fxgraph").rglob("*")), "Inductor wrote its FX-graph cache there"
+    # A folder chosen before (by the user, or by torch itself) is kept.
+    chosen = tmp_path / "mine"
+    monkeypatch.setenv(INDUCTOR_CACHE_ENV, str(chosen))
+    assert keep_compile_caches_in_aitune() is None
+    assert os.environ[INDUCTOR_CACHE_ENV] == str(chosen)

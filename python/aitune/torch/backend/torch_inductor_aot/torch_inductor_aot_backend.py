@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.utils._pytree as pytree
 
+from aitune.torch.backend.common.compile_caches import keep_compile_caches_in_aitune
 from aitune.torch.backend.common.jit_warmup import original_forward
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError
@@ -242,6 +243,7 @@ class TorchInductorAotBackend(Backend):
         if not data:
             raise ValueError(f"TorchInductorAotBackend needs a recorded sample of graph {graph_spec.name} to export it")
         graph: GraphSpec = graph_spec
+        keep_compile_caches_in_aitune()
         module.to(device)
         plan = ExportShapePlan(graph)
         # Declared DynamicDims are range hints: a named spatial Dim fails export on ResNet-like

@@ -43,7 +43,7 @@ from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.common.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
-from aitune.torch.backend.common.compile_caches import reset_compiler_caches
+from aitune.torch.backend.common.compile_caches import keep_compile_caches_in_aitune, reset_compiler_caches
 from aitune.torch.backend.common.export_shapes import has_size_one_dynamic_axis
 from aitune.torch.backend.common.jit_warmup import original_forward, run_warmup, warmup_calls
 from aitune.torch.backend.registry import register_backend
@@ -201,6 +201,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
                 raise BackendUnavailableError(
                     "triton is not installed. Please install `triton` (Inductor needs it on CUDA)."
                 ) from e
+        keep_compile_caches_in_aitune()  # first: a reset may already compute torch's cache folder
         torch._dynamo.reset()
         module.to(device)
         self._module = module
@@ -477,6 +478,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         if self._module is not None and self._device is not None:
             self._module.to(self._device)
         if self._forward is not None:
+            keep_compile_caches_in_aitune()
             self._compile_and_warm_up()
             if self._dynamic_choice == SPECIALISED:
                 self._recompile_armed = False

@@ -39,7 +39,7 @@ class PerturbedBackend(Backend):
         self._last = last
         if self.config.relative_error:
             g = torch.Generator().manual_seed(7)
-            noise = torch.randn(last.weight.shape, generator=g).to(last.weight.dtype)
+            noise = torch.randn(last.weight.shape, generator=g).to(last.weight.device, last.weight.dtype)
             with torch.no_grad():
                 last.weight.mul_(1 + self.config.relative_error * noise)
 

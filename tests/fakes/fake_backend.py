@@ -44,6 +44,10 @@ class FakeBackendConfig(BackendConfig):
     graph_delay_s: float = 0.0  # per-call delay when served "through CUDA graphs"
     capture_fails: bool = False  # the "CUDA-graph capture" of every call fails
     oom_after_calls: int = 0  # every call after this many raises torch.OutOfMemoryError (0: never)
+    # Stands in for an ahead-of-time backend (is_jit False: built for the graph's max shapes, so a
+    # FirstWins max-batch search runs before it); it still serves the module's weights, so tests
+    # that use it keep the module on its device (config.device_after_tuning).
+    ahead_of_time: bool = False
     use_cuda_graphs: bool = False
 
 
@@ -85,7 +89,7 @@ class FakeBackend(Backend):
 
     @property
     def is_jit(self) -> bool:
-        return True  # it serves the original module's weights, which must stay in place
+        return not self.config.ahead_of_time  # it serves the original module's weights, which must stay in place
 
     def is_available(self) -> tuple[bool, str]:
         return (not self.config.unavailable_reason, self.config.unavailable_reason)

@@ -135,8 +135,9 @@ def test_the_deciding_bound_is_logged_and_in_the_telemetry(aitune_log):
 
 # -- the gate ----------------------------------------------------------------------------------
 def test_gate_measures_at_the_callers_batch_sizes_not_at_the_searched_max():
+    config.device_after_tuning = "cpu"  # the ahead-of-time stand-in still serves the module's weights
     m = recorded(delay_s=0.004, name="gate", sizes=(1, 2))
-    strategy = ait.FirstWinsStrategy([fake(name="fast")], profiling_config=quick((1, 2, 4, 8, 16)))
+    strategy = ait.FirstWinsStrategy([fake(name="fast", ahead_of_time=True)], profiling_config=quick((1, 2, 4, 8, 16)))
     m.tune(device="cpu", strategy=strategy)  # find-max-batch-size on
     graph = m.graph_specs[0]
     assert graph.observed_batch_sizes == [1, 2]
@@ -207,10 +208,30 @@ def test_sweep_stops_at_the_time_budget_with_a_fake_clock():
     assert len(results) == 3 and unlimited.stopped_by == "the last batch size to try"
 
 
+def test_first_wins_searches_only_before_a_candidate_built_for_the_max_shapes(aitune_log):
+    """A JIT winner needs no max-batch search; an ahead-of-time candidate gets it before its build."""
+    search = "Finding max batch size for module `lazy` graph `0`"
+    m = recorded(delay_s=0.004, name="lazy", sizes=(1, 2))
+    m.tune(device="cpu", strategy=ait.FirstWinsStrategy([fake(name="jit")], profiling_config=quick((1, 2, 4, 8))))
+    assert m.state is ModuleState.TUNED and search not in aitune_log.text
+    assert m.graph_specs[0].max_batch_size() == 2, "the recorded max stays"
+    config.device_after_tuning = "cpu"
+    m = recorded(delay_s=0.004, name="lazy", sizes=(1, 2))
+    strategy = ait.FirstWinsStrategy(
+        [fake(name="broken", fail_build=True), fake(name="aot", ahead_of_time=True)],
+        profiling_config=quick((1, 2, 4, 8)),
+    )
+    m.tune(device="cpu", strategy=strategy)
+    text = aitune_log.text
+    assert text.index("fake build failure (broken)") < text.index(search) < text.index("🤖 backend: FakeBackend(name='aot'")
+    assert m.graph_specs[0].max_batch_size() > 2, "the search widened the max before the ahead-of-time build"
+
+
 def test_max_batch_search_logs_what_stopped_it(aitune_log):
     config.max_batch_search_s = 1e-6  # spent after the first batch size
+    config.device_after_tuning = "cpu"
     m = recorded(delay_s=0.0, name="search")
-    strategy = ait.FirstWinsStrategy([fake(name="f")], profiling_config=quick((1, 2, 4, 8)))
+    strategy = ait.FirstWinsStrategy([fake(name="f", ahead_of_time=True)], profiling_config=quick((1, 2, 4, 8)))
     strategy.enable_performance_validation(False)
     m.tune(device="cpu", strategy=strategy)
     assert "(search stopped by the time budget of 1e-06 s (spent" in aitune_log.text

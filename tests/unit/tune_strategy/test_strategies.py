@@ -16,6 +16,7 @@ from aitune.exceptions import (
 )
 from aitune.torch.backend import TorchEagerBackend
 from aitune.torch.global_context import published_batch_size
+from aitune.torch.config import config
 from aitune.torch.module.state import ModuleState
 from aitune.torch.task.profiling import NumStepsMeasuringStopStrategy, ProfilingConfig
 from aitune.torch.validation import NumericTolerance
@@ -285,9 +286,10 @@ def test_latency_budget_must_be_positive():
 
 # -- max batch search --------------------------------------------------------------------------
 def test_max_batch_search_extends_the_graph_max_shapes(aitune_log):
+    config.device_after_tuning = "cpu"  # the ahead-of-time stand-in still serves the module's weights
     m = recorded(delay_s=0.0)
     strategy = ait.OneBackendStrategy(
-        fake(),
+        fake(ahead_of_time=True),
         profiling_config=ProfilingConfig(
             batch_sizes=[1, 2, 4, 8], measurement_stop_strategy=NumStepsMeasuringStopStrategy(3, 1)
         ),

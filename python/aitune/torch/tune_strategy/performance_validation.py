@@ -56,6 +56,9 @@ class PerformanceValidatedStrategy(TuneStrategy):
         self._selected_speedup: tuple[float, float, float] | None = None
         self._kept_eager: Any = None  # outcome.KeptEager when nothing qualified
 
+    def _searches_lazily(self) -> bool:
+        return True  # the gate measures at the caller's batch sizes, not at the searched max
+
     def enable_performance_validation(self, enable: bool = True) -> PerformanceValidatedStrategy:
         self._performance_validation = enable
         return self

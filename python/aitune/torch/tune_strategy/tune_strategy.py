@@ -70,6 +70,7 @@ class TuneStrategy(abc.ABC):
         self._find_max_batch_size_backend_class: type | None = None
         self._tally = CandidateTally()
         self._siblings = SiblingBuilds([])
+        self._deferred_search: GraphContext | None = None  # a max-batch search not run yet
 
     # -- switches (each returns self so they chain) ----------------------------------------
     def enable_correctness_check(self, enable: bool = True) -> TuneStrategy:
@@ -187,8 +188,14 @@ class TuneStrategy(abc.ABC):
         self._log("⏳ Executing strategy %s", type(self).__name__)
         start = time.perf_counter()
         module.to(ctx.device)
+        self._deferred_search = None
         if self._find_max_batch_size and graph.has_batch_axis() and data:
-            self._search_max_batch_size(ctx)
+            from aitune.torch.multi_device.pool import active_pool  # the cycle with pool.py (design.md#layers)
+
+            if self._searches_lazily() and active_pool() is None:
+                self._deferred_search = ctx  # run before the first candidate that needs it
+            else:
+                self._search_max_batch_size(ctx)
         if self._correctness_check and self._numeric_check and data:
             graph.reference_outputs = []
             ctx.refs = reference_outputs(
@@ -250,6 +257,14 @@ class TuneStrategy(abc.ABC):
         cls = self._find_max_batch_size_backend_class or TorchEagerBackend
         return cls()
 
+    def _searches_lazily(self) -> bool:
+        """True when the max-batch search may wait for the first candidate that is not a JIT
+        backend (docs/reference/strategies.md#max-batch-search): only ahead-of-time artefacts
+        (TensorRT profiles, AOTInductor and Torch-TensorRT AOT exports, ONNX models) are built for
+        the graph's max shapes, and a strategy whose measurements use the max (the profiling
+        sweep) searches first."""
+        return False
+
     def _search_max_batch_size(self, ctx: GraphContext) -> None:
         """Sweeps an eager backend over the profiling batch sizes within the time budget and
         extends the graph's max shapes to the best-throughput batch size (max_batch_search.py)."""
@@ -283,6 +298,9 @@ class TuneStrategy(abc.ABC):
         derived = backend is not None
         if backend is None:
             backend = copy.deepcopy(blueprint)
+            if self._deferred_search is not None and not backend.is_jit:
+                deferred, self._deferred_search = self._deferred_search, None
+                self._search_max_batch_size(deferred)
         build_dir = ctx.cache_dir / backend.key()
         log_file = build_dir / "build.log"
         self._log(

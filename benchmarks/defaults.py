@@ -214,6 +214,11 @@ def child(args: argparse.Namespace) -> None:
                 import torch._dynamo.utils as dynamo_utils
 
                 result["compile_times"] = str(dynamo_utils.compile_times(repr="str", aggregate=True))[:6000]
+                # Whether torch's caches served the compiles (a warm row should hit them).
+                result["compile_cache_counters"] = {
+                    group: {k: v for k, v in dynamo_utils.counters[group].items() if "cache" in k}
+                    for group in ("inductor", "aot_autograd")
+                }
             except Exception as e:  # noqa: BLE001 - a diagnostic only
                 result["compile_times"] = f"unavailable: {e}"
             result["log_warnings"] = [line[:300] for line in lines if " - WARNING - " in line][:20]

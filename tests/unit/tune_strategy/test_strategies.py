@@ -237,7 +237,9 @@ def test_max_throughput_picks_the_fastest_correct_backend():
     )
     tune(m, strategy)
     assert m.tuned_module.backends[0][1].config.name == "fastest"
-    assert strategy.perf_validation_results[0]["passed"] is True
+    # One result per measured candidate; the winner's passed the gate.
+    [winner] = [r for r in strategy.perf_validation_results if "'fastest'" in r["backend_description"]]
+    assert winner["passed"] is True
 
 
 def test_max_throughput_falls_back_to_eager_when_nothing_beats_it():

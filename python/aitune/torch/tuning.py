@@ -20,6 +20,7 @@ from aitune.torch.global_context import published_batch_size
 from aitune.torch.logging_utils import external_logging_disabled, format_duration, setup_logging
 from aitune.torch.module.state import ModuleState
 from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_strategy.context import installed as executor_installed
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")
@@ -169,7 +170,8 @@ def _tune(
         if pool is not None:
             pool.wait_ready()  # booting workers would slow this process's own measurements
         try:
-            _tune_modules(modules, device, dry_run, ignore_failing_modules)
+            with executor_installed(pool):  # the strategies evaluate their candidates in the pool
+                _tune_modules(modules, device, dry_run, ignore_failing_modules)
         except BaseException:
             # Ctrl-C, or an error re-raised: the modules tuned so far (by this or an earlier
             # ait.tune) serve again, instead of staying deactivated for the next module's tuning.

@@ -138,29 +138,8 @@ def _spec_rows(spec: Any) -> dict[str, Any]:
 
 
 def selection_rule(strategy: Any) -> str:
-    name = type(strategy).__name__
-    threshold = getattr(strategy, "min_speedup_threshold_percent", None)
-    gate = getattr(strategy, "_performance_validation", False)
-    gate_text = (
-        f"; it must beat the eager baseline by more than {threshold}% or eager is kept"
-        if gate and threshold is not None
-        else ""
-    )
-    if hasattr(strategy, "latency_budget_ms"):
-        return (
-            f"{name}: best throughput among batch sizes whose mean latency is within "
-            f"{strategy.latency_budget_ms} ms{gate_text}"
-        )
-    metric = getattr(strategy, "metric_name", None)
-    if metric == "latency":
-        return f"{name}: lowest mean latency at batch size 1{gate_text}"
-    if metric == "throughput":
-        return f"{name}: highest throughput over the batch sizes up to the graph's max{gate_text}"
-    if name == "FirstWinsStrategy":
-        return f"{name}: the first backend (in order) that builds, passes the checks{gate_text}"
-    if name == "OneBackendStrategy":
-        return f"{name}: the one configured backend, if it builds and passes the checks{gate_text}"
-    return name
+    """How `strategy` (a TuneStrategy) picks a graph's backend, for the report."""
+    return strategy.selection_rule()
 
 
 @contextlib.contextmanager
@@ -303,6 +282,11 @@ def _describe(backend: Any) -> str:
         return backend.describe()
     except Exception:  # noqa: BLE001
         return str(backend)
+
+
+def current_builds() -> list[BuildReport]:
+    """The builds recorded so far for the graph being tuned (empty outside a graph span)."""
+    return _state.graph.builds if _state.graph is not None else []
 
 
 def record_skipped(backend: Any, reason: str) -> None:

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from aitune.exceptions import CudaGraphCaptureError, NoValidBackendError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.default_backends import first_wins_defaults
 from aitune.torch.tune_strategy.performance_validation import PerformanceValidatedStrategy
+from aitune.torch.tune_strategy.records import CandidateRecord
+from aitune.torch.tune_strategy.remote_builds import materialize, replay
 from aitune.torch.tune_strategy.tune_strategy import GraphContext
 
 
@@ -40,6 +42,9 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
         if self._default_backends:
             self.backends = first_wins_defaults(device)
         return self
+
+    def selection_rule(self) -> str:
+        return f"{type(self).__name__}: the first backend (in order) that builds, passes the checks{self._gate_rule_text()}"
 
     def _describe_parts(self) -> list[str]:  # AITune's form (docs/guide.md, "Coming from AITune")
         return [
@@ -96,7 +101,7 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
         )
 
     # -- several devices (docs/guide.md, "Tuning on several GPUs") -----------------------------
-    def _settled(self, records: dict[int, Any]) -> bool:
+    def settled(self, records: Mapping[int, CandidateRecord]) -> bool:
         """The decision is known once every candidate before the first passing one is in."""
         for index in range(len(self.backends)):
             if index not in records:
@@ -105,12 +110,10 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
                 return True
         return True
 
-    def _decide(self, ctx: GraphContext, records: list[Any]) -> Backend:
+    def decide(self, ctx: GraphContext, records: list[CandidateRecord]) -> Backend:
         """The sequential rule on the workers' records: candidates in list order, the first that
         passed its gate (measured against its own device's eager baseline) wins. Its build is
         then served on the tuning device; if that fails, the next one that passed wins."""
-        from aitune.torch.multi_device.records import materialize, replay
-
         for record in records:
             replay(self, record)
             if not record.passed:

@@ -21,8 +21,9 @@ from aitune.torch.task.profile import SweepLimits, profile
 from aitune.torch.task.profiling.config import AllSamplesProfilingStopStrategy
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
+from aitune.torch.tune_strategy.records import CandidateRecord
 from aitune.torch.tune_strategy.strategy_results import PerformanceValidationMixinResult
-from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy
+from aitune.torch.tune_strategy.tune_strategy import Baseline, GraphContext, TuneStrategy
 
 logger = logging.getLogger("aitune")
 
@@ -59,6 +60,32 @@ class PerformanceValidatedStrategy(TuneStrategy):
     def enable_performance_validation(self, enable: bool = True) -> PerformanceValidatedStrategy:
         self._performance_validation = enable
         return self
+
+    @property
+    def performance_validation(self) -> bool:
+        return self._performance_validation
+
+    def _gate_rule_text(self) -> str:
+        """The gate's part of the selection rule for the tuning report ("" when it is off)."""
+        if not self._performance_validation:
+            return ""
+        return f"; it must beat the eager baseline by more than {self.min_speedup_threshold_percent}% or eager is kept"
+
+    def baseline(self) -> Baseline | None:
+        return Baseline(self._baseline_throughput) if self._baseline_throughput else None
+
+    def end_graph(self) -> None:
+        if self._baseline_backend is not None:
+            self._baseline_backend.deactivate()
+
+    def _reset_candidate_results(self) -> None:
+        self.perf_validation_results = []
+        self._selected_speedup = None
+
+    def _record_verdict(self, record: CandidateRecord, verdict: Any) -> bool:
+        record.passed = bool(verdict)
+        record.selected_speedup = self._selected_speedup if verdict else None
+        return record.passed
 
     def _gate_text(self) -> str:
         return f"≥ {1 + self.min_speedup_threshold_percent / 100:.2f}×"

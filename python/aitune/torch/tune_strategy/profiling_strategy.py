@@ -16,6 +16,8 @@ from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.default_backends import profiling_defaults
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
+from aitune.torch.tune_strategy.records import CandidateRecord, RemoteBuild
+from aitune.torch.tune_strategy.remote_builds import materialize, replay
 from aitune.torch.tune_strategy.strategy_results import (
     BackendPerfResult,
     BackendProfilingResult,
@@ -23,7 +25,7 @@ from aitune.torch.tune_strategy.strategy_results import (
     MaxThroughputProfilingResult,
     MinLatencyProfilingResult,
 )
-from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy
+from aitune.torch.tune_strategy.tune_strategy import Baseline, GraphContext, TuneStrategy
 
 
 @dataclasses.dataclass
@@ -66,6 +68,37 @@ class ProfilingTuneStrategy(TuneStrategy):
     def enable_performance_validation(self, enable: bool = True) -> ProfilingTuneStrategy:
         self._performance_validation = enable
         return self
+
+    @property
+    def performance_validation(self) -> bool:
+        return self._performance_validation
+
+    def _gate_rule_text(self) -> str:
+        if not self._performance_validation:
+            return ""
+        return f"; it must beat the eager baseline by more than {self.min_speedup_threshold_percent}% or eager is kept"
+
+    def selection_rule(self) -> str:
+        return f"{type(self).__name__}: highest throughput over the batch sizes up to the graph's max{self._gate_rule_text()}"
+
+    def baseline(self) -> Baseline | None:
+        measured = self._baseline
+        if measured is None:
+            return None
+        return Baseline(measured.throughput_per_s, measured.latency_ms, scales_records=True)
+
+    def end_graph(self) -> None:
+        if self._baseline is not None:
+            self._baseline.backend.deactivate()
+
+    def _reset_candidate_results(self) -> None:
+        self.perf_validation_results = []
+
+    def _record_verdict(self, record: CandidateRecord, verdict: Any) -> bool:
+        if verdict is None:
+            return False
+        record.point = (verdict.metric, verdict.batch_size, verdict.latency_ms, verdict.throughput_per_s)
+        return True
 
     def prepare(self, device: Any) -> ProfilingTuneStrategy:
         """`backends=None`: the default list for the tuning device (CUDA-graph variants on CUDA)."""
@@ -201,13 +234,11 @@ class ProfilingTuneStrategy(TuneStrategy):
         return point
 
     # -- several devices (docs/guide.md, "Tuning on several GPUs") -----------------------------
-    def _decide(self, ctx: GraphContext, records: list[Any]) -> Backend:
+    def decide(self, ctx: GraphContext, records: list[CandidateRecord]) -> Backend:
         """The sequential selection (_select) over the workers' points, each scaled by its
         device's eager baseline against the tuning device's (the noise between devices is
         logged by the pool). The winner's build is then served on the tuning device; if that
         fails, the selection runs again without it."""
-        from aitune.torch.multi_device.records import RemoteBuild, materialize, replay
-
         for record in records:
             replay(self, record)
         candidates = [r for r in records if r.point is not None]
@@ -320,6 +351,9 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
     def _batch_sizes(self, ctx: GraphContext) -> list[int]:
         return [1]
 
+    def selection_rule(self) -> str:
+        return f"{type(self).__name__}: lowest mean latency at batch size 1{self._gate_rule_text()}"
+
     def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
         if not results:
             return None
@@ -372,6 +406,12 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
 
     def _latency_limit_ms(self) -> float | None:
         return self.latency_budget_ms
+
+    def selection_rule(self) -> str:
+        return (
+            f"{type(self).__name__}: best throughput among batch sizes whose mean latency is within "
+            f"{self.latency_budget_ms} ms{self._gate_rule_text()}"
+        )
 
     def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
         points = [(r["batch_size"], r["host_latency_ms_mean"], r["throughput_per_s"]) for r in results]

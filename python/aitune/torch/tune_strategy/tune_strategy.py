@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import abc
 import copy
-import dataclasses
 import logging
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -25,32 +24,17 @@ from aitune.torch.task.numeric import check_numeric, effective_precision_class, 
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.max_batch_search import search_max_batch_size
+from aitune.torch.tune_data import recorder as telemetry
+from aitune.torch.tune_strategy.context import Baseline, GraphContext, installed_executor
 from aitune.torch.tune_strategy.outcome import CandidateTally
+from aitune.torch.tune_strategy.records import BuiltCandidate, CandidateRecord
 from aitune.torch.tune_strategy.siblings import SiblingBuilds
 from aitune.torch.utils.progress import LiveLine
 from aitune.torch.validation import ToleranceSetting, resolve_tolerance
 
 logger = logging.getLogger("aitune")
 
-
-@dataclasses.dataclass
-class GraphContext:
-    """Everything one graph's tuning works with."""
-
-    module: torch.nn.Module
-    module_name: str
-    graph: GraphSpec
-    data: list[Sample]
-    device: torch.device
-    cache_dir: Path
-    refs: list[Any] | None = None
-    # The batch sizes the caller tuned with that reached this graph (ait.tune's batch_sizes), in
-    # ascending order; empty when unknown (JIT mode, where a call's batch size is not known).
-    batch_sizes: list[int] = dataclasses.field(default_factory=list)
-
-    @property
-    def forward(self) -> Any:
-        return getattr(self.module, "_aitune_original_forward", self.module.forward)
+__all__ = ["Baseline", "GraphContext", "TuneStrategy", "availability"]
 
 
 def availability(backend: Backend, device: torch.device) -> tuple[bool, str]:
@@ -103,9 +87,55 @@ class TuneStrategy(abc.ABC):
         tuning; idempotent."""
         return self
 
-    def _candidates(self) -> list[Backend]:
-        """The candidate blueprints in order (their serving siblings share builds)."""
+    def candidates(self) -> list[Backend]:
+        """The candidate blueprints in order (their serving siblings share builds); a strategy
+        with a `backends` list needs not override it."""
         return list(getattr(self, "backends", None) or [])
+
+    # -- what the results store and the tuning report read ------------------------------------
+    @property
+    def tolerance(self) -> ToleranceSetting | None:
+        """The tolerance set with set_tolerance(), or None for each precision class's default."""
+        return self._tolerance
+
+    @property
+    def checks_numerics(self) -> bool:
+        """True when candidates are compared with eager (both checks on): the eager reference
+        outputs are then recorded, also for a stored result that is reused."""
+        return self._correctness_check and self._numeric_check
+
+    @property
+    def performance_validation(self) -> bool:
+        """True when a candidate must beat the eager baseline (the strategies with a gate)."""
+        return False
+
+    def settings(self) -> dict[str, Any]:
+        """The strategy's scalar switches by attribute name, for the results-store key
+        (docs/reference/tuning.md#reusing-results): every plain value the object holds except its
+        per-graph bookkeeping, so a custom strategy's own parameters count too."""
+        per_graph = ("sink", "backend_results", "perf_validation_results")
+        return {
+            k: v
+            for k, v in sorted(vars(self).items())
+            if k not in per_graph
+            and not isinstance(v, Backend)
+            and (v is None or isinstance(v, (bool, int, float, str, type)))
+        }
+
+    def configured_backends(self) -> list[Backend]:
+        """Every Backend the strategy holds as an attribute or list of them (its candidates, a
+        custom strategy's own), for the results-store key."""
+        found: list[Backend] = []
+        for value in vars(self).values():
+            if isinstance(value, Backend):
+                found.append(value)
+            elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Backend) for v in value):
+                found.extend(value)
+        return found
+
+    def selection_rule(self) -> str:
+        """How the strategy picks a graph's backend, in one sentence (the tuning report)."""
+        return type(self).__name__
 
     # -- description -----------------------------------------------------------------------
     @abc.abstractmethod
@@ -179,9 +209,10 @@ class TuneStrategy(abc.ABC):
             torch.device(device),
             Path(cache_dir),
             batch_sizes=sorted(set(getattr(graph, "observed_batch_sizes", ()) or ())),
+            executor=installed_executor(),
         )
         self._tally = CandidateTally()
-        self._siblings = SiblingBuilds(self._candidates())
+        self._siblings = SiblingBuilds(self.candidates())
         self._log_graph_block(ctx)
         self._log("⏳ Executing strategy %s", type(self).__name__)
         start = time.perf_counter()
@@ -201,24 +232,96 @@ class TuneStrategy(abc.ABC):
         return backend
 
     def _tune_candidates(self, ctx: GraphContext) -> Backend:
-        """Under ait.tune(devices=[...]) a strategy that decides from records (`_decide`)
-        evaluates its candidates in the device pool's worker processes and decides here
-        (multi_device/, docs/guide.md "Tuning on several GPUs"); otherwise, or with fewer than
-        two candidates, they run one after another in this process."""
-        from aitune.torch.multi_device.pool import active_pool
-
-        pool = active_pool()
-        if pool is not None and len(self._candidates()) > 1 and self._decides_from_records():
-            return pool.tune(self, ctx)
+        """With an executor in the context (the device pool under ait.tune(devices=[...]),
+        multi_device/, docs/guide.md "Tuning on several GPUs") a strategy that decides from records
+        has its candidates evaluated there and decides here; otherwise, or with fewer than two
+        candidates, they run one after another in this process (`_tune`)."""
+        if ctx.executor is not None and len(self.candidates()) > 1 and self._decides_from_records():
+            records = ctx.executor.evaluate(self, ctx)
+            if records is not None:
+                return self.decide(ctx, records)
         return self._tune(ctx)
 
     def _decides_from_records(self) -> bool:
-        """True when `_decide` implements this class's `_tune` rule: a subclass that overrides
-        `_tune` below the class defining `_decide` runs its own `_tune`, sequentially."""
+        """True when `decide` implements this class's `_tune` rule: a subclass that overrides
+        `_tune` below the class defining `decide` runs its own `_tune`, sequentially."""
         mro = type(self).__mro__
-        decide_owner = next((c for c in mro if "_decide" in c.__dict__), None)
+        decide_owner = next(c for c in mro if "decide" in c.__dict__)
         tune_owner = next(c for c in mro if "_tune" in c.__dict__)
-        return decide_owner is not None and issubclass(decide_owner, tune_owner)
+        return decide_owner is not TuneStrategy and issubclass(decide_owner, tune_owner)
+
+    # -- the contract an executor uses (context.RecordingStrategy, docs/design.md#the-strategy-contract) --
+    def start_graph(self, ctx: GraphContext) -> None:
+        """Readies the strategy for evaluate() on `ctx.device`: fresh bookkeeping and the eager
+        baseline there. tune() does the same as part of its pipeline; a pool worker calls this."""
+        self.backend_results = []
+        self._tally = CandidateTally()
+        self._pre_tune(ctx)
+
+    def baseline(self) -> Baseline | None:
+        """The eager baseline measured by start_graph() (or tune()), or None without a gate."""
+        return None
+
+    def evaluate(self, indices: Sequence[int], ctx: GraphContext) -> list[CandidateRecord]:
+        """Evaluates the candidates at `indices` (serving siblings come as one group and share a
+        build, as in one process), each against this device's baseline, and releases them: one
+        record each, with what decide() needs and the bookkeeping replayed in the tuning process."""
+        candidates = self.candidates()
+        self._siblings = SiblingBuilds([candidates[i] for i in indices])
+        try:
+            return [self._evaluate_candidate(i, candidates[i], ctx) for i in indices]
+        finally:
+            self._siblings.release()
+
+    def settled(self, records: Mapping[int, CandidateRecord]) -> bool:
+        """True when the records so far decide the graph, so no further candidate need start."""
+        return False
+
+    def decide(self, ctx: GraphContext, records: list[CandidateRecord]) -> Backend:
+        """The backend to serve the graph with, from every candidate's record (candidate order),
+        by the same rule `_tune` applies; a strategy that does not define it is tuned sequentially."""
+        raise NotImplementedError(f"{type(self).__name__} decides sequentially (_tune), not from records")
+
+    def end_graph(self) -> None:
+        """Releases what start_graph() holds (the eager baseline)."""
+
+    def _evaluate_candidate(self, index: int, blueprint: Backend, ctx: GraphContext) -> CandidateRecord:
+        self.backend_results = []
+        self._tally = CandidateTally()
+        self._reset_candidate_results()
+        builds_before = len(telemetry.current_builds())
+        record = CandidateRecord(index, str(ctx.device), blueprint.describe())
+        backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
+        verdict = self._measure_candidate(backend, ctx) if backend is not None else None
+        qualified = self._record_verdict(record, verdict)
+        if backend is not None and backend.is_active:
+            if qualified:
+                artifacts = {k: a.path for k, a in backend._artifacts().items() if a is not None}
+                record.built = BuiltCandidate(
+                    artifacts, backend.input_profile(), backend.validated_precision, backend.derived_from
+                )
+            self._siblings.before_release(backend)
+            backend.deactivate()
+            ctx.module.to(ctx.device)
+        for result in self.backend_results:
+            result["device"] = str(ctx.device)
+        record.backend_results = list(self.backend_results)
+        record.perf_validation_results = list(getattr(self, "perf_validation_results", []) or [])
+        record.tally = self._tally
+        record.builds = list(telemetry.current_builds()[builds_before:])
+        return record
+
+    def _reset_candidate_results(self) -> None:
+        """Clears the per-candidate results a record carries (evaluate())."""
+
+    def _measure_candidate(self, backend: Backend, ctx: GraphContext) -> Any:
+        """The verdict on a built, validated candidate: the gate, or a measured point."""
+        raise NotImplementedError(f"{type(self).__name__} does not measure candidates for evaluate()")
+
+    def _record_verdict(self, record: CandidateRecord, verdict: Any) -> bool:
+        """Puts `verdict` (None: the candidate failed earlier) into `record`; True when the
+        candidate qualified, so its build is kept for decide()."""
+        raise NotImplementedError(f"{type(self).__name__} does not record verdicts for evaluate()")
 
     def tune_dry_run(
         self,

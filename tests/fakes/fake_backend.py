@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from aitune.torch.backend.backend import Backend, BackendConfig
+from aitune.torch.backend.backend import Backend, BackendConfig, ServingPlan
 
 
 class SleepyLinear(torch.nn.Module):
@@ -63,8 +63,8 @@ class FakeGraphServing:
             return "capture of input signature [8] failed: operation not permitted when stream is capturing"
         return None
 
-    def native(self) -> None:
-        return None  # served from Python
+    def plan(self) -> ServingPlan:
+        return ServingPlan(self)  # served from Python
 
     def stats(self) -> dict[str, int]:
         return {"capture_failures": int(self._backend.config.capture_fails)}

@@ -16,6 +16,7 @@ from typing import Any
 
 from aitune._native import _C
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.common.serving import graph_dispatcher
 from aitune.torch.logging_utils import captured_output
 from aitune.torch.task.profile import SweepLimits, profile
 from aitune.torch.task.profiling.config import AllSamplesProfilingStopStrategy
@@ -111,7 +112,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
             with captured_output(folder / "build.log"):
                 backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
             results = profile(
-                backend.runner(),
+                graph_dispatcher(ctx.graph, backend, ctx.module_name),
                 ctx.graph,
                 ctx.data,
                 self._gate_profiling_config(),
@@ -143,7 +144,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
         limits = SweepLimits()
         try:
             results = profile(
-                backend.runner(),
+                graph_dispatcher(ctx.graph, backend, ctx.module_name),
                 ctx.graph,
                 ctx.data,
                 self._gate_profiling_config(),

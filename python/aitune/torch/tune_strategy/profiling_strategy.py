@@ -10,6 +10,7 @@ from typing import Any
 from aitune._native import _C
 from aitune.exceptions import NoValidBackendError
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.common.serving import graph_dispatcher
 from aitune.torch.logging_utils import captured_output
 from aitune.torch.task.profile import profile
 from aitune.torch.task.profiling.config import ProfilingConfig
@@ -134,7 +135,7 @@ class ProfilingTuneStrategy(TuneStrategy):
 
     def _measure(self, backend: Backend, ctx: GraphContext, kind: str = "build") -> Measured | None:
         results = profile(
-            backend.runner(),
+            graph_dispatcher(ctx.graph, backend, ctx.module_name),
             ctx.graph,
             ctx.data,
             self.profiling_config,

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from aitune.torch.backend.backend import Backend, BackendConfig, ServingPlan
+from aitune.torch.utils.progress import current_text
 
 
 class SleepyLinear(torch.nn.Module):
@@ -45,6 +46,8 @@ class FakeBackendConfig(BackendConfig):
     capture_fails: bool = False  # the "CUDA-graph capture" of every call fails
     oom_after_calls: int = 0  # every call after this many raises torch.OutOfMemoryError (0: never)
     use_cuda_graphs: bool = False
+    build_delay_s: float = 0.0  # how long _build takes (a sleep, so a tuning budget's deadline interrupts it)
+    build_cost: float = 1.0  # expected_build_cost(): the order and skips under a tuning budget
 
 
 class FakeGraphServing:
@@ -73,6 +76,7 @@ class FakeGraphServing:
 class FakeBackend(Backend):
     config_class = FakeBackendConfig
     builds: list[str] = []  # describe() of every _build call, for tests that count builds
+    progress: list[str | None] = []  # the live progress line's text at each _build call
 
     def __init__(self, config: FakeBackendConfig | None = None, *, tolerance: Any = None) -> None:
         super().__init__(config, tolerance=tolerance)
@@ -90,6 +94,9 @@ class FakeBackend(Backend):
     def is_available(self) -> tuple[bool, str]:
         return (not self.config.unavailable_reason, self.config.unavailable_reason)
 
+    def expected_build_cost(self) -> float:
+        return self.config.build_cost
+
     def _check_cuda_graphs_device(self, device: torch.device) -> None:
         pass  # FakeGraphServing runs on the CPU
 
@@ -100,6 +107,9 @@ class FakeBackend(Backend):
         self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         FakeBackend.builds.append(self.describe())
+        FakeBackend.progress.append(current_text())
+        if self.config.build_delay_s:
+            time.sleep(self.config.build_delay_s)
         if self.config.fail_build:
             print("fake backend: the build fails as configured")  # goes to build.log
             raise RuntimeError(f"fake build failure ({self.config.name})")

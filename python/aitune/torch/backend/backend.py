@@ -145,6 +145,15 @@ def _check_scalar_types(cls: type, values: dict[str, Any]) -> None:
             )
 
 
+def cost_factor(settings: dict[str, Any], factors: dict[str, tuple[tuple[Any, ...], float]]) -> float:
+    """The product of the factors whose setting holds one of its values (expected_build_cost)."""
+    product = 1.0
+    for name, (values, factor) in factors.items():
+        if name in settings and settings[name] in values:
+            product *= factor
+    return product
+
+
 class ServingOptions:
     """Marks a config whose backend can serve through aitune's CUDA-graph runner
     (docs/reference/dispatch.md#cuda-graph-runner). The config dataclass declares the field itself,
@@ -189,6 +198,7 @@ class Backend(abc.ABC):
     #   availability(device)                            (ok, reason) on a device; default: _devices
     #   requirements()                                  fingerprint fields the artefacts depend on
     #   is_jit, precision_class, input_profile()        what the strategies and the manifest record
+    #   _build_cost, _build_cost_factors                expected_build_cost(): the order under a tuning budget
     #   _native_plan()                                  a ServingPlan over the artefact's own native runner; default: none
     # A class is registered (registry.py) under `custom:<module>.<qualname>` when it is defined;
     # `@register_backend("name")` gives it a stable name instead.
@@ -196,6 +206,10 @@ class Backend(abc.ABC):
     config_class: ClassVar[type[BackendConfig]] = BackendConfig
     _contract: ClassVar[Contract] = Contract()
     restores_from_artifacts: ClassVar[bool] = False  # True: restore() loads a checkpoint's artefacts, no rebuild
+    # Relative build cost (eager 0.1, Inductor 1, AOTInductor 1.5, TensorRT 3), and config fields
+    # that raise it: field -> (the values that do, factor). See expected_build_cost().
+    _build_cost: ClassVar[float] = 1.0
+    _build_cost_factors: ClassVar[dict[str, tuple[tuple[Any, ...], float]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -350,6 +364,14 @@ class Backend(abc.ABC):
         if self._device is not None and self._device.type == "cuda":
             fields += ["gpu_sm", "cuda_major"]
         return fields
+
+    def expected_build_cost(self) -> float:
+        """How long this candidate takes to build, relative to Inductor JIT's 1.0: `_build_cost`
+        times the factor of every `_build_cost_factors` field the config sets to one of its values.
+        Under a tuning budget the strategies try cheaper candidates first, and skip one whose cost
+        times the seconds per unit measured on the builds so far exceeds the time left
+        (docs/reference/strategies.md#tuning-budget). CUDA-graph serving does not change it."""
+        return self._build_cost * cost_factor(self.config.to_dict(), self._build_cost_factors)
 
     @property
     def serves_cuda_graphs(self) -> bool:

@@ -77,6 +77,7 @@ class _GraphJob:
             cache_dir,
             refs=refs,
             batch_sizes=payload["batch_sizes"],
+            budget=payload.get("budget"),
         )
         self.strategy = strategy
         self.index = index

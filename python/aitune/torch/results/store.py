@@ -138,6 +138,8 @@ def config_fingerprint(
             set(getattr(graph, "observed_batch_sizes", ()) or ()) | {s.batch_size or 0 for s in graph.samples}
         ),
         "device": str(device),
+        # A result tuned under a budget may be what the budget allowed, not the best.
+        **({"tuning_budget_s": config.tuning_budget_s} if config.tuning_budget_s is not None else {}),
     }
 
 

@@ -298,6 +298,40 @@ def record_skipped(backend: Any, reason: str) -> None:
         _flush()
 
 
+def record_budget(info: dict[str, Any]) -> None:
+    """The tuning budget of the graph being tuned (docs/reference/tuning.md#telemetry-and-report): budget,
+    source, time left at its start and the candidate order; finish_budget() adds what it cost."""
+    if _state.graph is not None:
+        _state.graph.budget = dict(info)
+        _flush()
+
+
+def mark_over_budget(kind: str, backend_description: str, reason: str | None = None) -> None:
+    """The last build of `backend_description` was "skipped" or "abandoned" for the tuning budget."""
+    build = _find_build(backend_description)
+    if build is not None:
+        build.over_budget = kind
+        _flush()
+
+
+def finish_budget(left_s: float) -> None:
+    """Closes the graph's budget entry: the time left, and every candidate the budget skipped or
+    abandoned, with the reason (also for builds adopted from device-pool workers)."""
+    graph = _state.graph
+    if graph is None or not graph.budget:
+        return
+    graph.budget["left_at_end_s"] = round(left_s, 3)
+    graph.budget["skipped"] = [
+        {"backend": b.backend, "reason": b.skipped} for b in graph.builds if b.over_budget == "skipped"
+    ]
+    graph.budget["abandoned"] = [
+        {"backend": b.backend, "reason": (b.error or {}).get("message", ""), "after_s": b.duration_s}
+        for b in graph.builds
+        if b.over_budget == "abandoned"
+    ]
+    _flush()
+
+
 def record_step(name: str, duration_s: float, **extra: Any) -> None:
     if _state.build is not None:
         _state.build.steps.append({"name": name, "duration_s": round(duration_s, 4), **extra})

@@ -18,6 +18,7 @@ import torch
 
 from aitune.torch.backend.backend import Backend
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
+from aitune.torch.tune_strategy.budget import TuningBudget
 from aitune.torch.tune_strategy.records import CandidateRecord
 
 
@@ -74,6 +75,7 @@ class GraphContext:
     # ascending order; empty when unknown (JIT mode, where a call's batch size is not known).
     batch_sizes: list[int] = dataclasses.field(default_factory=list)
     executor: CandidateExecutor | None = None
+    budget: TuningBudget | None = None  # the tuning budget, for the strategies that walk candidates
 
     @property
     def forward(self) -> Any:

@@ -9,7 +9,7 @@ from aitune.torch.tune_strategy.default_backends import first_wins_defaults
 from aitune.torch.tune_strategy.performance_validation import PerformanceValidatedStrategy
 from aitune.torch.tune_strategy.records import CandidateRecord
 from aitune.torch.tune_strategy.remote_builds import materialize, replay
-from aitune.torch.tune_strategy.tune_strategy import GraphContext
+from aitune.torch.tune_strategy.tune_strategy import GraphContext, checked_budget_s
 
 
 class FirstWinsStrategy(PerformanceValidatedStrategy):
@@ -19,7 +19,11 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
     ait.tune serves the original module.
 
     `backends=None` means the default list for the tuning device: on CUDA it leads with
-    CUDA-graph variants (default_backends.py)."""
+    CUDA-graph variants (default_backends.py). `budget_s` (seconds) bounds the tuning as
+    config.tuning_budget_s does and wins over it; the candidates keep their order
+    (docs/reference/strategies.md#tuning-budget)."""
+
+    _walks_candidates = True
 
     def __init__(
         self,
@@ -28,10 +32,12 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
         sink: Any = None,
         profiling_config: Any = None,
         min_speedup_threshold_percent: float = 1.0,
+        budget_s: float | None = None,
     ) -> None:
         super().__init__(
             sink=sink, profiling_config=profiling_config, min_speedup_threshold_percent=min_speedup_threshold_percent
         )
+        self.budget_s = checked_budget_s(budget_s)
         self._default_backends = backends is None
         self.backends = list(backends) if backends is not None else first_wins_defaults()
         for b in self.backends:
@@ -52,14 +58,16 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
             "description: evaluate backends in order, return first working backend",
             "backends:",
             *[f"  {b.describe()}" for b in self.backends],
+            *([f"budget_s: {self.budget_s:g}"] if self.budget_s is not None else []),
         ]
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "backends": [b.describe() for b in self.backends],
             "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
             "profiling_config": self.profiling_config.to_json_dict(),
         }
+        return {**data, "budget_s": self.budget_s} if self.budget_s is not None else data
 
     def _tune(self, ctx: GraphContext) -> Backend:
         for blueprint in self.backends:

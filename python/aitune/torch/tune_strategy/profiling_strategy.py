@@ -26,7 +26,7 @@ from aitune.torch.tune_strategy.strategy_results import (
     MaxThroughputProfilingResult,
     MinLatencyProfilingResult,
 )
-from aitune.torch.tune_strategy.tune_strategy import Baseline, GraphContext, TuneStrategy
+from aitune.torch.tune_strategy.tune_strategy import Baseline, GraphContext, TuneStrategy, checked_budget_s
 
 
 @dataclasses.dataclass
@@ -42,6 +42,10 @@ class Measured:
 
 
 class ProfilingTuneStrategy(TuneStrategy):
+    """`budget_s` (seconds) bounds the tuning as config.tuning_budget_s does and wins over it; under
+    either, the candidates are tried cheapest expected build first (docs/reference/strategies.md#tuning-budget)."""
+
+    _walks_candidates = True
     metric_name = "throughput"  # or "latency"
     # describe() in AITune's form (docs/guide.md, "Coming from AITune")
     _title = "Max Throughput Strategy"
@@ -54,8 +58,10 @@ class ProfilingTuneStrategy(TuneStrategy):
         *,
         sink: Any = None,
         min_speedup_threshold_percent: float = 0.0,
+        budget_s: float | None = None,
     ) -> None:
         super().__init__(sink=sink, profiling_config=profiling_config)
+        self.budget_s = checked_budget_s(budget_s)
         self._default_backends = backends is None
         self.backends = list(backends) if backends is not None else profiling_defaults()
         for b in self.backends:
@@ -113,14 +119,24 @@ class ProfilingTuneStrategy(TuneStrategy):
             f"description: {self._description}",
             "backends:",
             *[f"  {b.describe()}" for b in self.backends],
+            *([f"budget_s: {self.budget_s:g}"] if self.budget_s is not None else []),
         ]
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "backends": [b.describe() for b in self.backends],
             "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
             "profiling_config": self.profiling_config.to_json_dict(),
         }
+        return {**data, "budget_s": self.budget_s} if self.budget_s is not None else data
+
+    def candidates(self) -> list[Backend]:
+        """In list order; under a tuning budget, cheapest expected build first (a stable sort, so
+        equal costs keep their order and a worker process sorts them alike)."""
+        order = list(self.backends)
+        if self._budget_in_effect():
+            order.sort(key=lambda b: b.expected_build_cost())
+        return order
 
     # -- measurement -----------------------------------------------------------------------
     def _batch_sizes(self, ctx: GraphContext) -> list[int]:
@@ -198,7 +214,7 @@ class ProfilingTuneStrategy(TuneStrategy):
 
     def _tune(self, ctx: GraphContext) -> Backend:
         measured: list[Measured] = []
-        for blueprint in self.backends:
+        for blueprint in self.candidates():
             backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
             if backend is None:
                 continue
@@ -343,9 +359,14 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
         *,
         sink: Any = None,
         min_speedup_threshold_percent: float = 0.0,
+        budget_s: float | None = None,
     ) -> None:
         super().__init__(
-            backends, profiling_config, sink=sink, min_speedup_threshold_percent=min_speedup_threshold_percent
+            backends,
+            profiling_config,
+            sink=sink,
+            min_speedup_threshold_percent=min_speedup_threshold_percent,
+            budget_s=budget_s,
         )
         self._find_max_batch_size = False
 
@@ -387,6 +408,7 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
         *,
         sink: Any = None,
         min_speedup_threshold_percent: float = 0.0,
+        budget_s: float | None = None,
     ) -> None:
         if (
             isinstance(latency_budget_ms, bool)
@@ -395,7 +417,11 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
         ):
             raise ValueError(f"latency_budget_ms must be > 0, got {latency_budget_ms!r}")
         super().__init__(
-            backends, profiling_config, sink=sink, min_speedup_threshold_percent=min_speedup_threshold_percent
+            backends,
+            profiling_config,
+            sink=sink,
+            min_speedup_threshold_percent=min_speedup_threshold_percent,
+            budget_s=budget_s,
         )
         self.latency_budget_ms = float(latency_budget_ms)
 

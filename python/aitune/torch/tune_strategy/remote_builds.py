@@ -30,6 +30,7 @@ def replay(strategy: TuneStrategy, record: CandidateRecord) -> None:
     tally, theirs = strategy._tally, record.tally
     tally.unavailable += theirs.unavailable
     tally.failed += theirs.failed
+    tally.over_budget += theirs.over_budget
     if tally.failure_log is None:
         tally.failure_log = theirs.failure_log
     if theirs.best_speedup is not None:

@@ -10,13 +10,15 @@ import logging
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
 
-from aitune.exceptions import BackendUnavailableError, CudaGraphCaptureError
+from aitune.exceptions import BackendUnavailableError, CudaGraphCaptureError, TuningBudgetExceeded
 from aitune.torch.backend import TorchEagerBackend
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.common.compile_caches import reset_compiler_caches
+from aitune.torch.config import config
 from aitune.torch.logging_utils import captured_output, format_duration, indent
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
 from aitune.torch.task.correctness import check_correctness
@@ -25,11 +27,12 @@ from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.max_batch_search import search_max_batch_size
 from aitune.torch.tune_data import recorder as telemetry
+from aitune.torch.tune_strategy.budget import TuningBudget, build_deadline
 from aitune.torch.tune_strategy.context import Baseline, GraphContext, installed_executor
 from aitune.torch.tune_strategy.outcome import CandidateTally
 from aitune.torch.tune_strategy.records import BuiltCandidate, CandidateRecord
 from aitune.torch.tune_strategy.siblings import SiblingBuilds
-from aitune.torch.utils.progress import LiveLine
+from aitune.torch.utils.progress import CandidateProgress, LiveLine, set_candidate
 from aitune.torch.validation import ToleranceSetting, resolve_tolerance
 
 logger = logging.getLogger("aitune")
@@ -41,7 +44,20 @@ def availability(backend: Backend, device: torch.device) -> tuple[bool, str]:
     return backend.availability(device)
 
 
+def checked_budget_s(budget_s: Any) -> float | None:
+    """A strategy's `budget_s=`: seconds > 0, or None for the config's (docs/reference/strategies.md#tuning-budget)."""
+    if budget_s is None:
+        return None
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0:
+        raise ValueError(f"budget_s must be a number of seconds > 0 or None, got {budget_s!r}")
+    return float(budget_s)
+
+
 class TuneStrategy(abc.ABC):
+    # True for the strategies that walk a list of candidates within the tuning budget (FirstWins,
+    # the profiling strategies); OneBackend and custom strategies are not budgeted.
+    _walks_candidates: ClassVar[bool] = False
+
     def __init__(self, sink: Any = None, profiling_config: ProfilingConfig | None = None) -> None:
         self.sink = sink
         self.profiling_config = profiling_config or ProfilingConfig()
@@ -53,6 +69,7 @@ class TuneStrategy(abc.ABC):
         self._find_max_batch_size_backend_class: type | None = None
         self._tally = CandidateTally()
         self._siblings = SiblingBuilds([])
+        self.budget_s: float | None = None  # the strategy's own tuning budget; None: config.tuning_budget_s
 
     # -- switches (each returns self so they chain) ----------------------------------------
     def enable_correctness_check(self, enable: bool = True) -> TuneStrategy:
@@ -114,13 +131,16 @@ class TuneStrategy(abc.ABC):
         (docs/reference/tuning.md#reusing-results): every plain value the object holds except its
         per-graph bookkeeping, so a custom strategy's own parameters count too."""
         per_graph = ("sink", "backend_results", "perf_validation_results")
-        return {
+        settings = {
             k: v
             for k, v in sorted(vars(self).items())
             if k not in per_graph
             and not isinstance(v, Backend)
             and (v is None or isinstance(v, (bool, int, float, str, type)))
         }
+        if settings.get("budget_s", 0) is None:
+            del settings["budget_s"]  # no budget: the keys stored before budgets existed stay valid
+        return settings
 
     def configured_backends(self) -> list[Backend]:
         """Every Backend the strategy holds as an attribute or list of them (its candidates, a
@@ -210,11 +230,13 @@ class TuneStrategy(abc.ABC):
             Path(cache_dir),
             batch_sizes=sorted(set(getattr(graph, "observed_batch_sizes", ()) or ())),
             executor=installed_executor(),
+            budget=self._graph_budget(),
         )
         self._tally = CandidateTally()
         self._siblings = SiblingBuilds(self.candidates())
         self._log_graph_block(ctx)
         self._log("⏳ Executing strategy %s", type(self).__name__)
+        self._log_budget(ctx)
         start = time.perf_counter()
         module.to(ctx.device)
         if self._find_max_batch_size and graph.has_batch_axis() and data:
@@ -227,6 +249,9 @@ class TuneStrategy(abc.ABC):
             backend = self._tune_candidates(ctx)
         finally:
             self._siblings.release()  # derived siblings that were never tried
+            set_candidate(None)
+            if ctx.budget is not None:
+                telemetry.finish_budget(ctx.budget.left_s())
         self._post_tune(ctx, backend)
         self._log("⏱️ Tune `%s`: completed in %s", type(self).__name__, format_duration(time.perf_counter() - start))
         return backend
@@ -355,10 +380,63 @@ class TuneStrategy(abc.ABC):
         extends the graph's max shapes to the best-throughput batch size (max_batch_search.py)."""
         search_max_batch_size(self._eager_backend(), ctx, self.profiling_config, self._log)
 
-    def _skip(self, blueprint: Backend, reason: str) -> None:
+    def _skip(self, blueprint: Backend, reason: str, over_budget: bool = False) -> None:
         self._log("⏭️ backend skipped: %s — %s", blueprint.describe(), reason)
-        self.backend_results.append({"backend": blueprint.describe(), "success": False, "skipped": reason})
+        result = {"backend": blueprint.describe(), "success": False, "skipped": reason}
+        self.backend_results.append({**result, "over_budget": True} if over_budget else result)
         tune_data.record_skipped(blueprint, reason)
+        if over_budget:
+            telemetry.mark_over_budget("skipped", blueprint.describe())
+
+    # -- the tuning budget (docs/reference/strategies.md#tuning-budget) ----------------------------
+    def _graph_budget(self) -> TuningBudget | None:
+        if not self._walks_candidates:
+            return None
+        if self.budget_s is not None:
+            return TuningBudget.for_graph(self.budget_s, "the strategy's budget_s")
+        if config.tuning_budget_s is not None:
+            return TuningBudget.for_graph(config.tuning_budget_s, "config.tuning_budget_s")
+        return None
+
+    def _budget_in_effect(self) -> bool:
+        return self._walks_candidates and (self.budget_s is not None or config.tuning_budget_s is not None)
+
+    def _log_budget(self, ctx: GraphContext) -> None:
+        if ctx.budget is None:
+            return
+        order = [(b.describe(), round(b.expected_build_cost(), 3)) for b in self.candidates()]
+        self._log(
+            "⌛ Tuning budget %g s (%s): %.1f s left; candidates in this order (relative build cost): %s",
+            ctx.budget.budget_s,
+            ctx.budget.source,
+            ctx.budget.left_s(),
+            ", ".join(f"{name} ({cost:g})" for name, cost in order),
+        )
+        telemetry.record_budget({**ctx.budget.describe(), "order": [{"backend": n, "cost": c} for n, c in order]})
+
+    def _show_candidate(self, blueprint: Backend, ctx: GraphContext) -> None:
+        """`candidate n/m` (and the time left) on the live progress line from now on."""
+        candidates = self.candidates()
+        # A custom strategy's own blueprint (not among candidates()) is numbered by the attempts so far.
+        number = next((i + 1 for i, c in enumerate(candidates) if c is blueprint), len(self.backend_results) + 1)
+        deadline = ctx.budget.deadline_s if ctx.budget is not None else None
+        set_candidate(CandidateProgress(number, max(len(candidates), number), deadline))
+
+    def _abandon(self, backend: Backend, ctx: GraphContext, error: BaseException, log_file: Path, result: dict) -> None:
+        """A build the budget's deadline interrupted: dropped (with what it held in torch's
+        compiler caches) and counted over budget, not failed; nothing of it stays running."""
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_file, "a") as f:
+            f.write("\n" + "".join(traceback.format_exception(error)))
+        reason = str(error) if isinstance(error, TuningBudgetExceeded) else f"the tuning budget ran out ({error})"
+        self._log("⌛ backend abandoned (log file: %s): %s", log_file, reason)
+        result.update({"error": f"TuningBudgetExceeded: {reason}", "abandoned": reason})
+        tune_data.end_build(False, error)
+        telemetry.mark_over_budget("abandoned", backend.describe(), reason)
+        self._tally.over_budget += 1
+        backend.deactivate()
+        reset_compiler_caches()
+        ctx.module.to(ctx.device)
 
     def _build_and_validate(self, blueprint: Backend, ctx: GraphContext, raise_on_failure: bool) -> Backend | None:
         """Builds a deep copy of `blueprint` in `<cache_dir>/<key>/` — or serves a serving
@@ -367,6 +445,8 @@ class TuneStrategy(abc.ABC):
         returned. An unavailable backend, or one whose sibling's build failed, is skipped (or
         raises)."""
         available, reason = availability(blueprint, ctx.device)
+        self._show_candidate(blueprint, ctx)
+        shares_a_build = self._siblings.shares_a_build(blueprint)
         self._siblings.start(blueprint)
         if not available:
             if raise_on_failure:
@@ -378,6 +458,11 @@ class TuneStrategy(abc.ABC):
         if reason is not None and not raise_on_failure:
             self._tally.failed += 1
             self._skip(blueprint, reason)
+            return None
+        reason = None if ctx.budget is None else ctx.budget.skip_reason(blueprint.expected_build_cost(), shares_a_build)
+        if reason is not None and not raise_on_failure:
+            self._tally.over_budget += 1
+            self._skip(blueprint, reason, over_budget=True)
             return None
         backend = self._siblings.take(blueprint)
         derived = backend is not None
@@ -401,12 +486,18 @@ class TuneStrategy(abc.ABC):
                 build_dir.mkdir(parents=True, exist_ok=True)
                 log_file.write_text(f"No build: serves the build of {backend.derived_from}.\n")
             else:
-                with LiveLine(f"🔄 {backend.describe()}: building"), captured_output(log_file):
+                with (
+                    LiveLine(f"🔄 {backend.describe()}: building"),
+                    captured_output(log_file),
+                    build_deadline(ctx.budget, backend.describe()),
+                ):
                     try:
                         backend.build(ctx.module, ctx.graph, copy.deepcopy(ctx.data), ctx.device, build_dir, log_file)
                     except CudaGraphCaptureError:
                         building = False  # the build itself is complete; only its serving failed
                         raise
+                if ctx.budget is not None:
+                    ctx.budget.scale.add(blueprint.expected_build_cost(), time.perf_counter() - start)
             building = False
             self._siblings.built(backend)
             result["build_duration_s"] = round(time.perf_counter() - start, 3)
@@ -415,7 +506,15 @@ class TuneStrategy(abc.ABC):
             if self._correctness_check:
                 self._validate(backend, ctx, result)
             self.check_cuda_graph_capture(backend)
+        except TuningBudgetExceeded as e:
+            self._abandon(backend, ctx, e, log_file, result)
+            return None
         except Exception as e:
+            if (
+                building and ctx.budget is not None and ctx.budget.fired
+            ):  # a compiler re-raised the interrupt as its own
+                self._abandon(backend, ctx, e, log_file, result)
+                return None
             build_dir.mkdir(parents=True, exist_ok=True)
             with open(log_file, "a") as f:
                 f.write("\n" + "".join(traceback.format_exception(e)))

@@ -66,6 +66,7 @@ def _tensorrt_or_raise() -> Any:
 @register_backend("tensorrt")
 class TensorRTBackend(Backend):
     config_class = TensorRTBackendConfig
+    _build_cost = 3.0  # ONNX export, then the TensorRT builder's tactic search
     restores_from_artifacts = True
     _devices = ("cuda",)
 

@@ -207,6 +207,7 @@ def _semantic_tuple(path: Any) -> tuple:
 @register_backend("torch_inductor_aot")
 class TorchInductorAotBackend(Backend):
     config_class = TorchInductorAotBackendConfig
+    _build_cost = 1.5  # export, then Inductor with a C++ compile of the whole program
     restores_from_artifacts = True
 
     def __init__(self, config: TorchInductorAotBackendConfig | None = None, *, tolerance: Any = None) -> None:

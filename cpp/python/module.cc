@@ -16,6 +16,7 @@
 #include "errors.h"
 #include "flatten.h"
 #include "measure_bindings.h"
+#include "runtime_bindings.h"
 #include "signature.h"
 #include "spec/dynamic_dims.h"
 #include "spec/graph_key.h"
@@ -223,6 +224,7 @@ PYBIND11_MODULE(_C, m) {
   register_torch_runtime_bindings(m);
   register_checkpoint_bindings(m);
   register_trt_profile_bindings(m);
+  register_runtime_bindings(m);
 
   // The dispatch core's input rule (docs/reference/dispatch.md#input-check), built by
   // aitune.torch.module.tuned._input_rules.

@@ -42,6 +42,17 @@ py::dict stats_to_dict(const CudaGraphRunner::Stats& s) {
   return d;
 }
 
+CudaGraphOptions cuda_graph_options(size_t cache_size, bool clone_outputs, const py::object& enabled) {
+  CudaGraphOptions options;
+  options.cache_size = cache_size;
+  options.clone_outputs = clone_outputs;
+  // None: on unless AITUNE_DISABLE_CUDA_GRAPHS is set. The kill switch also wins over True (the
+  // C++ runner reads it at construction).
+  options.enabled =
+      enabled.is_none() ? !CudaGraphRunner::cuda_graphs_disabled_by_env() : enabled.cast<bool>();
+  return options;
+}
+
 }  // namespace
 
 void register_torch_runtime_bindings(py::module_& m) {
@@ -84,16 +95,19 @@ void register_torch_runtime_bindings(py::module_& m) {
       "Times one call of fn() under no_grad: (host_ns, device_ms or None).");
 
   py::class_<CudaGraphRunner, Runner, std::shared_ptr<CudaGraphRunner>>(m, "CudaGraphRunner")
+      // A native runner (an AotiRunner) is wrapped as it is: no Python per call, captured or not.
+      // Listed first: pybind tries overloads in order, and the callable form accepts any object.
+      .def(py::init(
+               [](std::shared_ptr<Runner> inner, size_t cache_size, bool clone_outputs, py::object enabled) {
+                 if (!inner) throw py::value_error("CudaGraphRunner needs a runner to wrap, got None");
+                 return std::make_shared<CudaGraphRunner>(
+                     std::move(inner), cuda_graph_options(cache_size, clone_outputs, enabled));
+               }),
+           py::arg("fn"), py::arg("cache_size") = 8, py::arg("clone_outputs") = true,
+           py::arg("enabled") = py::none())
       .def(py::init([](py::object fn, size_t cache_size, bool clone_outputs, py::object enabled) {
-             CudaGraphOptions options;
-             options.cache_size = cache_size;
-             options.clone_outputs = clone_outputs;
-             // None: on unless AITUNE_DISABLE_CUDA_GRAPHS is set. The kill switch also wins over
-             // True (the C++ runner reads it at construction).
-             options.enabled =
-                 enabled.is_none() ? !CudaGraphRunner::cuda_graphs_disabled_by_env() : enabled.cast<bool>();
              return std::make_shared<CudaGraphRunner>(std::make_shared<PyCallableRunner>(std::move(fn)),
-                                                      options);
+                                                      cuda_graph_options(cache_size, clone_outputs, enabled));
            }),
            py::arg("fn"), py::arg("cache_size") = 8, py::arg("clone_outputs") = true,
            py::arg("enabled") = py::none())
@@ -111,7 +125,8 @@ void register_torch_runtime_bindings(py::module_& m) {
             }
             return std::move(result).value();
           },
-          py::arg("inputs"), "Runs fn(*inputs) through CUDA graphs; returns the list of output tensors.")
+          py::arg("inputs"),
+          "Runs the wrapped runner (or fn(*inputs)) through CUDA graphs; returns the list of output tensors.")
       .def("stats", [](const CudaGraphRunner& r) { return stats_to_dict(r.stats()); })
       .def_property_readonly("last_warning", &CudaGraphRunner::last_warning)
       .def_property_readonly("num_cached_graphs", &CudaGraphRunner::num_cached_graphs)

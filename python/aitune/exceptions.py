@@ -1,6 +1,7 @@
 """Exceptions raised by aitune (docs/reference/errors.md).
 
-Every exception derives from :class:`AITuneError`. Where the reference raised a
+Every exception derives from :class:`AITuneError`, except :class:`TuningBudgetExceeded`, an
+interrupt like ``KeyboardInterrupt`` that never leaves a strategy. Where the reference raised a
 builtin (``RuntimeError``, ``ValueError``, ``FileNotFoundError``, ``OSError``),
 the aitune class also derives from that builtin, so ``except RuntimeError:``
 clauses written against the reference keep catching it.
@@ -34,6 +35,7 @@ __all__ = [
     "UnsupportedCheckpointError",
     "IncompatibleCheckpointError",
     "DiskSpaceError",
+    "TuningBudgetExceeded",
 ]
 
 PathLike = Union[str, os.PathLike]
@@ -189,3 +191,12 @@ class IncompatibleCheckpointError(AITuneError):
 
 class DiskSpaceError(AITuneError, OSError):
     """The aitune cache device is full (ENOSPC); always propagates out of tuning."""
+
+
+class TuningBudgetExceeded(BaseException):
+    """The tuning budget ran out while a candidate was building (docs/reference/strategies.md#tuning-budget).
+
+    Raised asynchronously (SIGALRM) into the build, so it derives from ``BaseException``, as
+    ``KeyboardInterrupt`` does: a compiler's ``except Exception:`` around one step must not swallow
+    it and go on building. The strategy catches it, abandons the candidate and skips the rest; it
+    never reaches the caller of ``ait.tune``."""

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from aitune.torch.backend.backend import Backend, BackendConfig
+from aitune.torch.backend.backend import Backend, BackendConfig, ServingPlan
+from aitune.torch.utils.progress import current_text
 
 
 class SleepyLinear(torch.nn.Module):
@@ -49,6 +50,8 @@ class FakeBackendConfig(BackendConfig):
     # that use it keep the module on its device (config.device_after_tuning).
     ahead_of_time: bool = False
     use_cuda_graphs: bool = False
+    build_delay_s: float = 0.0  # how long _build takes (a sleep, so a tuning budget's deadline interrupts it)
+    build_cost: float = 1.0  # expected_build_cost(): the order and skips under a tuning budget
 
 
 class FakeGraphServing:
@@ -67,8 +70,8 @@ class FakeGraphServing:
             return "capture of input signature [8] failed: operation not permitted when stream is capturing"
         return None
 
-    def native(self) -> None:
-        return None  # served from Python
+    def plan(self) -> ServingPlan:
+        return ServingPlan(self)  # served from Python
 
     def stats(self) -> dict[str, int]:
         return {"capture_failures": int(self._backend.config.capture_fails)}
@@ -77,6 +80,7 @@ class FakeGraphServing:
 class FakeBackend(Backend):
     config_class = FakeBackendConfig
     builds: list[str] = []  # describe() of every _build call, for tests that count builds
+    progress: list[str | None] = []  # the live progress line's text at each _build call
 
     def __init__(self, config: FakeBackendConfig | None = None, *, tolerance: Any = None) -> None:
         super().__init__(config, tolerance=tolerance)
@@ -94,6 +98,9 @@ class FakeBackend(Backend):
     def is_available(self) -> tuple[bool, str]:
         return (not self.config.unavailable_reason, self.config.unavailable_reason)
 
+    def expected_build_cost(self) -> float:
+        return self.config.build_cost
+
     def _check_cuda_graphs_device(self, device: torch.device) -> None:
         pass  # FakeGraphServing runs on the CPU
 
@@ -104,6 +111,9 @@ class FakeBackend(Backend):
         self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         FakeBackend.builds.append(self.describe())
+        FakeBackend.progress.append(current_text())
+        if self.config.build_delay_s:
+            time.sleep(self.config.build_delay_s)
         if self.config.fail_build:
             print("fake backend: the build fails as configured")  # goes to build.log
             raise RuntimeError(f"fake build failure ({self.config.name})")

@@ -1,9 +1,10 @@
 """The Python package is layered (docs/design.md#layers): a module imports only from its own layer
-or the layers below it, the imports between modules form no cycle, and an `aitune` import inside a
+or the layers below it, the imports between modules form no cycle — counting every edge: top level,
+inside functions and under `if TYPE_CHECKING:`, with no allow-list — and an `aitune` import inside a
 function is the exception, listed below with the reason it has to wait until the call.
 
-The imports are read from the source with `ast` (top level, inside functions, and under
-`if TYPE_CHECKING:`), so the test needs neither torch nor the native extension. Importing a
+The imports are read from the source with `ast`, so the test needs neither torch nor the native
+extension. Importing a
 submodule also runs its package's `__init__`; that implicit edge is not counted (the rules are
 about what a file names), which is why a package's `__init__` should re-export only from its own
 layer or below."""
@@ -39,7 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aitune.torch.dataloader",
         ),
     ),
-    # The graph data model (before issue 14 in module/ beside the proxy, and dynamic_shapes in torch/ itself).
+    # The graph data model.
     (
         "graph",
         (
@@ -81,8 +82,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
 ]
 
-CYCLE_A = "cut by checkpoint/format.py (issue 14, part A)"
-
 # (importer, imported) -> why the import must wait until a function runs. "*" as the imported
 # module: every aitune import of that file.
 DEFERRED: dict[tuple[str, str], str] = {
@@ -97,34 +96,9 @@ DEFERRED: dict[tuple[str, str], str] = {
         "*",
     ): "the entry point of a spawned worker process: it sets its environment before torch and aitune load",
     (
-        "aitune.torch.multi_device.pool",
-        "aitune.torch.multi_device.worker",
-    ): "the worker's module runs in the spawned child; the parent only names its entry point (see CYCLE_EDGES)",
-    # Same layer, no cycle: tune_strategy's files are shared with part A's backend probing.
-    (
-        "aitune.torch.tune_strategy.tune_strategy",
-        "aitune.torch.multi_device.pool",
-    ): "loads the device pool only when tuning on several devices",
-    (
-        "aitune.torch.tune_strategy.first_wins_strategy",
-        "aitune.torch.multi_device.records",
-    ): "loads the remote-build records only when tuning on several devices",
-    (
-        "aitune.torch.tune_strategy.profiling_strategy",
-        "aitune.torch.multi_device.records",
-    ): "loads the remote-build records only when tuning on several devices",
-    (
         "aitune.torch.tuning",
         "aitune.torch.multi_device.pool",
     ): "starts the device pool (worker processes) only when tuning on several devices",
-}
-
-# Edges left out of the cycle check, each with the reason the cycle is not a real one or who cuts it.
-CYCLE_EDGES: dict[tuple[str, str], str] = {
-    (
-        "aitune.torch.multi_device.pool",
-        "aitune.torch.multi_device.worker",
-    ): "the pool starts worker.main in a spawned process: the worker's imports of tune_strategy run there",
 }
 
 # (importer, imported) -> why a lower layer may import a higher one.
@@ -263,8 +237,9 @@ def test_every_module_has_a_layer():
 
 
 def test_no_import_cycle(edges):
-    runtime_edges = [e for e in edges if not e.type_only and (e.importer, e.imported) not in CYCLE_EDGES]
-    cycles = _cycles(runtime_edges)
+    """Every edge counts, type-only ones too: a cycle closed by an annotation is still two modules
+    that cannot be understood apart (declare a Protocol in the lower one instead)."""
+    cycles = _cycles(edges)
     assert not cycles, "import cycles (each line one cycle; cut one edge, see docs/design.md#layers):\n" + "\n".join(
         " <-> ".join(c) for c in cycles
     )
@@ -288,8 +263,7 @@ def test_function_level_imports_are_listed(edges):
 
 
 def test_allow_lists_have_no_stale_entries(edges):
-    """An entry whose import is gone must go too, so the lists only ever shrink (after part A's
-    merge, the CYCLE_A entries fail here until they are removed)."""
+    """An entry whose import is gone must go too, so the lists only ever shrink."""
     deferred = {(e.importer, e.imported) for e in edges if e.deferred and not e.type_only}
     importers = {importer for importer, _ in deferred}
     stale = [
@@ -298,7 +272,6 @@ def test_allow_lists_have_no_stale_entries(edges):
         if (key[1] == "*" and key[0] not in importers) or (key[1] != "*" and key not in deferred)
     ]
     present = {(e.importer, e.imported) for e in edges if not e.type_only}
-    stale += [f"CYCLE_EDGES {key}" for key in CYCLE_EDGES if key not in present]
     stale += [f"UPWARD {key}" for key in UPWARD if key not in present]
     assert not stale, "allow-list entries with no matching import (remove them):\n" + "\n".join(stale)
 
@@ -326,3 +299,16 @@ def test_the_checker_sees_what_it_must_refuse(tmp_path):
     assert _cycles(found) == [["aitune.torch.config", "aitune.torch.tuning"]]
     assert [e.importer for e in found if _layer(e.imported) > _layer(e.importer)] == ["aitune.torch.config"]
     assert [e.importer for e in found if e.deferred and _deferred_reason(e) is None] == ["aitune.torch.tuning"]
+
+
+def test_a_cycle_closed_by_an_annotation_counts(tmp_path):
+    """A type-only edge closes a cycle as well as a runtime one."""
+    pkg = tmp_path / "aitune"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from aitune import high\n")
+    (pkg / "high.py").write_text("from aitune import low\n")
+    modules = {"aitune": pkg / "__init__.py", "aitune.low": pkg / "low.py", "aitune.high": pkg / "high.py"}
+    found = _edges(modules)
+    assert {(e.importer, e.type_only) for e in found} == {("aitune.low", True), ("aitune.high", False)}
+    assert _cycles(found) == [["aitune.high", "aitune.low"]]

@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Union
 import torch
 
 from aitune.exceptions import AITuneUserInputError
-from aitune.torch.utils.env import env_bool, env_int, env_str
+from aitune.torch.utils.env import env_bool, env_float, env_int, env_str
 
 __all__ = [
     "AITuneConfig",
@@ -122,6 +122,7 @@ class AITuneConfig:
         self.cuda_graph_clone_outputs: bool = True
         self.reuse_tuning_results: bool = env_bool("AITUNE_REUSE_TUNING_RESULTS", True)
         self.max_batch_search_s = DEFAULT_MAX_BATCH_SEARCH_S
+        self.tuning_budget_s = env_float("AITUNE_TUNING_BUDGET_S", None)
         self.mode = AITuneMode.DECLARATIVE
 
     # -- paths ---------------------------------------------------------------
@@ -224,6 +225,18 @@ class AITuneConfig:
         self._max_batch_search_s = None if value is None or math.isinf(value) else float(value)
 
     @property
+    def tuning_budget_s(self) -> Optional[float]:
+        """Wall-time budget in seconds of one ``ait.tune`` for the strategies that walk candidates
+        (docs/reference/strategies.md#tuning-budget); None for no limit. A strategy's own ``budget_s`` wins."""
+        return self._tuning_budget_s
+
+    @tuning_budget_s.setter
+    def tuning_budget_s(self, value: Optional[float]) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise ValueError(f"tuning_budget_s must be a number of seconds > 0 or None, got {value!r}")
+        self._tuning_budget_s = None if value is None or math.isinf(value) else float(value)
+
+    @property
     def mode(self) -> AITuneMode:
         """Declarative (``ait.tune``) or JIT tuning."""
         return self._mode
@@ -255,6 +268,7 @@ class AITuneConfig:
             "cuda_graph_clone_outputs": self.cuda_graph_clone_outputs,
             "reuse_tuning_results": self.reuse_tuning_results,
             "max_batch_search_s": self.max_batch_search_s,
+            "tuning_budget_s": self.tuning_budget_s,
             "mode": self.mode.value,
         }
 

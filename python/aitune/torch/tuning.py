@@ -20,6 +20,8 @@ from aitune.torch.global_context import published_batch_size
 from aitune.torch.logging_utils import external_logging_disabled, format_duration, setup_logging
 from aitune.torch.module.state import ModuleState
 from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_strategy.budget import session_started as budget_session_started
+from aitune.torch.tune_strategy.context import installed as executor_installed
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")
@@ -140,8 +142,10 @@ def _tune(
 ) -> None:
     from aitune.torch.multi_device.pool import device_pool
 
-    # The pool's workers start first, so they boot while the dataset is recorded.
+    # The pool's workers start first, so they boot while the dataset is recorded. The tuning
+    # budget (config.tuning_budget_s, a strategy's budget_s) counts from here.
     with (
+        budget_session_started(),
         tune_data.run_span("dry_run" if dry_run else config.mode.value),
         device_pool(pool_devices) if pool_devices else contextlib.nullcontext() as pool,
     ):
@@ -169,7 +173,8 @@ def _tune(
         if pool is not None:
             pool.wait_ready()  # booting workers would slow this process's own measurements
         try:
-            _tune_modules(modules, device, dry_run, ignore_failing_modules)
+            with executor_installed(pool):  # the strategies evaluate their candidates in the pool
+                _tune_modules(modules, device, dry_run, ignore_failing_modules)
         except BaseException:
             # Ctrl-C, or an error re-raised: the modules tuned so far (by this or an earlier
             # ait.tune) serve again, instead of staying deactivated for the next module's tuning.

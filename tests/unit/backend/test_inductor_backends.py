@@ -273,9 +273,10 @@ def test_aot_backend_tunes_and_serves_through_native_runner(aoti_loads):
             torch.testing.assert_close(m(x), reference(x), atol=1e-5, rtol=1e-5)
             torch.testing.assert_close(model(x), reference(x), atol=1e-5, rtol=1e-5)
 
-    runner, input_order, rebuild = backend.native_runner()
+    plan = backend.serving_plan()
+    runner, input_order, rebuild = plan.native, plan.input_order, plan.rebuild
     assert isinstance(runner, _C.AotiRunner) and isinstance(runner, _C.Runner)
-    assert input_order == [0] and runner.num_inputs == 1 and runner.device == "cpu"
+    assert input_order == (0,) and runner.num_inputs == 1 and runner.device == "cpu"
     assert "model.pt2" in runner.describe()
     x = torch.randn(3, 6)
     outputs = runner.run([x])
@@ -321,8 +322,9 @@ def test_aot_input_order_for_keyword_call(tmp_path, aoti_loads):
     assert [t.semantic_path for t in graph.input_spec.tensors] == ["x", "y"]
     backend = TorchInductorAotBackend()
     backend.build(m.module, graph, copy.deepcopy(graph.samples), "cpu", tmp_path / "build")
-    runner, order, rebuild = backend.native_runner()
-    assert order == [0, 1]
+    plan = backend.serving_plan()
+    runner, order, rebuild = plan.native, plan.input_order, plan.rebuild
+    assert order == (0, 1)
     x, y = torch.randn(2, 4), torch.randn(2, 3)
     expected = m._self_original_forward(x, y, scale=2.0)
     leaves = [x, y]  # graph.input_spec.tensors order
@@ -356,7 +358,8 @@ def test_aot_input_order_for_dict_input(tmp_path, aoti_loads):
     assert paths == [("inputs", "gate"), ("inputs", "value"), ("bias", "b")]
     backend = TorchInductorAotBackend()
     backend.build(m.module, graph, copy.deepcopy(graph.samples), "cpu", tmp_path / "build")
-    runner, order, rebuild = backend.native_runner()
+    plan = backend.serving_plan()
+    runner, order, rebuild = plan.native, plan.input_order, plan.rebuild
     assert [paths[i] for i in order] == [("inputs", "value"), ("inputs", "gate"), ("bias", "b")]
     inputs = {"gate": torch.rand(3, 1), "value": torch.randn(3, 4)}  # another insertion order
     bias = {"b": torch.randn(4)}
@@ -364,11 +367,17 @@ def test_aot_input_order_for_dict_input(tmp_path, aoti_loads):
     leaves = [inputs["gate"], inputs["value"], bias["b"]]
     torch.testing.assert_close(_serve(runner, rebuild, [leaves[i] for i in order]), expected)
     torch.testing.assert_close(backend.infer(inputs, bias=bias), expected)
-    # With use_cuda_graphs the shared CUDA-graph runner serves calls here, on aitune's own input
-    # order; a checkpoint must still describe the package's order, which the C++ runtime feeds.
-    backend._cuda_graph = CudaGraphServing(backend._infer, graph, settings=(1, True))
-    assert backend.native_runner()[1] == [0, 1, 2]
-    assert backend.saved_native_io() == (order, None, 1)
+    # With use_cuda_graphs the shared CUDA-graph runner wraps the AOTInductor runner itself (no
+    # Python callable between them), in the package's input order; a checkpoint describes the
+    # package's own plan, which the C++ runtime feeds (and wraps in CUDA graphs itself).
+    backend._cuda_graph = CudaGraphServing(backend._infer, graph, settings=(1, True), native=backend._native_plan())
+    graphs = backend.serving_plan()
+    assert isinstance(graphs.native, _C.CudaGraphRunner) and graphs.input_order == order
+    assert repr(graphs.native) == f"CudaGraphRunner({runner.describe()})"
+    torch.testing.assert_close(_serve(graphs.native, graphs.rebuild, [leaves[i] for i in order]), expected)
+    torch.testing.assert_close(backend.infer(inputs, bias=bias), expected)
+    saved = backend.saved_plan()
+    assert saved.native is runner and saved.input_order == order and saved.rebuild is None
 
 
 # -- CUDA -------------------------------------------------------------------------------------------
@@ -393,7 +402,8 @@ def test_aot_backend_on_cuda(aoti_loads):
     m = ait.Module(model, "mlp", strategy=_strategy(TorchInductorAotBackend()))
     ait.tune(m, _dataset(), batch_sizes=[1, 2, 4], device="cuda:0")
     [(_, backend)] = m.tuned_module.backends
-    runner, order, rebuild = backend.native_runner()
+    plan = backend.serving_plan()
+    runner, rebuild = plan.native, plan.rebuild
     assert runner.is_cuda and runner.device == "cuda:0"
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream), torch.no_grad():  # runs on the caller's current stream

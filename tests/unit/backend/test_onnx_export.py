@@ -15,9 +15,8 @@ from aitune.torch.backend.common.onnx_export import (
     export_onnx_with_template,
     model_opset,
     onnx_input_name,
-    output_leaf_paths,
-    rebuild_outputs,
 )
+from aitune.torch.backend.common.serving_plan import OutputStructure
 from support import record_calls
 
 onnx = pytest.importorskip("onnx", reason="ONNX export needs the onnx package")
@@ -122,7 +121,7 @@ def test_nested_model_exports_and_matches_eager(tmp_path, use_dynamo):
         with torch.no_grad():
             expected = m.module._aitune_original_forward(*call[1], **call[2])
         outputs = _run_onnx(info, _leaves(call))
-        rebuilt = rebuild_outputs(template, output_leaf_paths(template), outputs)
+        rebuilt = OutputStructure.of(template).rebuild(outputs)
         assert set(rebuilt) == {"y", "pair"} and isinstance(rebuilt["pair"], tuple)
         torch.testing.assert_close(rebuilt, expected, rtol=1e-5, atol=1e-5)
 
@@ -267,7 +266,7 @@ def test_repeated_and_pass_through_outputs_keep_their_own_names(tmp_path, use_dy
     assert info.output_names == ["output_again", "output_mask", "output_y"]
     x, mask = torch.randn(2, 4), torch.tensor([[True, False], [False, True]])
     outputs = _run_onnx(info, [x, mask])
-    rebuilt = rebuild_outputs(template, output_leaf_paths(template), outputs)
+    rebuilt = OutputStructure.of(template).rebuild(outputs)
     assert rebuilt["count"] == 5 and torch.equal(rebuilt["mask"], mask)
     expected = m.module.proj(x).detach()
     torch.testing.assert_close(rebuilt["y"], expected)

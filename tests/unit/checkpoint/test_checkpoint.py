@@ -295,7 +295,7 @@ def test_output_paths_of_a_backend_served_through_cuda_graphs():
     # use_cuda_graphs the shared CUDA-graph serving is their native runner, and saving must name
     # the access path of each of its outputs without a backend-specific hook.
     from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
-    from aitune.torch.checkpoint.format import output_paths as _output_paths
+    from aitune.torch.checkpoint.format import _output_paths
 
     m = ait.Module(_TwoOutputs(), "two_outputs")
     x = torch.randn(2, 3)
@@ -303,9 +303,10 @@ def test_output_paths_of_a_backend_served_through_cuda_graphs():
         m(x)
     backend = TorchEagerBackend()
     backend._cuda_graph = CudaGraphServing(m.module.forward, m.graph_specs[0], settings=(1, True))
+    saved = backend.saved_plan()
     with pytest.raises(RuntimeError, match="has not run yet"):
-        backend.saved_native_io()
+        _output_paths(saved)
     backend._cuda_graph._flat_call(x)  # the runner's first (warm-up) call, which records the outputs
-    saved = backend.saved_native_io()
-    assert saved[0] == [0] and saved[2] == 2
+    saved = backend.saved_plan()
+    assert saved.input_order == (0,) and saved.outputs.num_outputs == 2
     assert _output_paths(saved) == ["output[0]", 'output[1]["sum"]']

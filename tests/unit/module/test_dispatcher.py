@@ -390,15 +390,15 @@ def test_a_python_error_served_through_the_cuda_graph_runner_keeps_its_type():
     def broken_backend(x):
         raise KeyError("the backend's own error")
 
-    from aitune.torch.module.tuned import _eq_checks, _input_rules
+    from aitune.torch.backend.common.serving import eq_checks, input_rules
 
     dispatcher = _C.Dispatcher(_C.Signature(graph.forward_params), True, -1, "doubler", None, None, None)
     dispatcher.add_graph(
         graph.key,
         graph.name,
         broken_backend,
-        _eq_checks(graph.input_spec),
-        _input_rules(graph.input_spec, None),
+        eq_checks(graph.input_spec),
+        input_rules(graph.input_spec, None),
         native=_C.CudaGraphRunner(broken_backend, cache_size=1, clone_outputs=True),
         input_order=[0],
     )

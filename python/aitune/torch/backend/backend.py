@@ -23,8 +23,19 @@ from aitune.torch.backend.common.reference_contract import BuildMode, Contract, 
 from aitune.torch.checkpoint.artifact import ArtifactPath
 from aitune.torch.utils.env import env_bool
 from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
+from aitune.torch.backend.common.serving_plan import OutputStructure, ServingPlan
 
-__all__ = ["ArtifactPath", "Backend", "BackendConfig", "BackendState", "BuildMode", "ExecutionMode", "ServingOptions"]
+__all__ = [
+    "ArtifactPath",
+    "Backend",
+    "BackendConfig",
+    "BackendState",
+    "BuildMode",
+    "ExecutionMode",
+    "OutputStructure",
+    "ServingOptions",
+    "ServingPlan",
+]
 
 logger = logging.getLogger("aitune")
 
@@ -134,6 +145,15 @@ def _check_scalar_types(cls: type, values: dict[str, Any]) -> None:
             )
 
 
+def cost_factor(settings: dict[str, Any], factors: dict[str, tuple[tuple[Any, ...], float]]) -> float:
+    """The product of the factors whose setting holds one of its values (expected_build_cost)."""
+    product = 1.0
+    for name, (values, factor) in factors.items():
+        if name in settings and settings[name] in values:
+            product *= factor
+    return product
+
+
 class ServingOptions:
     """Marks a config whose backend can serve through aitune's CUDA-graph runner
     (docs/reference/dispatch.md#cuda-graph-runner). The config dataclass declares the field itself,
@@ -178,13 +198,18 @@ class Backend(abc.ABC):
     #   availability(device)                            (ok, reason) on a device; default: _devices
     #   requirements()                                  fingerprint fields the artefacts depend on
     #   is_jit, precision_class, input_profile()        what the strategies and the manifest record
-    #   native_runner(), saved_native_io()              serving without Python per call; default: none
+    #   _build_cost, _build_cost_factors                expected_build_cost(): the order under a tuning budget
+    #   _native_plan()                                  a ServingPlan over the artefact's own native runner; default: none
     # A class is registered (registry.py) under `custom:<module>.<qualname>` when it is defined;
     # `@register_backend("name")` gives it a stable name instead.
     _devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     config_class: ClassVar[type[BackendConfig]] = BackendConfig
     _contract: ClassVar[Contract] = Contract()
     restores_from_artifacts: ClassVar[bool] = False  # True: restore() loads a checkpoint's artefacts, no rebuild
+    # Relative build cost (eager 0.1, Inductor 1, AOTInductor 1.5, TensorRT 3), and config fields
+    # that raise it: field -> (the values that do, factor). See expected_build_cost().
+    _build_cost: ClassVar[float] = 1.0
+    _build_cost_factors: ClassVar[dict[str, tuple[tuple[Any, ...], float]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -340,6 +365,14 @@ class Backend(abc.ABC):
             fields += ["gpu_sm", "cuda_major"]
         return fields
 
+    def expected_build_cost(self) -> float:
+        """How long this candidate takes to build, relative to Inductor JIT's 1.0: `_build_cost`
+        times the factor of every `_build_cost_factors` field the config sets to one of its values.
+        Under a tuning budget the strategies try cheaper candidates first, and skip one whose cost
+        times the seconds per unit measured on the builds so far exceeds the time left
+        (docs/reference/strategies.md#tuning-budget). CUDA-graph serving does not change it."""
+        return self._build_cost * cost_factor(self.config.to_dict(), self._build_cost_factors)
+
     @property
     def serves_cuda_graphs(self) -> bool:
         """True when the config asks for serving through the CUDA-graph runner."""
@@ -431,7 +464,9 @@ class Backend(abc.ABC):
         if self.serves_cuda_graphs and not _cuda_graphs_disabled():
             # The cache size and cloning are fixed when the backend is built: a later activation
             # (ait.tune activates every tuned module) must not pick up a config changed since.
-            self._cuda_graph = CudaGraphServing(self._infer, self._graph_spec, self._cuda_graph_settings)
+            self._cuda_graph = CudaGraphServing(
+                self._infer, self._graph_spec, self._cuda_graph_settings, native=self._native_plan()
+            )
             self._cuda_graph_settings = self._cuda_graph.settings
 
     def activate(self) -> None:
@@ -469,26 +504,27 @@ class Backend(abc.ABC):
     def infer(self, *args: Any, **kwargs: Any) -> Any:
         if not self.is_active:
             raise RuntimeError(f"Cannot run inference, backend {self.name} should be activated first")
-        return self.runner()(*args, **kwargs)
+        return self.serving_plan().call(*args, **kwargs)
 
-    def runner(self) -> Any:
-        """The callable that serves this backend's graph from Python — the path tuning
-        measures. Bypasses infer()'s state check: the dispatcher only holds active backends."""
-        return self._cuda_graph if self._cuda_graph is not None else self._infer
+    def serving_plan(self) -> ServingPlan:
+        """How this active backend serves its graph in this process (docs/reference/dispatch.md#serving-plan): through
+        the CUDA-graph runner when one is running, else the artefact's own native runner, else
+        `_infer` from Python. The dispatcher serves this object and the strategies time it."""
+        if self._cuda_graph is not None:
+            return self._cuda_graph.plan()
+        return self._native_plan() or ServingPlan(self._infer)
 
-    def native_runner(self) -> tuple[Any, list[int], Any] | None:
-        """(runner, input_order, rebuild) when calls can be served without Python per call:
-        a native runner over the graph's tensor leaves. None for Python-only serving."""
-        return self._cuda_graph.native() if self._cuda_graph is not None else None
+    def saved_plan(self) -> ServingPlan | None:
+        """What a runtime without Python (the C++ Runtime, the CLI) runs for this backend's saved
+        artefacts: the artefact's own native plan (that runtime adds CUDA graphs itself), or this
+        process's plan when it is native; None when nothing serves without Python."""
+        plan = self._native_plan() or self.serving_plan()
+        return plan if plan.native is not None else None
 
-    def saved_native_io(self) -> tuple[list[int], Any, int] | None:
-        """What a runtime without Python (the C++ Runtime, the CLI) runs for this backend:
-        (input_order, rebuild, number of outputs) as in native_runner(); None when it cannot."""
-        native = self.native_runner()
-        if native is None:
-            return None
-        _, input_order, rebuild = native
-        return input_order, rebuild, 1 if rebuild is None else self._cuda_graph.num_outputs()
+    def _native_plan(self) -> ServingPlan | None:
+        """A plan over the built artefact's own native runner (`_C.Runner`), or None: such a
+        backend is served without Python per call, and its CUDA-graph variant wraps that runner."""
+        return None
 
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
         """The hard shape range per tensor input (graph.input_spec.tensors order) for backends

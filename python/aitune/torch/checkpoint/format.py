@@ -27,12 +27,11 @@ from aitune.exceptions import (
     UnsupportedCheckpointError,
 )
 from aitune.torch.backend import registry
-from aitune.torch.backend.backend import ArtifactPath, Backend
+from aitune.torch.backend.backend import ArtifactPath, Backend, ServingPlan
 from aitune.torch.checkpoint.backend_state import load_backend_state, save_backend_state
 from aitune.torch.checkpoint.storage import verify_sha512
 from aitune.torch.config import config
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
-from aitune.torch.graph.locator import access_path
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")
@@ -469,13 +468,13 @@ def backend_entry(backend: Backend, writer: Any, prefix: str) -> BackendEntry:
             writer.add_file(name, str(value.path))
             artifacts[key] = name
             del data[key]
-    native = backend.saved_native_io() if artifacts and not backend.is_jit else None
+    plan = backend.saved_plan() if artifacts and not backend.is_jit else None
     return BackendEntry(
         config=data.pop("config"),
         extra=data,
         artifacts=artifacts,
-        input_order=list(native[0]) if native else None,
-        output_paths=output_paths(native) if native else None,
+        input_order=list(plan.input_order) if plan else None,
+        output_paths=_output_paths(plan) if plan else None,
         native=bool(artifacts) and not backend.is_jit,
         use_cuda_graphs=backend.serves_cuda_graphs,
         **common,
@@ -490,16 +489,9 @@ def _precision(backend: Backend) -> dict[str, Any]:
     }
 
 
-def output_paths(native: tuple) -> list[str]:
-    """The access path of each native output, e.g. `output[1]["logits"]`."""
-    _, rebuild, count = native
-    if rebuild is None:
-        return ["output"]
-    # Rebuilding integer placeholders shows where each native output lands in the structure.
-    probe = rebuild(list(range(count)))
-    _, leaves = _C.flatten_value(probe)
-    paths: dict[int, str] = {}
-    for steps, value, _, _ in leaves:
-        if isinstance(value, int):
-            paths[value] = access_path(steps, "output")
-    return [paths[i] for i in sorted(paths)]
+def _output_paths(plan: ServingPlan) -> list[str]:
+    """The access path of each native output, e.g. `output[1]["logits"]` (the C++ runtime names outputs by them)."""
+    outputs = plan.outputs
+    if outputs is None or not outputs.known:
+        raise RuntimeError("the output structure of a native serving plan is not known: the graph has not run yet")
+    return list(outputs.access or [])

@@ -95,7 +95,10 @@ def decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
     if "list" in node:
         return [decode(v, tensors) for v in node["list"]]
     if "dict" in node:
-        return {k: decode(v, tensors) for k, v in node["dict"]}
+        items = node["dict"]
+        # [[key, value], ...]; a JSON object in TensorRT io.json files of format-1/2 checkpoints.
+        pairs = items.items() if isinstance(items, dict) else items
+        return {k: decode(v, tensors) for k, v in pairs}
     if "namedtuple" in node:
         cls = _import(node["namedtuple"])
         if not (issubclass(cls, tuple) and hasattr(cls, "_fields")):

@@ -29,6 +29,17 @@ def copy_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         ) from e
 
 
+def llm_param_index(params: list) -> int:
+    """Index of the `cache_position` parameter whose phase (prefill/decode) is part of the graph key
+    (docs/reference/recording.md), or -1 (none, or the transformers integration is off)."""
+    if not config.enable_transformers_integration:
+        return -1
+    for index, (name, _, _) in enumerate(params):
+        if name == "cache_position":
+            return index
+    return -1
+
+
 class Recorder:
     """Per-module recording state: the signature, the graphs in discovery order, and samples."""
 
@@ -43,12 +54,7 @@ class Recorder:
 
     @property
     def llm_param(self) -> int:
-        if not config.enable_transformers_integration:
-            return -1
-        for index, (name, _, _) in enumerate(self.params):
-            if name == "cache_position":
-                return index
-        return -1
+        return llm_param_index(self.params)
 
     def flatten(self, args: tuple, kwargs: dict) -> tuple[Any, list]:
         return _C.flatten_call(self.signature, args, kwargs, config.strict_mode, self.llm_param)

@@ -22,13 +22,12 @@ from aitune.torch.config import config, normalize_device
 from aitune.torch.jit import telemetry
 from aitune.torch.jit.config import JITMode
 from aitune.torch.jit.config import config as jit_config
-from aitune.torch.jit.state import JITModuleState, get_patched, runtime, suspended
+from aitune.torch.jit.state import JITModuleState, Patched, get_patched, runtime, suspended
 from aitune.torch.logging_utils import format_duration, setup_logging
 from aitune.torch.module.graph_tuning import tune_graphs
 from aitune.torch.results.store import model_fingerprint
 
-if TYPE_CHECKING:  # patched_module imports this module to tune itself
-    from aitune.torch.jit.patched_module import PatchedModule
+if TYPE_CHECKING:
     from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 
 logger = logging.getLogger("aitune")
@@ -40,7 +39,7 @@ def jit_strategy() -> TuneStrategy:
     return jit_config.resolve_strategy().clone().enable_find_max_batch_size(False)
 
 
-def _tuning_device(patched: PatchedModule) -> torch.device:
+def _tuning_device(patched: Patched) -> torch.device:
     if jit_config.device is None:
         return patched.device
     device = torch.device(normalize_device(jit_config.device))
@@ -52,7 +51,7 @@ def _tuning_device(patched: PatchedModule) -> torch.device:
     return device
 
 
-def _submodules(patched: PatchedModule) -> list[PatchedModule]:
+def _submodules(patched: Patched) -> list[Patched]:
     found = []
     for sub in patched.module.modules():
         if sub is not patched.module:
@@ -62,14 +61,14 @@ def _submodules(patched: PatchedModule) -> list[PatchedModule]:
     return found
 
 
-def _build_root(patched: PatchedModule, fingerprint: dict[str, Any]) -> Path:
+def _build_root(patched: Patched, fingerprint: dict[str, Any]) -> Path:
     cls = type(patched.module)
     qualified = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{cls.__module__}.{cls.__qualname__}")
     digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
     return Path(jit_config.cache_dir) / f"{qualified}-{digest[:10]}"
 
 
-def tune_patched(patched: PatchedModule) -> None:
+def tune_patched(patched: Patched) -> None:
     """RECORDING → TUNED, or → EAGER followed by its children."""
     setup_logging()
     jit_config.validate()
@@ -90,11 +89,11 @@ def tune_patched(patched: PatchedModule) -> None:
         return
     for child in patched.children:  # hierarchy fallback (docs/reference/jit.md EAGER)
         if child.state is JITModuleState.RECORDING and child.recorder is not None and child.recorder.graphs:
-            if jit_config.mode is not JITMode.TUNE_EAGER or child._eager_trigger_ready():
+            if jit_config.mode is not JITMode.TUNE_EAGER or child.eager_trigger_ready():
                 tune_patched(child)
 
 
-def _tune(patched: PatchedModule) -> bool:
+def _tune(patched: Patched) -> bool:
     name = patched.name
     start = time.perf_counter()
     logger.info(
@@ -126,7 +125,7 @@ def _tune(patched: PatchedModule) -> bool:
     return True
 
 
-def _tune_graphs(patched: PatchedModule) -> None:
+def _tune_graphs(patched: Patched) -> None:
     module, name, recorder = patched.module, patched.name, patched.recorder
     device = _tuning_device(patched)
     strategy = jit_strategy()
@@ -160,7 +159,7 @@ def _tune_graphs(patched: PatchedModule) -> None:
     patched.mark_tuned(selected, device, policy)
 
 
-def _dry_run(patched: PatchedModule) -> bool:
+def _dry_run(patched: Patched) -> bool:
     """Logs the graphs and strategy; fails at random with dry_run_failure_probability, so the
     fallback to children can be rehearsed without building anything."""
     strategy = jit_strategy()
@@ -185,7 +184,7 @@ def _dry_run(patched: PatchedModule) -> bool:
     return True
 
 
-def _probe_graph_breaks(patched: PatchedModule) -> None:
+def _probe_graph_breaks(patched: Patched) -> None:
     """torch.compile(fullgraph=True) with dynamo's capture-only backend on the first sample: a
     graph break raises here, so the module falls back to its children, which may compile whole."""
     graph = patched.recorder.graphs[0]

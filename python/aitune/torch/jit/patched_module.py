@@ -210,7 +210,7 @@ class PatchedModule:
         finally:
             stack.pop()
         self.num_calls += 1
-        if state is JITModuleState.RECORDING and self.tunable and self._eager_trigger_ready():
+        if state is JITModuleState.RECORDING and self.tunable and self.eager_trigger_ready():
             self._tune_now()
         return output
 
@@ -278,7 +278,9 @@ class PatchedModule:
             self.give_up(f"recording failed: {type(e).__name__}: {e}")
             return progress["output"] if progress["done"] else self.original_forward(*args, **kwargs)
 
-    def _eager_trigger_ready(self) -> bool:
+    def eager_trigger_ready(self) -> bool:
+        """In TUNE_EAGER mode: enough calls are recorded to tune now (jit_config.min_samples, with
+        a batch axis when jit_config.batch_axis_required)."""
         if jit_config.mode is not JITMode.TUNE_EAGER or self.recorder is None:
             return False
         if self.num_calls < jit_config.min_samples:
@@ -301,7 +303,7 @@ class PatchedModule:
         if self.state is not JITModuleState.RECORDING or not self.tunable:
             return
         deferred_ready = jit_config.mode is JITMode.TUNE_DEFERRED and runtime.deferred_requested and self.num_calls >= 1
-        if deferred_ready or self._eager_trigger_ready():
+        if deferred_ready or self.eager_trigger_ready():
             self._tune_now()
 
     def _tune_now(self) -> None:

@@ -8,12 +8,15 @@ import contextlib
 import enum
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
 
 if TYPE_CHECKING:
     import torch
 
-    from aitune.torch.jit.patched_module import PatchedModule
+    from aitune.torch.backend.backend import Backend
+    from aitune.torch.graph.graph_spec import GraphSpec
+    from aitune.torch.graph.recording import Recorder
+    from aitune.torch.module.tuned import TunedModule
 
 
 class JITModuleState(enum.Enum):
@@ -25,17 +28,54 @@ class JITModuleState(enum.Enum):
     DETACHED = "detached"
 
 
+class Patched(Protocol):
+    """What the JIT runtime (this module and jit_tuning.py) uses of a patched module. The class,
+    jit/patched_module.py's PatchedModule, imports both; declaring its face here means neither
+    of them has to name it back."""
+
+    module: torch.nn.Module
+    original_forward: Callable[..., Any]
+    name: str
+    state: JITModuleState
+    reason: str  # why EAGER / SKIPPED / unpatched, for the exit diagnostics
+    num_calls: int
+    recorder: Recorder | None
+
+    @property
+    def children(self) -> Sequence[Patched]: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def tuned(self) -> TunedModule | None: ...
+
+    def route(self) -> None: ...
+
+    def unroute(self) -> None: ...
+
+    def detach(self, reason: str) -> None: ...
+
+    def mark_tuned(
+        self, backends: list[tuple[GraphSpec, Backend]], device: torch.device, fallback_policy: str
+    ) -> None: ...
+
+    def mark_dry_tuned(self) -> None: ...
+
+    def eager_trigger_ready(self) -> bool: ...
+
+
 # The instance attribute that holds a patched module's PatchedModule. It lives here, below both
 # patched_module and jit_tuning, so that neither has to import the other to find a module's state.
 _ATTR = "_aitune_patched"
 
 
-def get_patched(module: torch.nn.Module) -> PatchedModule | None:
+def get_patched(module: torch.nn.Module) -> Patched | None:
     """The PatchedModule attached to `module`, or None when it is not (or no longer) patched."""
     return module.__dict__.get(_ATTR)
 
 
-def set_patched(module: torch.nn.Module, patched: PatchedModule) -> None:
+def set_patched(module: torch.nn.Module, patched: Patched) -> None:
     # object.__setattr__ bypasses nn.Module.__setattr__'s submodule bookkeeping.
     object.__setattr__(module, _ATTR, patched)
 

@@ -10,7 +10,8 @@ from typing import Any, Callable
 from aitune._native import _C
 from aitune.exceptions import GraphNotFoundError
 from aitune.torch.backend.backend import Backend
-from aitune.torch.graph.graph_spec import ConstantLeaf, GraphSpec, TensorLeaf, TensorsSpec, values_equal
+from aitune.torch.backend.common.serving import add_graph
+from aitune.torch.graph.graph_spec import GraphSpec, TensorsSpec, values_equal
 from aitune.torch.graph.recording import Recorder
 
 logger = logging.getLogger("aitune")
@@ -39,8 +40,9 @@ class TunedModule:
         self.dispatcher = self._make_dispatcher()
 
     def _make_dispatcher(self) -> Any:
-        """The dispatcher over the backends' current runners (rebuilt on activation, since a
-        backend's runners are released when it is deactivated)."""
+        """The dispatcher over the backends' current serving plans (rebuilt on activation, since a
+        backend's runners are released when it is deactivated). Each graph is added exactly as the
+        strategies' timing dispatcher adds it (backend/common/serving.py)."""
         dispatcher = _C.Dispatcher(
             self.recorder.signature,
             self.strict,
@@ -51,18 +53,7 @@ class TunedModule:
             self._on_outside,
         )
         for graph, backend in self.backends:
-            native = backend.native_runner()
-            extra = {} if native is None else dict(zip(("native", "input_order", "rebuild"), native))
-            rules = _input_rules(graph.input_spec, backend.input_profile())
-            dispatcher.add_graph(
-                graph.key,
-                graph.name,
-                backend.runner(),
-                _eq_checks(graph.input_spec),
-                rules,
-                backend_desc=backend.describe(),
-                **extra,
-            )
+            add_graph(dispatcher, graph, backend)
         return dispatcher
 
     def _on_outside(self, graph: str, path: str, shape: list, min_shape: list, max_shape: list) -> None:
@@ -104,33 +95,3 @@ class TunedModule:
     def deactivate(self) -> None:
         for _, backend in self.backends:
             backend.deactivate()
-
-
-def _eq_checks(spec: TensorsSpec) -> list[tuple[int, Any]]:
-    return [(i, leaf.value) for i, leaf in enumerate(spec.leaves) if isinstance(leaf, ConstantLeaf) and leaf.needs_eq]
-
-
-def _input_rules(spec: TensorsSpec, profile: list | None) -> list[Any]:
-    """Per tensor input, a `_C.InputRule`: accepted dtypes and the shape range. With a backend
-    profile (AOT backends) the range is hard (ProfileShapeError); otherwise it is the recorded
-    envelope, reported once when left (docs/reference/dispatch.md#input-check)."""
-    rules = []
-    for k, (i, leaf) in enumerate((i, leaf) for i, leaf in enumerate(spec.leaves) if isinstance(leaf, TensorLeaf)):
-        dtypes = [str(d).removeprefix("torch.") for d in leaf.dtypes]
-        if profile is not None and profile[k] is not None:
-            low, high = profile[k]
-            shape_range, min_shape, max_shape = _C.ShapeRange.PROFILE, list(low), list(high)
-        else:
-            shape_range, min_shape, max_shape = _C.ShapeRange.ENVELOPE, leaf.spec.min_shape, leaf.spec.max_shape
-        rules.append(
-            _C.InputRule(
-                leaf=i,
-                dtypes=dtypes,
-                path=repr(leaf.semantic_path),
-                tensor_name=leaf.name,
-                range=shape_range,
-                min_shape=min_shape,
-                max_shape=max_shape,
-            )
-        )
-    return rules

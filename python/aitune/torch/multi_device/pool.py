@@ -8,7 +8,9 @@ references, its eager baseline), then hands the candidates out: serving siblings
 measures its own eager baseline and evaluates its groups; its log lines appear here as they
 happen, tagged with its device. A strategy whose decision is known early (FirstWins: a prefix
 of records up to one that passed) gets no further groups started. The strategy then decides
-from the records (`_decide`), with the sequential rule.
+from the records (`decide`), with the sequential rule. The pool is the strategy's executor
+(tune_strategy/context.py: ait.tune installs it) and uses only the strategy's declared contract
+(`RecordingStrategy`).
 
 Torch's compile caches (Inductor's FX graph and autotuning caches, Triton's kernels) are
 files: every worker and the tuning process use the same folders, so a JIT winner built again
@@ -26,32 +28,30 @@ from typing import Any, Iterator
 
 import torch
 
+from aitune.torch.backend.backend import Backend
 from aitune.torch.config import config
-from aitune.torch.multi_device.records import CandidateRecord
+from aitune.torch.multi_device import worker
 from aitune.torch.multi_device.transport import graph_payload, module_payload, strategy_payload
+from aitune.torch.tune_strategy.context import Baseline, GraphContext, RecordingStrategy
 from aitune.torch.tune_strategy.outcome import CandidateTally
+from aitune.torch.tune_strategy.records import CandidateRecord
 
 logger = logging.getLogger("aitune")
-_ACTIVE: list[DevicePool] = []
-
-
-def active_pool() -> DevicePool | None:
-    return _ACTIVE[-1] if _ACTIVE else None
 
 
 @contextlib.contextmanager
 def device_pool(devices: list[torch.device]) -> Iterator[DevicePool]:
+    """The pool's workers, started now and stopped when the block ends, whatever happens;
+    `installed(pool)` (tune_strategy/context.py) makes it the executor of the graphs tuned meanwhile."""
     pool = DevicePool(devices)
-    _ACTIVE.append(pool)
     try:
         pool.start()
         yield pool
     finally:
-        _ACTIVE.remove(pool)
         pool.close()
 
 
-def sibling_groups(candidates: list[Any]) -> list[list[int]]:
+def sibling_groups(candidates: list[Backend]) -> list[list[int]]:
     """Candidate indices grouped so serving siblings (one build, see siblings.py) stay together."""
     groups: list[list[int]] = []
     by_key: dict[str, list[int]] = {}
@@ -89,8 +89,6 @@ class _Worker:
         self.ready = False
 
     def start(self, turn: tuple[Any, Any], cpu_threads: int) -> None:
-        from aitune.torch.multi_device import worker
-
         context = multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
         self.process = context.Process(
@@ -159,23 +157,23 @@ class DevicePool:
         self._module_bytes.clear()
 
     # -- one graph -----------------------------------------------------------------------------
-    def tune(self, strategy: Any, ctx: Any) -> Any:
-        """The strategy's decision over records from the workers (sequential when the module or
-        the strategy cannot be sent: then a WARNING says why)."""
+    def evaluate(self, strategy: RecordingStrategy, ctx: GraphContext) -> list[CandidateRecord] | None:
+        """The workers' records of every candidate, in candidate order, each scaled to the tuning
+        device; None when the module or the strategy cannot be sent (a WARNING says why) or no
+        worker process could run: the strategy then tunes the graph here."""
         try:
             module_bytes = self._module(ctx.module)
             payload = graph_payload(ctx)
             payload["strategy"] = strategy_payload(strategy)
         except TypeError as e:
             logger.warning("⚠️ %s; tuning graph `%s` on %s alone", e, ctx.graph.name, ctx.device)
-            return strategy._tune(ctx)
+            return None
         evaluated = self._evaluate(strategy, ctx, module_bytes, payload)
         if evaluated is None:
-            return strategy._tune(ctx)
+            return None
         records, baselines = evaluated
-        self._scale_by_baselines(strategy, records, baselines)
-        ordered = [records[i] for i in sorted(records)]
-        return strategy._decide(ctx, ordered)
+        self._scale_by_baselines(strategy.baseline(), records, baselines)
+        return [records[i] for i in sorted(records)]
 
     def _module(self, module: torch.nn.Module) -> bytes:
         key = id(module)
@@ -201,11 +199,11 @@ class DevicePool:
         w.conn.send(("graph", payload))
 
     def _evaluate(
-        self, strategy: Any, ctx: Any, module_bytes: bytes, payload: dict[str, Any]
+        self, strategy: RecordingStrategy, ctx: GraphContext, module_bytes: bytes, payload: dict[str, Any]
     ) -> tuple[dict[int, CandidateRecord], dict[int, dict]] | None:
         """Records by candidate index and eager baselines by worker; None when no worker process
         could run (then the caller tunes the graph here)."""
-        candidates = strategy._candidates()
+        candidates = strategy.candidates()
         pending = collections.deque(sibling_groups(candidates))
         token = self._module_tokens[id(ctx.module)]
         records: dict[int, CandidateRecord] = {}
@@ -213,9 +211,8 @@ class DevicePool:
         busy: dict[int, list[int]] = {}
         for w in self._workers:
             self._prepare(w, token, module_bytes, payload)
-        settled = getattr(strategy, "_settled", None)
         while True:
-            if settled is not None and settled(records):
+            if strategy.settled(records):
                 pending.clear()  # the decision is known: start nothing more
             alive = [w for w in self._workers if w.alive()]
             for w in alive:
@@ -245,7 +242,14 @@ class DevicePool:
             return None
         return records, baselines
 
-    def _receive(self, w: _Worker, candidates: list, records: dict, baselines: dict, busy: dict) -> None:
+    def _receive(
+        self,
+        w: _Worker,
+        candidates: list[Backend],
+        records: dict[int, CandidateRecord],
+        baselines: dict[int, dict],
+        busy: dict[int, list[int]],
+    ) -> None:
         try:
             message = w.conn.recv()
         except (EOFError, OSError):
@@ -272,7 +276,9 @@ class DevicePool:
             owner.value = 0
             lock.release()
 
-    def _fail_group(self, w: _Worker, group: list[int], candidates: list, records: dict, reason: str) -> None:
+    def _fail_group(
+        self, w: _Worker, group: list[int], candidates: list[Backend], records: dict[int, CandidateRecord], reason: str
+    ) -> None:
         logger.warning(
             "❌ [%s] %s while evaluating %s", w.tag, reason, ", ".join(candidates[i].describe() for i in group)
         )
@@ -290,16 +296,15 @@ class DevicePool:
             )
 
     def _scale_by_baselines(
-        self, strategy: Any, records: dict[int, CandidateRecord], baselines: dict[int, dict]
+        self, baseline: Baseline | None, records: dict[int, CandidateRecord], baselines: dict[int, dict]
     ) -> None:
         """Each record's scale to the tuning device, and the spread between devices in the log:
         that is the noise within which a selection on several devices may differ from one on the
         tuning device alone."""
-        measured = getattr(strategy, "_baseline", None)
-        here_tp = measured.throughput_per_s if measured is not None else getattr(strategy, "_baseline_throughput", None)
-        here_lat = measured.latency_ms if measured is not None else None
-        if not here_tp or not baselines:
+        if baseline is None or not baseline.throughput_per_s or not baselines:
             return
+        here_tp = baseline.throughput_per_s
+        here_lat = baseline.latency_ms if baseline.scales_records else None
         parts, ratios = [], [1.0]
         for w in self._workers:
             base = baselines.get(w.index) or {}
@@ -316,7 +321,7 @@ class DevicePool:
         spread = (max(ratios) / min(ratios) - 1) * 100 if ratios else 0.0
         how = (
             "each candidate's gate used its own device's baseline"
-            if measured is None
+            if not baseline.scales_records
             else "each candidate's numbers are scaled by its device's ratio"
         )
         logger.info(

@@ -110,6 +110,8 @@ def graph_payload(ctx: Any) -> dict[str, Any]:
         "samples": dumps_tensors(ctx.data),
         "refs": dumps_tensors(ctx.refs),
         "cache_dir": str(ctx.cache_dir),
+        # Deadlines are on time.monotonic(), one clock for every process of the machine.
+        "budget": ctx.budget,
     }
 
 

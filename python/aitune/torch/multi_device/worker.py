@@ -1,7 +1,8 @@
-"""A worker process of the device pool (pool.py): one device, candidates evaluated with the
-strategy's own steps — `_build_and_validate`, then `_measure_candidate` (FirstWins' gate, a
-profiling strategy's sweep) against an eager baseline measured on this device — and a record
-per candidate sent back. Its `aitune` log lines go to the tuning process as they happen.
+"""A worker process of the device pool (pool.py): one device, candidates evaluated through the
+strategy's declared contract (tune_strategy/context.py `RecordingStrategy`): `start_graph` measures
+the eager baseline on this device, `evaluate` builds, checks and measures a group of candidates
+(FirstWins' gate, a profiling strategy's sweep) and returns a record per candidate, which goes back.
+Its `aitune` log lines go to the tuning process as they happen.
 
 Messages in: ("config", state), ("module", token, bytes), ("graph", payload), ("evaluate",
 [indices]), ("stop",). Out: ("ready",), ("log", level, text), ("baseline", dict),
@@ -61,7 +62,7 @@ class _GraphJob:
 
         from aitune.torch.multi_device.transport import load_graph
         from aitune.torch.tune_data import report as tune_data
-        from aitune.torch.tune_strategy.tune_strategy import GraphContext
+        from aitune.torch.tune_strategy.context import GraphContext
 
         graph, samples, refs = load_graph(payload, device)
         # The worker's builds go to a folder of its own: the eager baseline's folder and the
@@ -76,6 +77,7 @@ class _GraphJob:
             cache_dir,
             refs=refs,
             batch_sizes=payload["batch_sizes"],
+            budget=payload.get("budget"),
         )
         self.strategy = strategy
         self.index = index
@@ -83,73 +85,22 @@ class _GraphJob:
         self.report = tune_data.GraphReport(name=graph.name)
         tune_data._state.graph = self.report
         module.to(self.ctx.device)
-        strategy.backend_results = []
-        strategy._pre_tune(self.ctx)  # the eager baseline on this device
+        strategy.start_graph(self.ctx)  # the eager baseline on this device
 
     def baseline(self) -> dict[str, Any]:
-        measured = getattr(self.strategy, "_baseline", None)  # profiling strategies
-        if measured is not None:
-            return {"throughput": measured.throughput_per_s, "latency_ms": measured.latency_ms}
-        throughput = getattr(self.strategy, "_baseline_throughput", None)  # FirstWins, OneBackend
-        return {"throughput": throughput, "latency_ms": None} if throughput else {}
+        measured = self.strategy.baseline()
+        if measured is None:
+            return {}
+        return {"throughput": measured.throughput_per_s, "latency_ms": measured.latency_ms}
 
     def evaluate(self, indices: list[int]) -> list[Any]:
-        from aitune.torch.multi_device.records import BuiltCandidate, CandidateRecord
-        from aitune.torch.tune_strategy.outcome import CandidateTally
-        from aitune.torch.tune_strategy.siblings import SiblingBuilds
-
-        strategy, ctx = self.strategy, self.ctx
-        candidates = strategy._candidates()
-        # Serving siblings come as one group, so they share a build here as they would in one process.
-        strategy._siblings = SiblingBuilds([candidates[i] for i in indices])
-        records = []
-        try:
-            for index in indices:
-                blueprint = candidates[index]
-                strategy.backend_results = []
-                strategy._tally = CandidateTally()
-                if hasattr(strategy, "perf_validation_results"):
-                    strategy.perf_validation_results = []
-                strategy._selected_speedup = None
-                self.report.builds = []
-                record = CandidateRecord(index, str(ctx.device), blueprint.describe(), worker=self.index)
-                backend = strategy._build_and_validate(blueprint, ctx, raise_on_failure=False)
-                verdict = strategy._measure_candidate(backend, ctx) if backend is not None else None
-                if isinstance(verdict, bool):
-                    record.passed = verdict
-                    record.selected_speedup = strategy._selected_speedup if verdict else None
-                elif verdict is not None:
-                    record.point = (verdict.metric, verdict.batch_size, verdict.latency_ms, verdict.throughput_per_s)
-                if backend is not None and backend.is_active:
-                    if verdict:
-                        record.built = BuiltCandidate(
-                            {k: a.path for k, a in backend._artifacts().items() if a is not None},
-                            backend.input_profile(),
-                            backend.validated_precision,
-                            backend.derived_from,
-                        )
-                    strategy._siblings.before_release(backend)
-                    backend.deactivate()
-                    ctx.module.to(ctx.device)
-                for result in strategy.backend_results:
-                    result["device"] = str(ctx.device)
-                record.backend_results = list(strategy.backend_results)
-                record.perf_validation_results = list(getattr(strategy, "perf_validation_results", []) or [])
-                record.tally = strategy._tally
-                record.builds = list(self.report.builds)
-                records.append(record)
-        finally:
-            strategy._siblings.release()
+        records = self.strategy.evaluate(indices, self.ctx)
+        for record in records:
+            record.worker = self.index
         return records
 
     def close(self) -> None:
-        for name in ("_baseline_backend",):
-            backend = getattr(self.strategy, name, None)
-            if backend is not None:
-                backend.deactivate()
-        baseline = getattr(self.strategy, "_baseline", None)
-        if baseline is not None:
-            baseline.backend.deactivate()
+        self.strategy.end_graph()
 
 
 def main(conn: Any, device: str, index: int, measurement_lock: Any, lock_owner: Any, cpu_threads: int) -> None:

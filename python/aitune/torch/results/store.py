@@ -29,7 +29,6 @@ import torch
 import aitune
 from aitune._native import _C
 from aitune.exceptions import IncompatibleCheckpointError
-from aitune.torch.backend.backend import Backend
 from aitune.torch.checkpoint.fingerprint import current_fingerprint, mismatches
 from aitune.torch.checkpoint.format import (
     FORMAT,
@@ -43,6 +42,7 @@ from aitune.torch.config import config
 from aitune.torch.graph.signature import KIND_NAMES
 from aitune.torch.task.numeric import reference_outputs
 from aitune.torch.tune_data.report import atomic_write_text
+from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 
 logger = logging.getLogger("aitune")
 
@@ -116,35 +116,21 @@ def _jsonable(value: Any) -> Any:
     return f"{type(value).__module__}.{type(value).__qualname__}"  # never a repr with an address
 
 
-def _strategy_backends(strategy: Any) -> list[Any]:
-    found = []
-    for value in vars(strategy).values():
-        if isinstance(value, Backend):
-            found.append(value)
-        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Backend) for v in value):
-            found.extend(value)
-    return found
-
-
-def config_fingerprint(strategy: Any, device: torch.device, fallback_policy: str, graph: Any) -> dict[str, Any]:
+def config_fingerprint(
+    strategy: TuneStrategy, device: torch.device, fallback_policy: str, graph: Any
+) -> dict[str, Any]:
     """Strategy class and to_json_dict(), its switches, each backend's key() and tolerance,
     strict_mode, max_num_samples_stored, fallback policy, batch sizes and device
     (docs/reference/tuning.md#reusing-results (3))."""
-    switches = {
-        k: _jsonable(v)
-        for k, v in sorted(vars(strategy).items())
-        if k not in ("sink", "backend_results", "perf_validation_results")
-        and not isinstance(v, Backend)
-        and (v is None or isinstance(v, (bool, int, float, str, type)))
-    }
+    switches = {k: _jsonable(v) for k, v in strategy.settings().items()}
     cls = type(strategy)
     max_stored = config.max_num_samples_stored
     return {
         "strategy": f"{cls.__module__}.{cls.__qualname__}",
         "strategy_config": _jsonable(strategy.to_json_dict()),
         "switches": switches,
-        "tolerance": _jsonable(getattr(strategy, "_tolerance", None)),
-        "backends": [{"key": b.key(), "tolerance": _jsonable(b.tolerance)} for b in _strategy_backends(strategy)],
+        "tolerance": _jsonable(strategy.tolerance),
+        "backends": [{"key": b.key(), "tolerance": _jsonable(b.tolerance)} for b in strategy.configured_backends()],
         "strict_mode": bool(config.strict_mode),
         "max_num_samples_stored": "inf" if isinstance(max_stored, float) else max_stored,
         "fallback_policy": fallback_policy,
@@ -152,6 +138,8 @@ def config_fingerprint(strategy: Any, device: torch.device, fallback_policy: str
             set(getattr(graph, "observed_batch_sizes", ()) or ()) | {s.batch_size or 0 for s in graph.samples}
         ),
         "device": str(device),
+        # A result tuned under a budget may be what the budget allowed, not the best.
+        **({"tuning_budget_s": config.tuning_budget_s} if config.tuning_budget_s is not None else {}),
     }
 
 
@@ -179,7 +167,7 @@ class ResultsStore:
         self._model_fp: dict[str, Any] | None = model_fingerprint
 
     # -- key --------------------------------------------------------------------------------
-    def key(self, graph: Any, strategy: Any) -> str | None:
+    def key(self, graph: Any, strategy: TuneStrategy) -> str | None:
         """The graph's key, computed before any strategy modifies the graph; None when the
         model or the strategy cannot be fingerprinted (the graph is then tuned, not stored)."""
         try:
@@ -247,7 +235,7 @@ class ResultsStore:
         return path
 
     # -- read -------------------------------------------------------------------------------
-    def lookup(self, key: str, graph: Any, strategy: Any = None) -> Any:
+    def lookup(self, key: str, graph: Any, strategy: TuneStrategy | None = None) -> Any:
         """The stored backend for `graph`, active on the store's device, or None (a miss or an
         unusable file: then a warning, and the caller tunes and overwrites it). On a hit the
         live graph takes the stored input/output specs (e.g. widened by a max-batch search)."""
@@ -278,7 +266,7 @@ class ResultsStore:
         )
         return backend
 
-    def _restore(self, path: Path, key: str, graph: Any, strategy: Any) -> tuple[Any, Any, str]:
+    def _restore(self, path: Path, key: str, graph: Any, strategy: TuneStrategy | None) -> tuple[Any, Any, str]:
         ckpt = OpenedCheckpoint(path, "fast")
         manifest = ckpt.manifest
         if manifest.results_key != key:
@@ -298,10 +286,7 @@ class ResultsStore:
         stored.samples = graph.samples
         artifacts_root = ckpt.extract_all() if b.artifacts else None
         self.module.to(self.device)  # as a strategy does: JIT and eager backends serve the module
-        if graph.samples and (
-            strategy is None
-            or (getattr(strategy, "_correctness_check", True) and getattr(strategy, "_numeric_check", True))
-        ):
+        if graph.samples and (strategy is None or strategy.checks_numerics):
             # The eager outputs a strategy records for checkpoints (`aitune run --check`).
             raw: list[Any] = []
             reference_outputs(getattr(self.module, "_aitune_original_forward", self.module.forward), graph.samples, raw)

@@ -20,6 +20,7 @@ class BuildReport:
     duration_s: float | None = None
     success: bool = False
     skipped: str | None = None
+    over_budget: str | None = None  # "skipped" or "abandoned" by the tuning budget
     error: dict[str, Any] | None = None
     log_file: str | None = None
     build_dir: str | None = None
@@ -50,6 +51,9 @@ class GraphReport:
     outcome: str | None = None
     outcome_message: str = ""
     max_batch_search: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # The tuning budget, when one applies: budget_s, source, left_at_start_s, order, and at the end
+    # left_at_end_s, skipped and abandoned (each {"backend", "reason"}).
+    budget: dict[str, Any] = dataclasses.field(default_factory=dict)
     selection_rule: str = ""
     perf_validation_results: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     baseline_measurements: list[dict[str, Any]] = dataclasses.field(default_factory=list)

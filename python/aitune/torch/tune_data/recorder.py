@@ -138,29 +138,8 @@ def _spec_rows(spec: Any) -> dict[str, Any]:
 
 
 def selection_rule(strategy: Any) -> str:
-    name = type(strategy).__name__
-    threshold = getattr(strategy, "min_speedup_threshold_percent", None)
-    gate = getattr(strategy, "_performance_validation", False)
-    gate_text = (
-        f"; it must beat the eager baseline by more than {threshold}% or eager is kept"
-        if gate and threshold is not None
-        else ""
-    )
-    if hasattr(strategy, "latency_budget_ms"):
-        return (
-            f"{name}: best throughput among batch sizes whose mean latency is within "
-            f"{strategy.latency_budget_ms} ms{gate_text}"
-        )
-    metric = getattr(strategy, "metric_name", None)
-    if metric == "latency":
-        return f"{name}: lowest mean latency at batch size 1{gate_text}"
-    if metric == "throughput":
-        return f"{name}: highest throughput over the batch sizes up to the graph's max{gate_text}"
-    if name == "FirstWinsStrategy":
-        return f"{name}: the first backend (in order) that builds, passes the checks{gate_text}"
-    if name == "OneBackendStrategy":
-        return f"{name}: the one configured backend, if it builds and passes the checks{gate_text}"
-    return name
+    """How `strategy` (a TuneStrategy) picks a graph's backend, for the report."""
+    return strategy.selection_rule()
 
 
 @contextlib.contextmanager
@@ -305,6 +284,11 @@ def _describe(backend: Any) -> str:
         return str(backend)
 
 
+def current_builds() -> list[BuildReport]:
+    """The builds recorded so far for the graph being tuned (empty outside a graph span)."""
+    return _state.graph.builds if _state.graph is not None else []
+
+
 def record_skipped(backend: Any, reason: str) -> None:
     build = begin_build(backend)
     if build is not None:
@@ -312,6 +296,40 @@ def record_skipped(backend: Any, reason: str) -> None:
         build.duration_s = 0.0
         _state.build = None
         _flush()
+
+
+def record_budget(info: dict[str, Any]) -> None:
+    """The tuning budget of the graph being tuned (docs/reference/tuning.md#telemetry-and-report): budget,
+    source, time left at its start and the candidate order; finish_budget() adds what it cost."""
+    if _state.graph is not None:
+        _state.graph.budget = dict(info)
+        _flush()
+
+
+def mark_over_budget(kind: str, backend_description: str, reason: str | None = None) -> None:
+    """The last build of `backend_description` was "skipped" or "abandoned" for the tuning budget."""
+    build = _find_build(backend_description)
+    if build is not None:
+        build.over_budget = kind
+        _flush()
+
+
+def finish_budget(left_s: float) -> None:
+    """Closes the graph's budget entry: the time left, and every candidate the budget skipped or
+    abandoned, with the reason (also for builds adopted from device-pool workers)."""
+    graph = _state.graph
+    if graph is None or not graph.budget:
+        return
+    graph.budget["left_at_end_s"] = round(left_s, 3)
+    graph.budget["skipped"] = [
+        {"backend": b.backend, "reason": b.skipped} for b in graph.builds if b.over_budget == "skipped"
+    ]
+    graph.budget["abandoned"] = [
+        {"backend": b.backend, "reason": (b.error or {}).get("message", ""), "after_s": b.duration_s}
+        for b in graph.builds
+        if b.over_budget == "abandoned"
+    ]
+    _flush()
 
 
 def record_step(name: str, duration_s: float, **extra: Any) -> None:

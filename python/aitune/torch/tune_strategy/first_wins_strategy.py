@@ -1,13 +1,15 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from aitune.exceptions import CudaGraphCaptureError, NoValidBackendError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.default_backends import first_wins_defaults
 from aitune.torch.tune_strategy.performance_validation import PerformanceValidatedStrategy
-from aitune.torch.tune_strategy.tune_strategy import GraphContext
+from aitune.torch.tune_strategy.records import CandidateRecord
+from aitune.torch.tune_strategy.remote_builds import materialize, replay
+from aitune.torch.tune_strategy.tune_strategy import GraphContext, checked_budget_s
 
 
 class FirstWinsStrategy(PerformanceValidatedStrategy):
@@ -17,7 +19,11 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
     ait.tune serves the original module.
 
     `backends=None` means the default list for the tuning device: on CUDA it leads with
-    CUDA-graph variants (default_backends.py)."""
+    CUDA-graph variants (default_backends.py). `budget_s` (seconds) bounds the tuning as
+    config.tuning_budget_s does and wins over it; the candidates keep their order
+    (docs/reference/strategies.md#tuning-budget)."""
+
+    _walks_candidates = True
 
     def __init__(
         self,
@@ -26,10 +32,12 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
         sink: Any = None,
         profiling_config: Any = None,
         min_speedup_threshold_percent: float = 1.0,
+        budget_s: float | None = None,
     ) -> None:
         super().__init__(
             sink=sink, profiling_config=profiling_config, min_speedup_threshold_percent=min_speedup_threshold_percent
         )
+        self.budget_s = checked_budget_s(budget_s)
         self._default_backends = backends is None
         self.backends = list(backends) if backends is not None else first_wins_defaults()
         for b in self.backends:
@@ -41,20 +49,25 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
             self.backends = first_wins_defaults(device)
         return self
 
+    def selection_rule(self) -> str:
+        return f"{type(self).__name__}: the first backend (in order) that builds, passes the checks{self._gate_rule_text()}"
+
     def _describe_parts(self) -> list[str]:  # AITune's form (docs/guide.md, "Coming from AITune")
         return [
             "name: First Wins Strategy",
             "description: evaluate backends in order, return first working backend",
             "backends:",
             *[f"  {b.describe()}" for b in self.backends],
+            *([f"budget_s: {self.budget_s:g}"] if self.budget_s is not None else []),
         ]
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "backends": [b.describe() for b in self.backends],
             "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
             "profiling_config": self.profiling_config.to_json_dict(),
         }
+        return {**data, "budget_s": self.budget_s} if self.budget_s is not None else data
 
     def _tune(self, ctx: GraphContext) -> Backend:
         for blueprint in self.backends:
@@ -96,7 +109,7 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
         )
 
     # -- several devices (docs/guide.md, "Tuning on several GPUs") -----------------------------
-    def _settled(self, records: dict[int, Any]) -> bool:
+    def settled(self, records: Mapping[int, CandidateRecord]) -> bool:
         """The decision is known once every candidate before the first passing one is in."""
         for index in range(len(self.backends)):
             if index not in records:
@@ -105,12 +118,10 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
                 return True
         return True
 
-    def _decide(self, ctx: GraphContext, records: list[Any]) -> Backend:
+    def decide(self, ctx: GraphContext, records: list[CandidateRecord]) -> Backend:
         """The sequential rule on the workers' records: candidates in list order, the first that
         passed its gate (measured against its own device's eager baseline) wins. Its build is
         then served on the tuning device; if that fails, the next one that passed wins."""
-        from aitune.torch.multi_device.records import materialize, replay
-
         for record in records:
             replay(self, record)
             if not record.passed:

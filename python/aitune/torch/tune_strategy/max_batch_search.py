@@ -12,6 +12,7 @@ from __future__ import annotations
 import traceback
 from typing import Any, Callable
 
+from aitune.torch.backend.common.serving import graph_dispatcher
 from aitune.torch.config import config
 from aitune.torch.logging_utils import captured_output
 from aitune.torch.task.batching import extend_max_batch
@@ -44,7 +45,7 @@ def search_max_batch_size(
             backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
         try:
             results = profile(
-                backend.runner(),
+                graph_dispatcher(ctx.graph, backend, ctx.module_name),
                 ctx.graph,
                 ctx.data,
                 profiling_config,

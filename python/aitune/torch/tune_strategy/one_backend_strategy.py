@@ -27,8 +27,11 @@ class OneBackendStrategy(PerformanceValidatedStrategy):
             raise TypeError(f"OneBackendStrategy needs a Backend instance, got {type(backend).__name__}")
         self.backend = backend
 
-    def _candidates(self) -> list[Backend]:
+    def candidates(self) -> list[Backend]:
         return [self.backend]
+
+    def selection_rule(self) -> str:
+        return f"{type(self).__name__}: the one configured backend, if it builds and passes the checks{self._gate_rule_text()}"
 
     def _describe_parts(self) -> list[str]:  # AITune's form (docs/guide.md, "Coming from AITune")
         return [

@@ -28,6 +28,7 @@ class KeptEager:
     unavailable: int = 0
     failed: int = 0
     failure_log: Path | None = None
+    over_budget: int = 0  # skipped or abandoned by the tuning budget
 
     def message(self) -> str:
         where = f"{self.module}.{self.graph}"
@@ -38,8 +39,10 @@ class KeptEager:
                 f"(needs {self.gate}{detail})"
             )
         see = f": see {self.failure_log}" if self.failure_log is not None else ""
+        budget = f", {self.over_budget} over the tuning budget" if self.over_budget else ""
         return (
-            f"🟰 {where}: kept eager — no candidate built ({self.unavailable} unavailable, {self.failed} failed{see})"
+            f"🟰 {where}: kept eager — no candidate built ({self.unavailable} unavailable, {self.failed} failed"
+            f"{budget}{see})"
         )
 
 
@@ -53,6 +56,7 @@ class CandidateTally:
     best_candidate: str | None = None
     best_speedup: float | None = None
     best_detail: str = ""
+    over_budget: int = 0
 
     def record_failure(self, log_file: Path | None) -> None:
         self.failed += 1
@@ -76,4 +80,5 @@ class CandidateTally:
             self.unavailable,
             self.failed,
             self.failure_log,
+            self.over_budget,
         )

@@ -16,13 +16,15 @@ from typing import Any
 
 from aitune._native import _C
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.common.serving import graph_dispatcher
 from aitune.torch.logging_utils import captured_output
 from aitune.torch.task.profile import SweepLimits, profile
 from aitune.torch.task.profiling.config import AllSamplesProfilingStopStrategy
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
+from aitune.torch.tune_strategy.records import CandidateRecord
 from aitune.torch.tune_strategy.strategy_results import PerformanceValidationMixinResult
-from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy
+from aitune.torch.tune_strategy.tune_strategy import Baseline, GraphContext, TuneStrategy
 
 logger = logging.getLogger("aitune")
 
@@ -63,6 +65,32 @@ class PerformanceValidatedStrategy(TuneStrategy):
         self._performance_validation = enable
         return self
 
+    @property
+    def performance_validation(self) -> bool:
+        return self._performance_validation
+
+    def _gate_rule_text(self) -> str:
+        """The gate's part of the selection rule for the tuning report ("" when it is off)."""
+        if not self._performance_validation:
+            return ""
+        return f"; it must beat the eager baseline by more than {self.min_speedup_threshold_percent}% or eager is kept"
+
+    def baseline(self) -> Baseline | None:
+        return Baseline(self._baseline_throughput) if self._baseline_throughput else None
+
+    def end_graph(self) -> None:
+        if self._baseline_backend is not None:
+            self._baseline_backend.deactivate()
+
+    def _reset_candidate_results(self) -> None:
+        self.perf_validation_results = []
+        self._selected_speedup = None
+
+    def _record_verdict(self, record: CandidateRecord, verdict: Any) -> bool:
+        record.passed = bool(verdict)
+        record.selected_speedup = self._selected_speedup if verdict else None
+        return record.passed
+
     def _gate_text(self) -> str:
         return f"≥ {1 + self.min_speedup_threshold_percent / 100:.2f}×"
 
@@ -87,7 +115,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
             with captured_output(folder / "build.log"):
                 backend.build(ctx.module, ctx.graph, ctx.data, ctx.device, folder)
             results = profile(
-                backend.runner(),
+                graph_dispatcher(ctx.graph, backend, ctx.module_name),
                 ctx.graph,
                 ctx.data,
                 self._gate_profiling_config(),
@@ -119,7 +147,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
         limits = SweepLimits()
         try:
             results = profile(
-                backend.runner(),
+                graph_dispatcher(ctx.graph, backend, ctx.module_name),
                 ctx.graph,
                 ctx.data,
                 self._gate_profiling_config(),

@@ -10,12 +10,15 @@ from typing import Any
 from aitune._native import _C
 from aitune.exceptions import NoValidBackendError
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.common.serving import graph_dispatcher
 from aitune.torch.logging_utils import captured_output
 from aitune.torch.task.profile import profile
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.default_backends import profiling_defaults
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
+from aitune.torch.tune_strategy.records import CandidateRecord, RemoteBuild
+from aitune.torch.tune_strategy.remote_builds import materialize, replay
 from aitune.torch.tune_strategy.strategy_results import (
     BackendPerfResult,
     BackendProfilingResult,
@@ -23,7 +26,7 @@ from aitune.torch.tune_strategy.strategy_results import (
     MaxThroughputProfilingResult,
     MinLatencyProfilingResult,
 )
-from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy
+from aitune.torch.tune_strategy.tune_strategy import Baseline, GraphContext, TuneStrategy, checked_budget_s
 
 
 @dataclasses.dataclass
@@ -39,6 +42,10 @@ class Measured:
 
 
 class ProfilingTuneStrategy(TuneStrategy):
+    """`budget_s` (seconds) bounds the tuning as config.tuning_budget_s does and wins over it; under
+    either, the candidates are tried cheapest expected build first (docs/reference/strategies.md#tuning-budget)."""
+
+    _walks_candidates = True
     metric_name = "throughput"  # or "latency"
     # describe() in AITune's form (docs/guide.md, "Coming from AITune")
     _title = "Max Throughput Strategy"
@@ -51,8 +58,10 @@ class ProfilingTuneStrategy(TuneStrategy):
         *,
         sink: Any = None,
         min_speedup_threshold_percent: float = 0.0,
+        budget_s: float | None = None,
     ) -> None:
         super().__init__(sink=sink, profiling_config=profiling_config)
+        self.budget_s = checked_budget_s(budget_s)
         self._default_backends = backends is None
         self.backends = list(backends) if backends is not None else profiling_defaults()
         for b in self.backends:
@@ -67,6 +76,37 @@ class ProfilingTuneStrategy(TuneStrategy):
         self._performance_validation = enable
         return self
 
+    @property
+    def performance_validation(self) -> bool:
+        return self._performance_validation
+
+    def _gate_rule_text(self) -> str:
+        if not self._performance_validation:
+            return ""
+        return f"; it must beat the eager baseline by more than {self.min_speedup_threshold_percent}% or eager is kept"
+
+    def selection_rule(self) -> str:
+        return f"{type(self).__name__}: highest throughput over the batch sizes up to the graph's max{self._gate_rule_text()}"
+
+    def baseline(self) -> Baseline | None:
+        measured = self._baseline
+        if measured is None:
+            return None
+        return Baseline(measured.throughput_per_s, measured.latency_ms, scales_records=True)
+
+    def end_graph(self) -> None:
+        if self._baseline is not None:
+            self._baseline.backend.deactivate()
+
+    def _reset_candidate_results(self) -> None:
+        self.perf_validation_results = []
+
+    def _record_verdict(self, record: CandidateRecord, verdict: Any) -> bool:
+        if verdict is None:
+            return False
+        record.point = (verdict.metric, verdict.batch_size, verdict.latency_ms, verdict.throughput_per_s)
+        return True
+
     def prepare(self, device: Any) -> ProfilingTuneStrategy:
         """`backends=None`: the default list for the tuning device (CUDA-graph variants on CUDA)."""
         if self._default_backends:
@@ -79,14 +119,24 @@ class ProfilingTuneStrategy(TuneStrategy):
             f"description: {self._description}",
             "backends:",
             *[f"  {b.describe()}" for b in self.backends],
+            *([f"budget_s: {self.budget_s:g}"] if self.budget_s is not None else []),
         ]
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "backends": [b.describe() for b in self.backends],
             "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
             "profiling_config": self.profiling_config.to_json_dict(),
         }
+        return {**data, "budget_s": self.budget_s} if self.budget_s is not None else data
+
+    def candidates(self) -> list[Backend]:
+        """In list order; under a tuning budget, cheapest expected build first (a stable sort, so
+        equal costs keep their order and a worker process sorts them alike)."""
+        order = list(self.backends)
+        if self._budget_in_effect():
+            order.sort(key=lambda b: b.expected_build_cost())
+        return order
 
     # -- measurement -----------------------------------------------------------------------
     def _batch_sizes(self, ctx: GraphContext) -> list[int]:
@@ -101,7 +151,7 @@ class ProfilingTuneStrategy(TuneStrategy):
 
     def _measure(self, backend: Backend, ctx: GraphContext, kind: str = "build") -> Measured | None:
         results = profile(
-            backend.runner(),
+            graph_dispatcher(ctx.graph, backend, ctx.module_name),
             ctx.graph,
             ctx.data,
             self.profiling_config,
@@ -164,7 +214,7 @@ class ProfilingTuneStrategy(TuneStrategy):
 
     def _tune(self, ctx: GraphContext) -> Backend:
         measured: list[Measured] = []
-        for blueprint in self.backends:
+        for blueprint in self.candidates():
             backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
             if backend is None:
                 continue
@@ -201,13 +251,11 @@ class ProfilingTuneStrategy(TuneStrategy):
         return point
 
     # -- several devices (docs/guide.md, "Tuning on several GPUs") -----------------------------
-    def _decide(self, ctx: GraphContext, records: list[Any]) -> Backend:
+    def decide(self, ctx: GraphContext, records: list[CandidateRecord]) -> Backend:
         """The sequential selection (_select) over the workers' points, each scaled by its
         device's eager baseline against the tuning device's (the noise between devices is
         logged by the pool). The winner's build is then served on the tuning device; if that
         fails, the selection runs again without it."""
-        from aitune.torch.multi_device.records import RemoteBuild, materialize, replay
-
         for record in records:
             replay(self, record)
         candidates = [r for r in records if r.point is not None]
@@ -311,14 +359,22 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
         *,
         sink: Any = None,
         min_speedup_threshold_percent: float = 0.0,
+        budget_s: float | None = None,
     ) -> None:
         super().__init__(
-            backends, profiling_config, sink=sink, min_speedup_threshold_percent=min_speedup_threshold_percent
+            backends,
+            profiling_config,
+            sink=sink,
+            min_speedup_threshold_percent=min_speedup_threshold_percent,
+            budget_s=budget_s,
         )
         self._find_max_batch_size = False
 
     def _batch_sizes(self, ctx: GraphContext) -> list[int]:
         return [1]
+
+    def selection_rule(self) -> str:
+        return f"{type(self).__name__}: lowest mean latency at batch size 1{self._gate_rule_text()}"
 
     def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
         if not results:
@@ -352,6 +408,7 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
         *,
         sink: Any = None,
         min_speedup_threshold_percent: float = 0.0,
+        budget_s: float | None = None,
     ) -> None:
         if (
             isinstance(latency_budget_ms, bool)
@@ -360,7 +417,11 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
         ):
             raise ValueError(f"latency_budget_ms must be > 0, got {latency_budget_ms!r}")
         super().__init__(
-            backends, profiling_config, sink=sink, min_speedup_threshold_percent=min_speedup_threshold_percent
+            backends,
+            profiling_config,
+            sink=sink,
+            min_speedup_threshold_percent=min_speedup_threshold_percent,
+            budget_s=budget_s,
         )
         self.latency_budget_ms = float(latency_budget_ms)
 
@@ -372,6 +433,12 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
 
     def _latency_limit_ms(self) -> float | None:
         return self.latency_budget_ms
+
+    def selection_rule(self) -> str:
+        return (
+            f"{type(self).__name__}: best throughput among batch sizes whose mean latency is within "
+            f"{self.latency_budget_ms} ms{self._gate_rule_text()}"
+        )
 
     def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
         points = [(r["batch_size"], r["host_latency_ms_mean"], r["throughput_per_s"]) for r in results]

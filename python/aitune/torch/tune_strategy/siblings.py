@@ -53,6 +53,16 @@ class SiblingBuilds:
         description, reason = self._failed[key]
         return f"its serving sibling {description} failed to build ({reason}); the same build would fail again"
 
+    def shares_a_build(self, blueprint: Backend) -> bool:
+        """`blueprint` would be served from a sibling's live build (take() would succeed): it costs no build."""
+        key = blueprint.sibling_key()
+        if key is None:
+            return False
+        if (key, _uses_graphs(blueprint)) in self._held:
+            return True
+        source = self._live.get(key)
+        return source is not None and source.is_active
+
     def take(self, blueprint: Backend) -> Backend | None:
         """A backend serving `blueprint`'s build the way it asks for, derived from a sibling's
         build; None when no sibling build is alive (the caller then builds it)."""

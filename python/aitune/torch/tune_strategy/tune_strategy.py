@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import abc
 import copy
-import dataclasses
 import logging
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
 
-from aitune.exceptions import BackendUnavailableError, CudaGraphCaptureError
+from aitune.exceptions import BackendUnavailableError, CudaGraphCaptureError, TuningBudgetExceeded
 from aitune.torch.backend import TorchEagerBackend
 from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.common.compile_caches import reset_compiler_caches
+from aitune.torch.config import config
 from aitune.torch.logging_utils import captured_output, format_duration, indent
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
 from aitune.torch.task.correctness import check_correctness
@@ -26,39 +27,38 @@ from aitune.torch.task.precise_reference import native_precision_class
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.tune_strategy.max_batch_search import search_max_batch_size
+from aitune.torch.tune_data import recorder as telemetry
+from aitune.torch.tune_strategy.budget import TuningBudget, build_deadline
+from aitune.torch.tune_strategy.context import Baseline, GraphContext, installed_executor
 from aitune.torch.tune_strategy.outcome import CandidateTally
+from aitune.torch.tune_strategy.records import BuiltCandidate, CandidateRecord
 from aitune.torch.tune_strategy.siblings import SiblingBuilds
-from aitune.torch.utils.progress import LiveLine
+from aitune.torch.utils.progress import CandidateProgress, LiveLine, set_candidate
 from aitune.torch.validation import ToleranceSetting, resolve_tolerance
 
 logger = logging.getLogger("aitune")
 
-
-@dataclasses.dataclass
-class GraphContext:
-    """Everything one graph's tuning works with."""
-
-    module: torch.nn.Module
-    module_name: str
-    graph: GraphSpec
-    data: list[Sample]
-    device: torch.device
-    cache_dir: Path
-    refs: list[Any] | None = None
-    # The batch sizes the caller tuned with that reached this graph (ait.tune's batch_sizes), in
-    # ascending order; empty when unknown (JIT mode, where a call's batch size is not known).
-    batch_sizes: list[int] = dataclasses.field(default_factory=list)
-
-    @property
-    def forward(self) -> Any:
-        return getattr(self.module, "_aitune_original_forward", self.module.forward)
+__all__ = ["Baseline", "GraphContext", "TuneStrategy", "availability"]
 
 
 def availability(backend: Backend, device: torch.device) -> tuple[bool, str]:
     return backend.availability(device)
 
 
+def checked_budget_s(budget_s: Any) -> float | None:
+    """A strategy's `budget_s=`: seconds > 0, or None for the config's (docs/reference/strategies.md#tuning-budget)."""
+    if budget_s is None:
+        return None
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0:
+        raise ValueError(f"budget_s must be a number of seconds > 0 or None, got {budget_s!r}")
+    return float(budget_s)
+
+
 class TuneStrategy(abc.ABC):
+    # True for the strategies that walk a list of candidates within the tuning budget (FirstWins,
+    # the profiling strategies); OneBackend and custom strategies are not budgeted.
+    _walks_candidates: ClassVar[bool] = False
+
     def __init__(self, sink: Any = None, profiling_config: ProfilingConfig | None = None) -> None:
         self.sink = sink
         self.profiling_config = profiling_config or ProfilingConfig()
@@ -71,6 +71,7 @@ class TuneStrategy(abc.ABC):
         self._tally = CandidateTally()
         self._siblings = SiblingBuilds([])
         self._deferred_search: GraphContext | None = None  # a max-batch search not run yet
+        self.budget_s: float | None = None  # the strategy's own tuning budget; None: config.tuning_budget_s
 
     # -- switches (each returns self so they chain) ----------------------------------------
     def enable_correctness_check(self, enable: bool = True) -> TuneStrategy:
@@ -105,9 +106,58 @@ class TuneStrategy(abc.ABC):
         tuning; idempotent."""
         return self
 
-    def _candidates(self) -> list[Backend]:
-        """The candidate blueprints in order (their serving siblings share builds)."""
+    def candidates(self) -> list[Backend]:
+        """The candidate blueprints in order (their serving siblings share builds); a strategy
+        with a `backends` list needs not override it."""
         return list(getattr(self, "backends", None) or [])
+
+    # -- what the results store and the tuning report read ------------------------------------
+    @property
+    def tolerance(self) -> ToleranceSetting | None:
+        """The tolerance set with set_tolerance(), or None for each precision class's default."""
+        return self._tolerance
+
+    @property
+    def checks_numerics(self) -> bool:
+        """True when candidates are compared with eager (both checks on): the eager reference
+        outputs are then recorded, also for a stored result that is reused."""
+        return self._correctness_check and self._numeric_check
+
+    @property
+    def performance_validation(self) -> bool:
+        """True when a candidate must beat the eager baseline (the strategies with a gate)."""
+        return False
+
+    def settings(self) -> dict[str, Any]:
+        """The strategy's scalar switches by attribute name, for the results-store key
+        (docs/reference/tuning.md#reusing-results): every plain value the object holds except its
+        per-graph bookkeeping, so a custom strategy's own parameters count too."""
+        per_graph = ("sink", "backend_results", "perf_validation_results")
+        settings = {
+            k: v
+            for k, v in sorted(vars(self).items())
+            if k not in per_graph
+            and not isinstance(v, Backend)
+            and (v is None or isinstance(v, (bool, int, float, str, type)))
+        }
+        if settings.get("budget_s", 0) is None:
+            del settings["budget_s"]  # no budget: the keys stored before budgets existed stay valid
+        return settings
+
+    def configured_backends(self) -> list[Backend]:
+        """Every Backend the strategy holds as an attribute or list of them (its candidates, a
+        custom strategy's own), for the results-store key."""
+        found: list[Backend] = []
+        for value in vars(self).values():
+            if isinstance(value, Backend):
+                found.append(value)
+            elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Backend) for v in value):
+                found.extend(value)
+        return found
+
+    def selection_rule(self) -> str:
+        """How the strategy picks a graph's backend, in one sentence (the tuning report)."""
+        return type(self).__name__
 
     # -- description -----------------------------------------------------------------------
     @abc.abstractmethod
@@ -181,18 +231,19 @@ class TuneStrategy(abc.ABC):
             torch.device(device),
             Path(cache_dir),
             batch_sizes=sorted(set(getattr(graph, "observed_batch_sizes", ()) or ())),
+            executor=installed_executor(),
+            budget=self._graph_budget(),
         )
         self._tally = CandidateTally()
-        self._siblings = SiblingBuilds(self._candidates())
+        self._siblings = SiblingBuilds(self.candidates())
         self._log_graph_block(ctx)
         self._log("⏳ Executing strategy %s", type(self).__name__)
+        self._log_budget(ctx)
         start = time.perf_counter()
         module.to(ctx.device)
         self._deferred_search = None
         if self._find_max_batch_size and graph.has_batch_axis() and data:
-            from aitune.torch.multi_device.pool import active_pool  # the cycle with pool.py (design.md#layers)
-
-            if self._searches_lazily() and active_pool() is None:
+            if self._searches_lazily() and ctx.executor is None:
                 self._deferred_search = ctx  # run before the first candidate that needs it
             else:
                 self._search_max_batch_size(ctx)
@@ -206,29 +257,104 @@ class TuneStrategy(abc.ABC):
             backend = self._tune_candidates(ctx)
         finally:
             self._siblings.release()  # derived siblings that were never tried
+            set_candidate(None)
+            if ctx.budget is not None:
+                telemetry.finish_budget(ctx.budget.left_s())
         self._post_tune(ctx, backend)
         self._log("⏱️ Tune `%s`: completed in %s", type(self).__name__, format_duration(time.perf_counter() - start))
         return backend
 
     def _tune_candidates(self, ctx: GraphContext) -> Backend:
-        """Under ait.tune(devices=[...]) a strategy that decides from records (`_decide`)
-        evaluates its candidates in the device pool's worker processes and decides here
-        (multi_device/, docs/guide.md "Tuning on several GPUs"); otherwise, or with fewer than
-        two candidates, they run one after another in this process."""
-        from aitune.torch.multi_device.pool import active_pool
-
-        pool = active_pool()
-        if pool is not None and len(self._candidates()) > 1 and self._decides_from_records():
-            return pool.tune(self, ctx)
+        """With an executor in the context (the device pool under ait.tune(devices=[...]),
+        multi_device/, docs/guide.md "Tuning on several GPUs") a strategy that decides from records
+        has its candidates evaluated there and decides here; otherwise, or with fewer than two
+        candidates, they run one after another in this process (`_tune`)."""
+        if ctx.executor is not None and len(self.candidates()) > 1 and self._decides_from_records():
+            records = ctx.executor.evaluate(self, ctx)
+            if records is not None:
+                return self.decide(ctx, records)
         return self._tune(ctx)
 
     def _decides_from_records(self) -> bool:
-        """True when `_decide` implements this class's `_tune` rule: a subclass that overrides
-        `_tune` below the class defining `_decide` runs its own `_tune`, sequentially."""
+        """True when `decide` implements this class's `_tune` rule: a subclass that overrides
+        `_tune` below the class defining `decide` runs its own `_tune`, sequentially."""
         mro = type(self).__mro__
-        decide_owner = next((c for c in mro if "_decide" in c.__dict__), None)
+        decide_owner = next(c for c in mro if "decide" in c.__dict__)
         tune_owner = next(c for c in mro if "_tune" in c.__dict__)
-        return decide_owner is not None and issubclass(decide_owner, tune_owner)
+        return decide_owner is not TuneStrategy and issubclass(decide_owner, tune_owner)
+
+    # -- the contract an executor uses (context.RecordingStrategy, docs/design.md#the-strategy-contract) --
+    def start_graph(self, ctx: GraphContext) -> None:
+        """Readies the strategy for evaluate() on `ctx.device`: fresh bookkeeping and the eager
+        baseline there. tune() does the same as part of its pipeline; a pool worker calls this."""
+        self.backend_results = []
+        self._tally = CandidateTally()
+        self._pre_tune(ctx)
+
+    def baseline(self) -> Baseline | None:
+        """The eager baseline measured by start_graph() (or tune()), or None without a gate."""
+        return None
+
+    def evaluate(self, indices: Sequence[int], ctx: GraphContext) -> list[CandidateRecord]:
+        """Evaluates the candidates at `indices` (serving siblings come as one group and share a
+        build, as in one process), each against this device's baseline, and releases them: one
+        record each, with what decide() needs and the bookkeeping replayed in the tuning process."""
+        candidates = self.candidates()
+        self._siblings = SiblingBuilds([candidates[i] for i in indices])
+        try:
+            return [self._evaluate_candidate(i, candidates[i], ctx) for i in indices]
+        finally:
+            self._siblings.release()
+
+    def settled(self, records: Mapping[int, CandidateRecord]) -> bool:
+        """True when the records so far decide the graph, so no further candidate need start."""
+        return False
+
+    def decide(self, ctx: GraphContext, records: list[CandidateRecord]) -> Backend:
+        """The backend to serve the graph with, from every candidate's record (candidate order),
+        by the same rule `_tune` applies; a strategy that does not define it is tuned sequentially."""
+        raise NotImplementedError(f"{type(self).__name__} decides sequentially (_tune), not from records")
+
+    def end_graph(self) -> None:
+        """Releases what start_graph() holds (the eager baseline)."""
+
+    def _evaluate_candidate(self, index: int, blueprint: Backend, ctx: GraphContext) -> CandidateRecord:
+        self.backend_results = []
+        self._tally = CandidateTally()
+        self._reset_candidate_results()
+        builds_before = len(telemetry.current_builds())
+        record = CandidateRecord(index, str(ctx.device), blueprint.describe())
+        backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
+        verdict = self._measure_candidate(backend, ctx) if backend is not None else None
+        qualified = self._record_verdict(record, verdict)
+        if backend is not None and backend.is_active:
+            if qualified:
+                artifacts = {k: a.path for k, a in backend._artifacts().items() if a is not None}
+                record.built = BuiltCandidate(
+                    artifacts, backend.input_profile(), backend.validated_precision, backend.derived_from
+                )
+            self._siblings.before_release(backend)
+            backend.deactivate()
+            ctx.module.to(ctx.device)
+        for result in self.backend_results:
+            result["device"] = str(ctx.device)
+        record.backend_results = list(self.backend_results)
+        record.perf_validation_results = list(getattr(self, "perf_validation_results", []) or [])
+        record.tally = self._tally
+        record.builds = list(telemetry.current_builds()[builds_before:])
+        return record
+
+    def _reset_candidate_results(self) -> None:
+        """Clears the per-candidate results a record carries (evaluate())."""
+
+    def _measure_candidate(self, backend: Backend, ctx: GraphContext) -> Any:
+        """The verdict on a built, validated candidate: the gate, or a measured point."""
+        raise NotImplementedError(f"{type(self).__name__} does not measure candidates for evaluate()")
+
+    def _record_verdict(self, record: CandidateRecord, verdict: Any) -> bool:
+        """Puts `verdict` (None: the candidate failed earlier) into `record`; True when the
+        candidate qualified, so its build is kept for decide()."""
+        raise NotImplementedError(f"{type(self).__name__} does not record verdicts for evaluate()")
 
     def tune_dry_run(
         self,
@@ -270,10 +396,63 @@ class TuneStrategy(abc.ABC):
         extends the graph's max shapes to the best-throughput batch size (max_batch_search.py)."""
         search_max_batch_size(self._eager_backend(), ctx, self.profiling_config, self._log)
 
-    def _skip(self, blueprint: Backend, reason: str) -> None:
+    def _skip(self, blueprint: Backend, reason: str, over_budget: bool = False) -> None:
         self._log("⏭️ backend skipped: %s — %s", blueprint.describe(), reason)
-        self.backend_results.append({"backend": blueprint.describe(), "success": False, "skipped": reason})
+        result = {"backend": blueprint.describe(), "success": False, "skipped": reason}
+        self.backend_results.append({**result, "over_budget": True} if over_budget else result)
         tune_data.record_skipped(blueprint, reason)
+        if over_budget:
+            telemetry.mark_over_budget("skipped", blueprint.describe())
+
+    # -- the tuning budget (docs/reference/strategies.md#tuning-budget) ----------------------------
+    def _graph_budget(self) -> TuningBudget | None:
+        if not self._walks_candidates:
+            return None
+        if self.budget_s is not None:
+            return TuningBudget.for_graph(self.budget_s, "the strategy's budget_s")
+        if config.tuning_budget_s is not None:
+            return TuningBudget.for_graph(config.tuning_budget_s, "config.tuning_budget_s")
+        return None
+
+    def _budget_in_effect(self) -> bool:
+        return self._walks_candidates and (self.budget_s is not None or config.tuning_budget_s is not None)
+
+    def _log_budget(self, ctx: GraphContext) -> None:
+        if ctx.budget is None:
+            return
+        order = [(b.describe(), round(b.expected_build_cost(), 3)) for b in self.candidates()]
+        self._log(
+            "⌛ Tuning budget %g s (%s): %.1f s left; candidates in this order (relative build cost): %s",
+            ctx.budget.budget_s,
+            ctx.budget.source,
+            ctx.budget.left_s(),
+            ", ".join(f"{name} ({cost:g})" for name, cost in order),
+        )
+        telemetry.record_budget({**ctx.budget.describe(), "order": [{"backend": n, "cost": c} for n, c in order]})
+
+    def _show_candidate(self, blueprint: Backend, ctx: GraphContext) -> None:
+        """`candidate n/m` (and the time left) on the live progress line from now on."""
+        candidates = self.candidates()
+        # A custom strategy's own blueprint (not among candidates()) is numbered by the attempts so far.
+        number = next((i + 1 for i, c in enumerate(candidates) if c is blueprint), len(self.backend_results) + 1)
+        deadline = ctx.budget.deadline_s if ctx.budget is not None else None
+        set_candidate(CandidateProgress(number, max(len(candidates), number), deadline))
+
+    def _abandon(self, backend: Backend, ctx: GraphContext, error: BaseException, log_file: Path, result: dict) -> None:
+        """A build the budget's deadline interrupted: dropped (with what it held in torch's
+        compiler caches) and counted over budget, not failed; nothing of it stays running."""
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_file, "a") as f:
+            f.write("\n" + "".join(traceback.format_exception(error)))
+        reason = str(error) if isinstance(error, TuningBudgetExceeded) else f"the tuning budget ran out ({error})"
+        self._log("⌛ backend abandoned (log file: %s): %s", log_file, reason)
+        result.update({"error": f"TuningBudgetExceeded: {reason}", "abandoned": reason})
+        tune_data.end_build(False, error)
+        telemetry.mark_over_budget("abandoned", backend.describe(), reason)
+        self._tally.over_budget += 1
+        backend.deactivate()
+        reset_compiler_caches()
+        ctx.module.to(ctx.device)
 
     def _build_and_validate(self, blueprint: Backend, ctx: GraphContext, raise_on_failure: bool) -> Backend | None:
         """Builds a deep copy of `blueprint` in `<cache_dir>/<key>/` — or serves a serving
@@ -282,6 +461,8 @@ class TuneStrategy(abc.ABC):
         returned. An unavailable backend, or one whose sibling's build failed, is skipped (or
         raises)."""
         available, reason = availability(blueprint, ctx.device)
+        self._show_candidate(blueprint, ctx)
+        shares_a_build = self._siblings.shares_a_build(blueprint)
         self._siblings.start(blueprint)
         if not available:
             if raise_on_failure:
@@ -293,6 +474,11 @@ class TuneStrategy(abc.ABC):
         if reason is not None and not raise_on_failure:
             self._tally.failed += 1
             self._skip(blueprint, reason)
+            return None
+        reason = None if ctx.budget is None else ctx.budget.skip_reason(blueprint.expected_build_cost(), shares_a_build)
+        if reason is not None and not raise_on_failure:
+            self._tally.over_budget += 1
+            self._skip(blueprint, reason, over_budget=True)
             return None
         backend = self._siblings.take(blueprint)
         derived = backend is not None
@@ -319,12 +505,18 @@ class TuneStrategy(abc.ABC):
                 build_dir.mkdir(parents=True, exist_ok=True)
                 log_file.write_text(f"No build: serves the build of {backend.derived_from}.\n")
             else:
-                with LiveLine(f"🔄 {backend.describe()}: building"), captured_output(log_file):
+                with (
+                    LiveLine(f"🔄 {backend.describe()}: building"),
+                    captured_output(log_file),
+                    build_deadline(ctx.budget, backend.describe()),
+                ):
                     try:
                         backend.build(ctx.module, ctx.graph, copy.deepcopy(ctx.data), ctx.device, build_dir, log_file)
                     except CudaGraphCaptureError:
                         building = False  # the build itself is complete; only its serving failed
                         raise
+                if ctx.budget is not None:
+                    ctx.budget.scale.add(blueprint.expected_build_cost(), time.perf_counter() - start)
             building = False
             self._siblings.built(backend)
             result["build_duration_s"] = round(time.perf_counter() - start, 3)
@@ -333,7 +525,15 @@ class TuneStrategy(abc.ABC):
             if self._correctness_check:
                 self._validate(backend, ctx, result)
             self.check_cuda_graph_capture(backend)
+        except TuningBudgetExceeded as e:
+            self._abandon(backend, ctx, e, log_file, result)
+            return None
         except Exception as e:
+            if (
+                building and ctx.budget is not None and ctx.budget.fired
+            ):  # a compiler re-raised the interrupt as its own
+                self._abandon(backend, ctx, e, log_file, result)
+                return None
             build_dir.mkdir(parents=True, exist_ok=True)
             with open(log_file, "a") as f:
                 f.write("\n" + "".join(traceback.format_exception(e)))

@@ -11,7 +11,7 @@ from typing import Optional
 
 from aitune.exceptions import AITuneUserInputError
 
-__all__ = ["TRUE_VALUES", "env_bool", "env_int", "env_str"]
+__all__ = ["TRUE_VALUES", "env_bool", "env_float", "env_int", "env_str"]
 
 # Exactly the spellings the reference accepts; anything else (including "TRUE" or "on") is false.
 TRUE_VALUES = frozenset({"1", "true", "True", "yes", "Yes", "YES"})
@@ -38,6 +38,17 @@ def env_int(name: str, default: int) -> int:
         return int(value.strip())
     except ValueError:
         raise AITuneUserInputError(f"Environment variable {name} must be an integer, got {value!r}.") from None
+
+
+def env_float(name: str, default: Optional[float]) -> Optional[float]:
+    """Return the variable as a ``float``; ``default`` when unset or empty; a non-number raises."""
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        return float(value.strip())
+    except ValueError:
+        raise AITuneUserInputError(f"Environment variable {name} must be a number, got {value!r}.") from None
 
 
 def env_str(name: str, default: Optional[str] = None) -> Optional[str]:

@@ -22,6 +22,30 @@ _CLEAR = "\r\x1b[2K"
 _active: LiveLine | None = None  # the innermost open line, which update_live_line() changes
 
 
+class CandidateProgress:
+    """Which candidate of a graph is being worked on and, under a tuning budget, its deadline
+    (time.monotonic()): every live line is prefixed with `candidate n/m, T s left`."""
+
+    def __init__(self, index: int, total: int, deadline_s: float | None = None) -> None:
+        self.index, self.total, self.deadline_s = index, total, deadline_s
+
+    def text(self, now_s: float | None = None) -> str:
+        text = f"candidate {self.index}/{self.total}"
+        if self.deadline_s is not None:
+            left = self.deadline_s - (time.monotonic() if now_s is None else now_s)
+            text += f", {max(0.0, left):.0f} s left" if left > 0 else ", budget spent"
+        return text
+
+
+_candidate: CandidateProgress | None = None
+
+
+def set_candidate(progress: CandidateProgress | None) -> None:
+    """The candidate the live lines name from now on (None: none)."""
+    global _candidate
+    _candidate = progress
+
+
 def progress_enabled(fd: int = 2) -> bool:
     try:
         return env_bool("AITUNE_PROGRESS", True) and os.isatty(fd)
@@ -48,7 +72,8 @@ class LiveLine:
         self.text = text
 
     def render(self) -> str:
-        return f"{self.text} … {time.perf_counter() - self._start:.0f} s"
+        prefix = f"[{_candidate.text()}] " if _candidate is not None else ""
+        return f"{prefix}{self.text} … {time.perf_counter() - self._start:.0f} s"
 
     def __enter__(self) -> LiveLine:
         global _active
@@ -108,6 +133,11 @@ def _console_handlers() -> list[logging.Handler]:
             except (AttributeError, ValueError):
                 continue
     return found
+
+
+def current_text() -> str | None:
+    """What the innermost open live line shows now (drawn or not), or None outside one."""
+    return _active.render() if _active is not None else None
 
 
 def update_live_line(text: str) -> None:

@@ -263,7 +263,7 @@ def export_onnx_with_template(
     forward: Callable | None = None,
 ) -> tuple[OnnxExportInfo, Any]:
     """export_onnx, plus the forward's output on the export sample with every tensor replaced by
-    an empty placeholder: the structure to rebuild ONNX outputs into (see rebuild_outputs)."""
+    an empty placeholder: the structure to rebuild ONNX outputs into (serving_plan.OutputStructure.of)."""
     if not samples:
         raise ValueError(f"ONNX export of graph '{graph_spec.name}' needs at least one recorded sample, got none")
     path = Path(path)
@@ -418,14 +418,6 @@ def _read_info(path: Path, names: list[str], output_names: list[str], graph_name
         output_names=written_outputs,
         dynamic_axes=dynamic_axes,
     )
-
-
-def rebuild_outputs(template: Any, output_paths: list[tuple], outputs: list[torch.Tensor]) -> Any:
-    """The forward's output structure with the flat ONNX outputs in place of its tensors."""
-    if output_paths == [()]:
-        return outputs[0]
-    by_path = dict(zip(output_paths, outputs))
-    return map_tensors(template, lambda path, t: by_path.get(path, t))
 
 
 def model_opset(path: Path) -> int:

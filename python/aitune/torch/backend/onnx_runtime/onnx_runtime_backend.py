@@ -9,7 +9,6 @@ lazily, so provider failures surface in the build, not in the first served call.
 
 from __future__ import annotations
 
-import collections
 import importlib.util
 import json
 import logging
@@ -20,19 +19,14 @@ import torch
 
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError, BackendUnavailableError
-from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
+from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState, OutputStructure
 from aitune.torch.backend.registry import register_backend
-from aitune.torch.backend.common.onnx_export import (
-    export_onnx_with_template,
-    onnx_input_name,
-    output_leaf_paths,
-    rebuild_outputs,
-)
+from aitune.torch.backend.common.onnx_export import export_onnx_with_template, onnx_input_name
 from aitune.torch.backend.onnx_runtime.onnx_runtime_config import ONNXExecutionProvider, ONNXRuntimeBackendConfig
 from aitune.torch.backend.onnx_runtime.onnx_runtime_session import OrtSession, gpu_providers_missing
 from aitune.torch.config import config as aitune_config
 from aitune.torch.graph.graph_spec import GraphSpec
-from aitune.torch.checkpoint.structure import NotRepresentable, decode, encode
+from aitune.torch.checkpoint.structure import NotRepresentable
 
 logger = logging.getLogger("aitune")
 
@@ -59,8 +53,7 @@ class ONNXRuntimeBackend(Backend):
         self._signature: Any = None  # aitune._C.Signature of the graph's forward
         self._input_names: list[str] = []  # graph tensor leaves present in the model, in leaf order
         self._input_leaves: list[int] = []  # their indices among the graph's tensor leaves
-        self._output_template: Any = None
-        self._output_paths: list[tuple] = []
+        self._outputs: OutputStructure | None = None  # where the model's outputs go, in model output order
 
     # -- identity ----------------------------------------------------------------------------
     # is_jit (False) and precision_class ("fp32") are the base class's.
@@ -109,9 +102,9 @@ class ONNXRuntimeBackend(Backend):
         self._model = ArtifactPath.from_existing(info.path, cache_dir)
         data_file = info.path.with_name(info.path.name + ".data")
         self._model_data = ArtifactPath.from_existing(data_file, cache_dir) if data_file.exists() else None
-        self._set_layout(graph, template)
+        self._set_layout(graph, OutputStructure.of(template))
         io_path = cache_dir / IO_NAME
-        io_path.write_text(json.dumps(self._io_json(template)))
+        io_path.write_text(json.dumps(self._io_json()))
         self._io = ArtifactPath.from_existing(io_path, cache_dir)
         self._open(device)
         for n, sample in enumerate(data):
@@ -148,7 +141,7 @@ class ONNXRuntimeBackend(Backend):
                 )
         return ep
 
-    def _set_layout(self, graph: GraphSpec, template: Any) -> None:
+    def _set_layout(self, graph: GraphSpec, outputs: OutputStructure) -> None:
         """Which graph leaves feed the model (the exporter may drop unused ones) and how its
         outputs map back into the forward's output structure."""
         import onnx
@@ -165,17 +158,17 @@ class ONNXRuntimeBackend(Backend):
                 f"not have ({graph.input_spec.describe_structure()})"
             )
         self._signature = _C.Signature(graph.forward_params)
-        self._output_template = template
-        self._output_paths = output_leaf_paths(template)
-        if len(self._output_paths) != len(model.graph.output):
+        self._outputs = outputs
+        if outputs.num_outputs != len(model.graph.output):
             raise RuntimeError(
                 f"ONNX model {self._model.path} has {len(model.graph.output)} outputs; the output "
-                f"structure of graph '{graph.name}' has {len(self._output_paths)} tensors"
+                f"structure of graph '{graph.name}' has {outputs.num_outputs} tensors"
             )
 
-    def _io_json(self, template: Any) -> dict[str, Any]:
+    def _io_json(self) -> dict[str, Any]:
+        assert self._outputs is not None
         try:
-            structure = encode(template, {})
+            structure = self._outputs.to_json()
         except NotRepresentable as e:
             logger.warning(
                 "ONNXRuntimeBackend: the output structure cannot be stored (%s); a checkpoint will "
@@ -193,7 +186,7 @@ class ONNXRuntimeBackend(Backend):
         _, leaves = _C.flatten_call(self._signature, args, kwargs, aitune_config.strict_mode, -1)
         tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
         outputs = self._session.run([tensors[i] for i in self._input_leaves])
-        return rebuild_outputs(self._output_template, self._output_paths, outputs)
+        return self._outputs.rebuild(outputs)
 
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
         """Per graph tensor input: static axes exact, dynamic axes unbounded
@@ -237,21 +230,21 @@ class ONNXRuntimeBackend(Backend):
         if "model_data" in artifacts:
             data = Path(artifacts["model_data"])
             self._model_data = ArtifactPath.from_existing(data, data.parent)
-        template = None
+        outputs = None
         if "io" in artifacts:
             io_path = Path(artifacts["io"])
             self._io = ArtifactPath.from_existing(io_path, io_path.parent)
             structure = json.loads(io_path.read_text()).get("output_structure")
             if structure is not None:
-                template = decode(structure, collections.defaultdict(lambda: torch.empty(0)))
-        if template is None and graph.reference_outputs:
-            template = graph.reference_outputs[0]
-        if template is None:
+                outputs = OutputStructure.from_json(structure)
+        if outputs is None and graph.reference_outputs:
+            outputs = OutputStructure.of(graph.reference_outputs[0])
+        if outputs is None:
             raise RuntimeError(
                 f"Cannot restore ONNXRuntimeBackend for graph '{graph.name}': the checkpoint holds "
                 "neither its output structure nor a reference output"
             )
-        self._set_layout(graph, template)
+        self._set_layout(graph, outputs)
         self._graph_spec = graph
 
     def _restore(self, artifacts: dict[str, Path], graph: GraphSpec, device: torch.device) -> None:

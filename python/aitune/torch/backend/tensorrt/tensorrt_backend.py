@@ -19,11 +19,11 @@ import torch
 from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.common.jit_warmup import original_forward
-from aitune.torch.backend.common.onnx_export import export_onnx_with_template, output_leaf_paths, rebuild_outputs
-from aitune.torch.backend.backend import ArtifactPath, Backend
+from aitune.torch.backend.common.onnx_export import export_onnx_with_template
+from aitune.torch.backend.backend import ArtifactPath, Backend, OutputStructure
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.tensorrt import builder as trt_builder
-from aitune.torch.backend.tensorrt import output_template
+from aitune.torch.checkpoint.structure import NotRepresentable
 from aitune.torch.backend.tensorrt import quantization as quant
 from aitune.torch.backend.tensorrt.tensorrt_config import (
     ONNXAutoCastConfig,
@@ -42,7 +42,6 @@ from aitune.torch.backend.tensorrt.profiles import (
 )
 from aitune.torch.config import config as global_config
 from aitune.torch.graph.graph_spec import GraphSpec
-from aitune.torch.graph.tree import map_tensors
 from aitune.torch.tune_data import report as tune_data
 from aitune.torch.utils.tensors import to_device
 
@@ -67,6 +66,7 @@ def _tensorrt_or_raise() -> Any:
 @register_backend("tensorrt")
 class TensorRTBackend(Backend):
     config_class = TensorRTBackendConfig
+    _build_cost = 3.0  # ONNX export, then the TensorRT builder's tactic search
     restores_from_artifacts = True
     _devices = ("cuda",)
 
@@ -82,8 +82,7 @@ class TensorRTBackend(Backend):
         self._input_names: list[str | None] = []
         self._display_names: list[str] = []
         self._output_names: list[str] = []
-        self._output_paths: list[tuple] = []
-        self._template: Any = None
+        self._outputs: OutputStructure | None = None  # where the engine's outputs go, in _output_names order
         self._signature: Any = None
         self._cast_back: list[torch.dtype] | None = None  # eager's output dtypes, in output order
         self.step_times_s: dict[str, float] = {}
@@ -221,26 +220,29 @@ class TensorRTBackend(Backend):
             # Back where the strategy left it: other candidates and the eager fallback use it.
             module.to(device)
         write_profiles(cache_dir / PROFILES_PATH, profiles, names)
-        self._output_paths = output_leaf_paths(template) if template is not None else []
-        self._record_io(cache_dir, graph, names, info.output_names, template)
-        self._template = template
+        self._outputs = OutputStructure.of(template)
+        self._record_io(cache_dir, graph, names, info.output_names)
         self._start_runner(trt, plan, device, graph, names, profiles, info.output_names)
 
     @staticmethod
     def _sample_tensors(graph: GraphSpec, data: list) -> list[list[torch.Tensor]]:
         return [_sample_tensors(graph, sample) for sample in data]
 
-    def _record_io(
-        self, cache_dir: Path, graph: GraphSpec, names: list, output_names: list[str], template: Any
-    ) -> None:
+    def _record_io(self, cache_dir: Path, graph: GraphSpec, names: list, output_names: list[str]) -> None:
         self._plan = ArtifactPath(cache_dir, PLAN_PATH)
         self._profiles_file = ArtifactPath(cache_dir, PROFILES_PATH)
         self._io_file = ArtifactPath(cache_dir, IO_PATH)
+        assert self._outputs is not None
+        try:
+            structure = self._outputs.to_json()
+        except NotRepresentable as e:  # a checkpoint then takes the structure from a stored reference output
+            logger.warning("TensorRTBackend: the output structure of graph %s cannot be stored (%s)", graph.name, e)
+            structure = None
         io = {
             "inputs": names,
             "outputs": output_names,
-            "output_paths": [list(p) for p in self._output_paths],
-            "output_template": output_template.encode(template),
+            "output_paths": [list(p) for p in self._outputs.paths or []],
+            "output_structure": structure,
         }
         (cache_dir / IO_PATH).write_text(json.dumps(io, indent=2))
 
@@ -289,7 +291,7 @@ class TensorRTBackend(Backend):
         flat = [outputs[name] for name in self._output_names]
         if self._cast_back is not None:  # engine I/O in another precision than the model's outputs
             flat = [t if t.dtype == d else t.to(d) for t, d in zip(flat, self._cast_back)]
-        return rebuild_outputs(self._template, self._output_paths, flat)
+        return self._outputs.rebuild(flat)
 
     def _activate(self) -> None:
         if self._runner is None and self._plan is not None and self._device is not None:
@@ -310,15 +312,31 @@ class TensorRTBackend(Backend):
         profiles = []
         for p in range(count):
             profiles.append([by_name[n][p] if n is not None else self._unused_range(i) for i, n in enumerate(names)])
-        self._output_paths = [tuple(p) for p in io["output_paths"]]
-        if self._template is None and io.get("output_template") is not None:
-            self._template = output_template.decode(io["output_template"])
-        if self._template is None and self._output_paths != [()]:
+        self._outputs = self._saved_outputs(io)
+        self._start_runner(trt, self._plan.path.read_bytes(), device, self._graph_spec, names, profiles, io["outputs"])
+
+    def _saved_outputs(self, io: dict[str, Any]) -> OutputStructure:
+        """The output structure of a loaded plan: from the graph's stored reference output, else
+        from io.json (`output_structure`; `output_template` in files written before it, the same
+        skeleton), checked against the output paths io.json lists."""
+        paths = [tuple(p) for p in io["output_paths"]]
+        outputs = self._outputs
+        if outputs is None and paths == [()]:
+            outputs = OutputStructure(None, [()], ["output"])
+        node = io.get("output_structure", io.get("output_template"))
+        if outputs is None and node is not None:
+            outputs = OutputStructure.from_json(node)
+        if outputs is None:
             raise RuntimeError(
                 f"Cannot rebuild the outputs of graph {self._graph_spec.name}: its output type is not stored with the "
                 "TensorRT plan and the checkpoint holds no reference outputs (save with include_samples=True)"
             )
-        self._start_runner(trt, self._plan.path.read_bytes(), device, self._graph_spec, names, profiles, io["outputs"])
+        if outputs.paths != paths:
+            raise RuntimeError(
+                f"The TensorRT plan of graph {self._graph_spec.name} lists outputs {paths}, but its output structure "
+                f"has {outputs.paths}: the checkpoint is inconsistent"
+            )
+        return outputs
 
     def _unused_range(self, index: int) -> tuple:
         spec = self._graph_spec.input_spec.tensors[index].spec
@@ -337,7 +355,7 @@ class TensorRTBackend(Backend):
         self._profiles_file = ArtifactPath.from_existing(Path(artifacts["optimization_profiles"]), root)
         self._io_file = ArtifactPath.from_existing(Path(artifacts["io"]), root)
         if graph.reference_outputs:  # the structure only: tensors become placeholders
-            self._template = map_tensors(graph.reference_outputs[0], lambda _path, _t: torch.empty(0))
+            self._outputs = OutputStructure.of(graph.reference_outputs[0])
         self._load_runner(device)
 
 

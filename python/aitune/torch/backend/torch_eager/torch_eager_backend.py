@@ -18,6 +18,7 @@ from aitune.torch.backend.torch_eager.torch_eager_config import TorchEagerBacken
 @register_backend("torch_eager")
 class TorchEagerBackend(AutocastMixin, Backend):
     config_class = TorchEagerBackendConfig
+    _build_cost = 0.1  # a copy of the module: nothing compiles
 
     def __init__(self, config: TorchEagerBackendConfig | None = None, *, tolerance: Any = None) -> None:
         super().__init__(config, tolerance=tolerance)

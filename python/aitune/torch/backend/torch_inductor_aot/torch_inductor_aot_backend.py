@@ -8,8 +8,9 @@ dynamic shapes and export sample of :mod:`aitune.torch.backend.common.export_sha
 Input order. AOTInductor takes the exported program's tensor inputs in pytree order of the
 canonical (args, kwargs) (its in_spec). aitune flattens calls its own way
 (docs/reference/recording.md#binding-flattening-and-names: dict keys sorted, parameters in signature order).
-:meth:`native_runner` gives the dispatcher the mapping between the two, computed once by matching paths; non-tensor
-inputs are baked into the export.
+:meth:`_native_plan` gives the dispatcher the mapping between the two, computed once by matching paths; non-tensor
+inputs are baked into the export. Outputs come flat in pytree order of the program's out_spec and
+are rebuilt by the shared OutputStructure (backend/common/serving_plan.py).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from aitune.torch.backend.common.compile_caches import keep_compile_caches_in_ai
 from aitune.torch.backend.common.jit_warmup import original_forward
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError
-from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState
+from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState, OutputStructure, ServingPlan
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.common.export_shapes import (
     ExportShapePlan,
@@ -207,6 +208,7 @@ def _semantic_tuple(path: Any) -> tuple:
 @register_backend("torch_inductor_aot")
 class TorchInductorAotBackend(Backend):
     config_class = TorchInductorAotBackendConfig
+    _build_cost = 1.5  # export, then Inductor with a C++ compile of the whole program
     restores_from_artifacts = True
 
     def __init__(self, config: TorchInductorAotBackendConfig | None = None, *, tolerance: Any = None) -> None:
@@ -214,7 +216,7 @@ class TorchInductorAotBackend(Backend):
         self._runner: Any = None  # aitune._C.AotiRunner
         self._package: ArtifactPath | None = None
         self._in_spec: Any = None
-        self._out_spec: Any = None
+        self._outputs: OutputStructure | None = None  # the program's output structure (out_spec)
         self._in_paths: list[tuple] = []  # per in_spec leaf, raw call path
         self._params: list | None = None  # forward signature, when built from a graph
         self._signature: Any = None
@@ -287,7 +289,7 @@ class TorchInductorAotBackend(Backend):
         self._runner = _C.AotiRunner.load(str(path), index)
         in_spec, out_spec = self._runner.call_spec
         self._in_spec = pytree.treespec_loads(in_spec)
-        self._out_spec = pytree.treespec_loads(out_spec)
+        self._outputs = OutputStructure.of_treespec(pytree.treespec_loads(out_spec))
         self._in_paths = _spec_paths(self._in_spec)
         self._run_device = torch.device(self._runner.device)
 
@@ -306,7 +308,7 @@ class TorchInductorAotBackend(Backend):
         probe_once: bool = False,
     ) -> TorchInductorAotBackend:
         """An active backend serving an existing `model.pt2`. With `graph`, calls are bound to
-        its forward signature and native_runner() is available; without, calls must already be
+        its forward signature and it serves natively (_native_plan); without, calls must already be
         in the canonical layout the package was exported with."""
         backend = cls(config)
         device = torch.device(device)
@@ -341,27 +343,15 @@ class TorchInductorAotBackend(Backend):
                 )
         return order
 
-    def native_runner(self) -> tuple[Any, list[int], Callable[[list[torch.Tensor]], Any]]:
-        """(runner, input_order, rebuild) for the native dispatcher: `runner` is the bound
-        aitune._C.AotiRunner; input_order[k] is the index, among the graph's tensor input
-        leaves in aitune's flattening order, of the tensor that feeds AOTInductor input k;
-        rebuild(outputs) turns the runner's flat outputs into the forward's output object."""
-        # use_cuda_graphs: the shared CUDA-graph runner serves (docs/reference/dispatch.md#cuda-graph-runner)
-        if self._cuda_graph is not None:
-            return super().native_runner()
-        input_order, rebuild, _ = self.saved_native_io()
-        return self._runner, input_order, rebuild
-
-    def saved_native_io(self) -> tuple[list[int], Callable[[list[torch.Tensor]], Any] | None, int]:
-        """The package's own inputs and outputs, also when the shared CUDA-graph runner serves
-        calls in this process: a runtime without Python runs the package (wrapped in its own
-        CUDA-graph runner when use_cuda_graphs is set)."""
-        if self._runner is None:
-            raise RuntimeError(f"Backend {self.name} has no runner: build or load it first")
-        if self._input_order is None:
-            raise RuntimeError(f"Backend {self.name} was loaded without its graph; its input order is unknown")
-        single = self._out_spec is not None and self._out_spec.is_leaf()  # the dispatcher returns it as is
-        return list(self._input_order), None if single else self._rebuild, self._out_spec.num_leaves
+    def _native_plan(self) -> ServingPlan | None:
+        """The bound aitune._C.AotiRunner, served without Python: input_order[k] is the index, among
+        the graph's tensor input leaves in aitune's flattening order, of the tensor that feeds
+        AOTInductor input k; outputs go back into the program's output structure. None while the
+        package is not loaded, or when it was loaded without its graph (input order unknown). With
+        use_cuda_graphs the shared CUDA-graph runner wraps this runner directly."""
+        if self._runner is None or self._input_order is None or self._outputs is None:
+            return None
+        return ServingPlan(self._infer, self._runner, tuple(self._input_order), self._outputs)
 
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
         """Per graph tensor input (graph.input_spec.tensors order): (min shape, max shape)
@@ -379,9 +369,6 @@ class TorchInductorAotBackend(Backend):
         return profile
 
     # -- serving -----------------------------------------------------------------------------
-    def _rebuild(self, outputs: list[torch.Tensor]) -> Any:
-        return pytree.tree_unflatten(list(outputs), self._out_spec)
-
     def _flat_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
         if self._signature is not None:
             args, kwargs = canonical_call(self._params, self._signature.bind(tuple(args), dict(kwargs)))
@@ -404,15 +391,15 @@ class TorchInductorAotBackend(Backend):
         inputs = self._flat_inputs(args, kwargs)
         with torch.no_grad():
             outputs = self._runner.run(inputs)
-        return self._rebuild(outputs)
+        return self._outputs.rebuild(outputs)
 
     def _activate(self) -> None:
         if self._runner is None and self._package is not None and self._device is not None:
             self._load(self._package.path, self._device)
 
     def _deactivate(self) -> None:
-        # The runner holds the package's weights: release it (a dispatcher built from
-        # native_runner() keeps its own reference until it is rebuilt); activation reloads.
+        # The runner holds the package's weights: release it (a dispatcher built from the
+        # serving plan keeps its own reference until it is rebuilt); activation reloads.
         self._runner = None
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

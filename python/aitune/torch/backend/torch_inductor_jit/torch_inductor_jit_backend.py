@@ -42,7 +42,7 @@ import torch
 from aitune._native import _C
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.common.autocast import AutocastMixin
-from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.backend import Backend, cost_factor
 from aitune.torch.backend.common.compile_caches import keep_compile_caches_in_aitune, reset_compiler_caches
 from aitune.torch.backend.common.export_shapes import has_size_one_dynamic_axis
 from aitune.torch.backend.common.jit_warmup import original_forward, run_warmup, warmup_calls
@@ -127,6 +127,20 @@ def _clear_code_cache(fn: Callable | None) -> None:
 @register_backend("torch_inductor_jit")
 class TorchInductorJitBackend(AutocastMixin, Backend):
     config_class = TorchInductorJitBackendConfig
+    # Settings that make Inductor compile longer, by about how much: freezing folds the weights
+    # first, coordinate descent re-tunes every kernel's launch parameters, max-autotune benchmarks
+    # GEMM/conv templates. Read from the config's fields (set one to a listed value) and from
+    # Inductor's own `options` (expected_build_cost).
+    _build_cost_factors = {
+        "freezing": ((True,), 1.2),
+        "coordinate_descent_tuning": ((True,), 2.0),
+        "max_autotune": ((True,), 6.0),
+        "mode": (("max-autotune", "max-autotune-no-cudagraphs"), 6.0),
+    }
+
+    def expected_build_cost(self) -> float:
+        options = dict(self.config.options or {})
+        return super().expected_build_cost() * cost_factor(options, self._build_cost_factors)
 
     def __init__(self, config: TorchInductorJitBackendConfig | None = None, *, tolerance: Any = None) -> None:
         super().__init__(config, tolerance=tolerance)

@@ -91,6 +91,7 @@ class NamedDimsPlan(ExportShapePlan):
 @register_backend("torch_tensorrt_aot")
 class TorchTensorRTAotBackend(Backend):
     config_class = TorchTensorRTAotBackendConfig
+    _build_cost = 3.0  # export, then TensorRT engines
     restores_from_artifacts = True
     _devices = ("cuda",)
 

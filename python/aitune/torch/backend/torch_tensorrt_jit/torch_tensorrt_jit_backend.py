@@ -36,6 +36,7 @@ COMPILE_BACKEND = "torch_tensorrt"
 @register_backend("torch_tensorrt_jit")
 class TorchTensorRTJitBackend(AutocastMixin, Backend):
     config_class = TorchTensorRTJitBackendConfig
+    _build_cost = 3.0  # TensorRT engines built per subgraph
     _devices = ("cuda",)
 
     def __init__(self, config: TorchTensorRTJitBackendConfig | None = None, *, tolerance: Any = None) -> None:

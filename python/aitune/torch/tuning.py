@@ -19,7 +19,7 @@ from aitune.torch.dataloader import samples_generator
 from aitune.torch.global_context import published_batch_size
 from aitune.torch.logging_utils import external_logging_disabled, format_duration, setup_logging
 from aitune.torch.module.state import ModuleState
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")

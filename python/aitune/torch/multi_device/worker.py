@@ -60,7 +60,8 @@ class _GraphJob:
         import torch
 
         from aitune.torch.multi_device.transport import load_graph
-        from aitune.torch.tune_data import report as tune_data
+        from aitune.torch.tune_data import model as tune_data_model
+        from aitune.torch.tune_data import recorder as tune_data
         from aitune.torch.tune_strategy.tune_strategy import GraphContext
 
         graph, samples, refs = load_graph(payload, device)
@@ -80,7 +81,7 @@ class _GraphJob:
         self.strategy = strategy
         self.index = index
         # Telemetry of this worker's builds, collected in memory and sent with each record.
-        self.report = tune_data.GraphReport(name=graph.name)
+        self.report = tune_data_model.GraphReport(name=graph.name)
         tune_data._state.graph = self.report
         module.to(self.ctx.device)
         strategy.backend_results = []
@@ -161,9 +162,9 @@ def main(conn: Any, device: str, index: int, measurement_lock: Any, lock_owner: 
 
     from aitune.torch.config import config
     from aitune.torch.multi_device.transport import load_strategy, loads_tensors
-    from aitune.torch.task import profile
+    from aitune.torch.task import sweep
 
-    profile.MEASUREMENT_LOCK[0] = TurnLock(measurement_lock, lock_owner)
+    sweep.MEASUREMENT_LOCK[0] = TurnLock(measurement_lock, lock_owner)
     if torch.device(device).type == "cpu":
         torch.set_num_threads(cpu_threads)
 

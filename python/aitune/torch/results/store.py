@@ -42,7 +42,7 @@ from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
 from aitune.torch.config import config
 from aitune.torch.graph.signature import KIND_NAMES
 from aitune.torch.task.numeric import reference_outputs
-from aitune.torch.tune_data.report import atomic_write_text
+from aitune.torch.utils.fs import atomic_write_text
 
 logger = logging.getLogger("aitune")
 

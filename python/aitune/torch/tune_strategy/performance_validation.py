@@ -17,9 +17,9 @@ from typing import Any
 from aitune._native import _C
 from aitune.torch.backend.backend import Backend
 from aitune.torch.logging_utils import captured_output
-from aitune.torch.task.profile import SweepLimits, profile
+from aitune.torch.task.sweep import SweepLimits, profile
 from aitune.torch.task.profiling.config import AllSamplesProfilingStopStrategy
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
 from aitune.torch.tune_strategy.strategy_results import PerformanceValidationMixinResult
 from aitune.torch.tune_strategy.tune_strategy import GraphContext, TuneStrategy

@@ -11,9 +11,9 @@ from aitune._native import _C
 from aitune.exceptions import NoValidBackendError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.logging_utils import captured_output
-from aitune.torch.task.profile import profile
+from aitune.torch.task.sweep import profile
 from aitune.torch.task.profiling.config import ProfilingConfig
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.default_backends import profiling_defaults
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
 from aitune.torch.tune_strategy.strategy_results import (

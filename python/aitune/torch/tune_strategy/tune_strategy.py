@@ -23,7 +23,7 @@ from aitune.torch.graph.graph_spec import GraphSpec, Sample
 from aitune.torch.task.correctness import check_correctness
 from aitune.torch.task.numeric import check_numeric, effective_precision_class, reference_outputs, tf32_switches
 from aitune.torch.task.profiling.config import ProfilingConfig
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.max_batch_search import search_max_batch_size
 from aitune.torch.tune_strategy.outcome import CandidateTally
 from aitune.torch.tune_strategy.siblings import SiblingBuilds

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import aitune.torch as ait
-from aitune.torch.kernel_forge.module_function_kernel_profiler import attribute_kernels
+from aitune.torch.backend.kernels.module_function_kernel_profiler import attribute_kernels
 
 
 class TinyEncoder(nn.Module):

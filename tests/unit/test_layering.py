@@ -26,8 +26,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "base",
         (
             "aitune",
+            "aitune.__version__",
             "aitune._native",
             "aitune.exceptions",
+            "aitune.global_context",
+            "aitune.utils",
             "aitune.tensorrt_install",
             "aitune.torch.config",
             "aitune.torch.utils",
@@ -39,7 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aitune.torch.dataloader",
         ),
     ),
-    # The graph data model (before issue 14 in module/ beside the proxy, and dynamic_shapes in torch/ itself).
+    # The graph data model: what a recorded call is.
     (
         "graph",
         (
@@ -71,7 +74,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aitune.torch.jit",
             "aitune.torch.inspecting",
             "aitune.torch.performance",
-            "aitune.torch.kernel_forge",
+            "aitune.torch.backend.kernels",
             "aitune.torch.libs",
             "aitune.torch.examples",
             "aitune.dynamo",
@@ -80,8 +83,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
 ]
-
-CYCLE_A = "cut by checkpoint/format.py (issue 14, part A)"
 
 # (importer, imported) -> why the import must wait until a function runs. "*" as the imported
 # module: every aitune import of that file.
@@ -288,8 +289,7 @@ def test_function_level_imports_are_listed(edges):
 
 
 def test_allow_lists_have_no_stale_entries(edges):
-    """An entry whose import is gone must go too, so the lists only ever shrink (after part A's
-    merge, the CYCLE_A entries fail here until they are removed)."""
+    """An entry whose import is gone must go too, so the lists only ever shrink."""
     deferred = {(e.importer, e.imported) for e in edges if e.deferred and not e.type_only}
     importers = {importer for importer, _ in deferred}
     stale = [

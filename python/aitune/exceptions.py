@@ -28,6 +28,7 @@ __all__ = [
     "CorrectnessDynamicShapeError",
     "CorrectnessNumericError",
     "GraphNotFoundError",
+    "GraphBreakException",
     "ProfileShapeError",
     "CheckpointNotFoundError",
     "CorruptCheckpointError",
@@ -128,6 +129,12 @@ class CorrectnessNumericError(CorrectnessError):
 
 class GraphNotFoundError(AITuneError, RuntimeError):
     """A call at run time matches no tuned graph."""
+
+
+class GraphBreakException(AITuneError, RuntimeError):
+    """JIT tuning's graph-break probe (`jit_config.detect_graph_breaks`) found a graph break in a
+    module: it stays eager and its children are tried. AITune's name, at
+    `aitune.torch.jit.patched_module`."""
 
 
 class ProfileShapeError(AITuneError, RuntimeError):

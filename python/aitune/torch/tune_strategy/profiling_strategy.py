@@ -358,7 +358,7 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
             or not isinstance(latency_budget_ms, (int, float))
             or latency_budget_ms <= 0
         ):
-            raise ValueError(f"latency_budget_ms must be > 0, got {latency_budget_ms!r}")
+            raise ValueError(f"latency_budget_ms must be positive (> 0), got {latency_budget_ms!r}")
         super().__init__(
             backends, profiling_config, sink=sink, min_speedup_threshold_percent=min_speedup_threshold_percent
         )

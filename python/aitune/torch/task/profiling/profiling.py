@@ -1,7 +1,7 @@
 """AITune's Python profiling loop (`profile`, `profile_backend`, `ProfilingStatus`), at its module
 path (docs/guide.md, "Coming from AITune"): a sweep over batch sizes in which the configured
 measuring strategy times calls until the measurement stop rule is satisfied, and the profiling
-stop rule ends the sweep. aitune's own strategies measure in the C++ core (task/profile.py);
+stop rule ends the sweep. aitune's own strategies measure in the C++ core (task/sweep.py);
 this loop is for programs that drive AITune's measuring and stop rules themselves."""
 
 from __future__ import annotations

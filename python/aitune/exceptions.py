@@ -2,9 +2,12 @@
 
 Every exception derives from :class:`AITuneError`, except :class:`TuningBudgetExceeded`, an
 interrupt like ``KeyboardInterrupt`` that never leaves a strategy. Where the reference raised a
-builtin (``RuntimeError``, ``ValueError``, ``FileNotFoundError``, ``OSError``),
-the aitune class also derives from that builtin, so ``except RuntimeError:``
-clauses written against the reference keep catching it.
+builtin (``RuntimeError``, ``ValueError``, ``TypeError``, ``FileNotFoundError``,
+``OSError``), the aitune class also derives from that builtin, so ``except
+RuntimeError:`` clauses written against the reference keep catching it. Invalid
+user input is an :class:`AITuneUserInputError`; its subclasses add the builtin the
+reference raised in that place (``InvalidValueError``, ``InvalidTypeError``,
+``InvalidUsageError``).
 
 ``str(error)`` is always exactly the message, also for the ``OSError`` family,
 whose own ``__str__`` would otherwise format ``[Errno …]`` text.
@@ -20,6 +23,8 @@ __all__ = [
     "AITuneError",
     "AITuneUserInputError",
     "InvalidValueError",
+    "InvalidTypeError",
+    "InvalidUsageError",
     "BackendUnavailableError",
     "NoValidBackendError",
     "CudaGraphCaptureError",
@@ -29,6 +34,7 @@ __all__ = [
     "CorrectnessDynamicShapeError",
     "CorrectnessNumericError",
     "GraphNotFoundError",
+    "GraphBreakException",
     "ProfileShapeError",
     "CheckpointNotFoundError",
     "CorruptCheckpointError",
@@ -86,6 +92,16 @@ class InvalidValueError(AITuneUserInputError, ValueError):
     ``except AITuneUserInputError`` catch it."""
 
 
+class InvalidTypeError(AITuneUserInputError, TypeError):
+    """An argument of the wrong kind (a dataset that is not iterable, an object that is not
+    callable) where the reference raised ``TypeError``: ``except TypeError`` catches it."""
+
+
+class InvalidUsageError(AITuneUserInputError, RuntimeError):
+    """A call that does not fit the object's state or setup (too few strategies for the recorded
+    graphs) where the reference raised ``RuntimeError``: ``except RuntimeError`` catches it."""
+
+
 class BackendUnavailableError(AITuneError, RuntimeError):
     """A backend's package or device is missing, so it cannot be built here."""
 
@@ -132,6 +148,12 @@ class GraphNotFoundError(AITuneError, RuntimeError):
     """A call at run time matches no tuned graph."""
 
 
+class GraphBreakException(AITuneError, RuntimeError):
+    """JIT tuning's graph-break probe (`jit_config.detect_graph_breaks`) found a graph break in a
+    module: it stays eager and its children are tried. AITune's name, at
+    `aitune.torch.jit.patched_module`."""
+
+
 class ProfileShapeError(AITuneError, RuntimeError):
     """An input lies outside the tuned profiles or has the wrong dtype."""
 
@@ -140,12 +162,14 @@ class CheckpointNotFoundError(AITuneError, FileNotFoundError):
     """The checkpoint file does not exist."""
 
 
-class CorruptCheckpointError(AITuneError):
-    """The checkpoint is damaged or unsafe (hash mismatch, path escape, ...)."""
+class CorruptCheckpointError(AITuneError, ValueError):
+    """The checkpoint is damaged or unsafe (hash mismatch, path escape, ...). The reference raised
+    ``ValueError`` for both."""
 
 
-class UnsupportedCheckpointError(AITuneError):
-    """The checkpoint format (version, backend type, reference format) is not readable."""
+class UnsupportedCheckpointError(AITuneError, ValueError):
+    """The checkpoint format (version, backend type, reference format) is not readable. The
+    reference raised ``ValueError`` for an unknown backend type."""
 
 
 Mismatch = Tuple[str, Any, Any]

@@ -112,3 +112,37 @@ def test_jit_inspection_page_names_the_model(tmp_path):
     subprocess.run(run, cwd=tmp_path, env=env, check=True, timeout=300)
     (at_exit,) = tmp_path.glob("jit_inspect_*.html")
     assert "Model: TinyResNet" in at_exit.read_text()
+
+
+class Nested(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(10, 10)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.linear(x))
+
+
+@pytest.mark.parametrize("through_forward", [False, True])
+def test_inspect_lists_the_root_module_first(through_forward):
+    """AITune counts a forward however it is reached: `model(x)` or, from an inference function,
+    `model.forward(x)` (AITune's own inspect test calls the latter)."""
+    model = Nested()
+
+    def inference_function(x):
+        return model.forward(x) if through_forward else model(x)
+
+    info = ait.inspect(model, torch.randn(10, 10), inference_function=inference_function, number_of_iterations=4)
+    modules = info.get_modules()
+    assert modules[0].module is model and modules[0].depth == 0
+    assert modules[0].forward_called and modules[0].execution_count == 4
+    assert [m.module for m in modules] == [model]  # its children ran inside it
+    # the timing wrappers are gone: the class forward serves again
+    assert all("forward" not in m.__dict__ for m in model.modules())
+
+
+def test_inspect_of_a_submodule_reports_that_submodule():
+    model = Nested()
+    modules = ait.inspect(model.linear, torch.randn(10, 10), number_of_iterations=3).get_modules()
+    assert modules[0].module is model.linear and modules[0].execution_count == 3

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import aitune.torch as ait
-from aitune.torch.kernel_forge.module_function_kernel_profiler import attribute_kernels
+from aitune.torch.backend.kernels.module_function_kernel_profiler import attribute_kernels
 
 
 class TinyEncoder(nn.Module):
@@ -85,7 +85,7 @@ def test_kernel_profiler_needs_a_module_and_cuda():
     profiler = ait.ModuleFunctionKernelProfiler()
     with pytest.raises(ValueError, match="module must be provided when function is not an nn.Module"):
         profiler.profile(lambda: None)
-    with pytest.raises(ValueError, match="warmup_iterations must be an integer >= 0"):
+    with pytest.raises(ValueError, match="warmup_iterations must be greater than or equal to 0"):
         profiler.profile(nn.Linear(2, 2), warmup_iterations=-1)
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="CUDA is required"):

@@ -99,18 +99,21 @@ def test_throughput_saturated_sweep_stops_after_the_backoff():
     [
         (lambda: NumStepsMeasuringStopStrategy(num_steps=0), "num_steps must be a positive integer, got 0"),
         (lambda: NumStepsMeasuringStopStrategy(warmup_samples=-1), "warmup_samples must be a positive integer, got -1"),
-        (lambda: StableWindowMeasuringStopStrategy(max_cv_ratio=1.5), r"max_cv_ratio must be in \(0, 1\], got 1.5"),
+        (
+            lambda: StableWindowMeasuringStopStrategy(max_cv_ratio=1.5),
+            r"max_cv_ratio value must be between 0 and 1 \(0 excluded, 1 included\), got 1.5",
+        ),
         (
             lambda: StableWindowMeasuringStopStrategy(window_size=30, max_samples=20),
-            "max_samples must be >= window_size",
+            "max_samples must be greater than or equal to window_size",
         ),
         (
             lambda: ThroughputSaturatedProfilingStopStrategy(min_throughput_gain_ratio=1.5),
-            r"min_throughput_gain_ratio must be in \[0, 1\), got 1.5",
+            r"min_throughput_gain_ratio value must be between 0 and 1 \(1 excluded\), got 1.5",
         ),
         (
             lambda: ThroughputSaturatedProfilingStopStrategy(throughput_backoff_limit=-1),
-            "throughput_backoff_limit must be >= 0, got -1",
+            r"throughput_backoff_limit value must not be negative, got -1\.",
         ),
         (lambda: ProfilingConfig(batch_sizes=[]), "ProfilingConfig.batch_sizes must be positive ints"),
     ],

@@ -33,8 +33,8 @@ class CrashingWhileMeasuredBackend(FakeBackend):
     config_class = CrashingWhileMeasuredConfig
 
     def _infer(self, x):
-        from aitune.torch.task import profile
+        from aitune.torch.task import sweep
 
-        if getattr(profile.MEASUREMENT_LOCK[0], "held", False):
+        if getattr(sweep.MEASUREMENT_LOCK[0], "held", False):
             os._exit(4)
         return super()._infer(x)

@@ -313,7 +313,7 @@ def test_normalize_device_rejects(device):
 
 def test_normalize_device_rejects_out_of_range_torch_index():
     # torch keeps the index in 8 bits: index 200 reads back as -56 and must not pass.
-    with pytest.raises(AITuneUserInputError, match="Unsupported device 'cuda:"):
+    with pytest.raises(AITuneUserInputError, match="Invalid device 'cuda:"):
         normalize_device(torch.device("cuda", 200))
 
 

@@ -19,14 +19,18 @@ BUILTIN_MIXINS = [
     (exc.GraphNotFoundError, RuntimeError),
     (exc.ProfileShapeError, RuntimeError),
     (exc.CheckpointNotFoundError, FileNotFoundError),
+    (exc.CorruptCheckpointError, ValueError),
+    (exc.UnsupportedCheckpointError, ValueError),
+    (exc.InvalidValueError, ValueError),
+    (exc.InvalidTypeError, TypeError),
+    (exc.InvalidUsageError, RuntimeError),
+    (exc.GraphBreakException, RuntimeError),
     (exc.DiskSpaceError, OSError),
 ]
 
 MESSAGE_CLASSES = [cls for cls, _ in BUILTIN_MIXINS] + [
     exc.AITuneError,
     exc.AITuneUserInputError,
-    exc.CorruptCheckpointError,
-    exc.UnsupportedCheckpointError,
 ]
 
 
@@ -86,7 +90,9 @@ def test_correctness_subclasses_share_base():
         exc.CorrectnessNumericError,
     ):
         assert issubclass(cls, exc.CorrectnessError)
-    assert not issubclass(exc.AITuneUserInputError, ValueError)
+    assert not issubclass(exc.AITuneUserInputError, ValueError)  # its subclasses add the builtin
+    for cls in (exc.InvalidValueError, exc.InvalidTypeError, exc.InvalidUsageError):
+        assert issubclass(cls, exc.AITuneUserInputError)
 
 
 def test_incompatible_checkpoint_lines_and_triples():

@@ -27,8 +27,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "base",
         (
             "aitune",
+            "aitune.__version__",
             "aitune._native",
             "aitune.exceptions",
+            "aitune.global_context",
+            "aitune.utils",
             "aitune.tensorrt_install",
             "aitune.torch.config",
             "aitune.torch.utils",
@@ -40,7 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aitune.torch.dataloader",
         ),
     ),
-    # The graph data model.
+    # The graph data model: what a recorded call is.
     (
         "graph",
         (
@@ -72,7 +75,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aitune.torch.jit",
             "aitune.torch.inspecting",
             "aitune.torch.performance",
-            "aitune.torch.kernel_forge",
+            "aitune.torch.backend.kernels",
             "aitune.torch.libs",
             "aitune.torch.examples",
             "aitune.dynamo",

@@ -64,7 +64,7 @@ bool marker_names(const std::string& marker, const std::string& digest) {
 // Deletes `dir` and everything below it, not following symlinks; a missing `dir` is fine.
 // Hand-written on nftw(3) rather than std::filesystem::remove_all: libtorch.so (torch 2.11 wheels)
 // exports its own remove_all whose recursion calls a weak symbol that today's libstdc++ lacks, and
-// a process that binds to that copy crashes on a null call (the CLI on the H200 image, 2026-11-30).
+// a process that binds to that copy crashes on a null call (seen with the CLI on the GPU image).
 Status remove_tree(const std::string& dir) {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) {

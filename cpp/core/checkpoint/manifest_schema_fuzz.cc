@@ -2,8 +2,9 @@
 // validation, then the typed read the runtime and Python use; read_graph_spec, the same for one
 // graph on its own) must answer any byte string with a Status --
 // never crash, overflow the stack, hang or read out of bounds. kInternal means the schema let
-// through something the typed reader cannot read: the two disagree, which is a bug. Seeds:
-// tests/fuzz/seeds/manifest/ (manifests ait.save wrote). Build and run: docs/fuzzing.md.
+// through something the typed reader cannot read: the two disagree, which is a bug. Seeds: the
+// manifests ait.save writes, made when the target runs (tests/fuzz/checkpoint_fuzz.py
+// --write-seeds DIR, as ./run test does). Build and run: docs/fuzzing.md.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

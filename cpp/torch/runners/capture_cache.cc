@@ -49,7 +49,7 @@ std::optional<CaptureKey> make_capture_key(const std::vector<at::Tensor>& inputs
 
 // Plain string appends, not an ostringstream: this runs on the capture-failure path in Python
 // processes, where an ostream's locale facets crashed once libstdc++ had been promoted to the
-// global scope for an AOTInductor package (H200, 2026-11-30; _C now binds at load, -z now).
+// global scope for an AOTInductor package (seen on the GPU image; _C now binds at load, -z now).
 std::string describe_capture_key(const CaptureKey& key) {
   std::string out = "(";
   size_t i = 0;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping, Union
 
-from aitune.exceptions import AITuneUserInputError
+from aitune.exceptions import InvalidValueError
 
 WORKER_TYPES = ("embedding", "image", "video")
 
@@ -42,23 +42,28 @@ class DynamoWorkerConfig:
     max_wait_ms: float = 2.0
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Every field's check (InvalidValueError, a ValueError, naming the field). dynamo_worker
+        runs it again before the Dynamo runtime starts: the fields may have changed since."""
         if self.type not in WORKER_TYPES:
-            raise AITuneUserInputError(
+            raise InvalidValueError(
                 f"DynamoWorkerConfig.type must be one of {', '.join(WORKER_TYPES)}; got {self.type!r}"
             )
         if not isinstance(self.model_path, str) or not self.model_path:
-            raise AITuneUserInputError(
+            raise InvalidValueError(
                 f"DynamoWorkerConfig.model_path must be a non-empty string; got {self.model_path!r}"
             )
         for field in ("namespace", "component", "endpoint"):
             value = getattr(self, field)
             if not isinstance(value, str) or not value or "." in value:
-                raise AITuneUserInputError(
+                raise InvalidValueError(
                     f"DynamoWorkerConfig.{field} must be a non-empty name without dots "
                     f"(the endpoint path is namespace.component.endpoint); got {value!r}"
                 )
         if self.mapping is not None and not callable(self.mapping) and not isinstance(self.mapping, Mapping):
-            raise AITuneUserInputError(
+            raise InvalidValueError(
                 "DynamoWorkerConfig.mapping must be None, a callable (request -> input) or a mapping "
                 f"{{parameter: request field}}; got a {type(self.mapping).__name__}"
             )
@@ -67,7 +72,7 @@ class DynamoWorkerConfig:
             or not isinstance(self.max_wait_ms, (int, float))
             or not 0 <= self.max_wait_ms <= 1000
         ):
-            raise AITuneUserInputError(
+            raise InvalidValueError(
                 f"DynamoWorkerConfig.max_wait_ms must be a number of milliseconds in [0, 1000]; got {self.max_wait_ms!r}"
             )
 

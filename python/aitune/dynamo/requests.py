@@ -16,6 +16,30 @@ class BadRequest(ValueError):
     """A request the worker cannot serve; the message goes back to the client."""
 
 
+class Request(dict):
+    """A request as a `mapping` callable gets it: a dict whose fields also read as attributes
+    (`request.input`, `request.nvext.seed`), as AITune's typed requests do, so a mapping written
+    for AITune (`lambda req: {"sentences": req.input}`) works unchanged. Nested objects, also
+    those in lists, are Requests too."""
+
+    def __init__(self, data: Mapping[str, Any] = ()) -> None:
+        super().__init__((key, _view(value)) for key, value in dict(data).items())
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"the request has no field '{name}'") from None
+
+
+def _view(value: Any) -> Any:
+    if isinstance(value, dict):
+        return value if isinstance(value, Request) else Request(value)
+    if isinstance(value, list):
+        return [_view(item) for item in value]
+    return value
+
+
 def field(request: Mapping[str, Any], path: str) -> Any:
     """`request[a][b]` for the dotted path "a.b"; BadRequest naming the path when absent."""
     value: Any = request
@@ -36,10 +60,10 @@ def call_input(request: Mapping[str, Any], config: DynamoWorkerConfig) -> tuple[
     if isinstance(mapping, Mapping):
         return (), {name: field(request, path) for name, path in mapping.items()}
     try:
-        value = mapping(dict(request))
+        value = mapping(Request(request))
     except BadRequest:
         raise
-    except (KeyError, TypeError, ValueError) as e:
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise BadRequest(f"the request could not be mapped to the model's input: {type(e).__name__}: {e}") from e
     if isinstance(value, dict):
         return (), value

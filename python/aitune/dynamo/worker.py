@@ -8,22 +8,23 @@ need neither etcd nor NATS (one host; start the frontend with `--discovery-backe
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import signal
 import sys
+import threading
 from typing import Any, AsyncGenerator, Callable
 
 from aitune.dynamo.batching import DynamicBatcher
 from aitune.dynamo.config import DynamoWorkerConfig
 from aitune.dynamo.module_engine import ModuleEngine, item_shapes
 from aitune.dynamo.packing import embedding_vectors, pack_embeddings, pack_images, pack_videos
-from aitune.dynamo.requests import BadRequest, call_input, embedding_options, token_sequences
+from aitune.dynamo.requests import BadRequest, Request, call_input, embedding_options, token_sequences
 from aitune.dynamo.runtime import import_dynamo, model_type
-from aitune.exceptions import AITuneUserInputError
+from aitune.exceptions import InvalidTypeError, InvalidValueError
 
 logger = logging.getLogger("aitune.dynamo")
 
@@ -39,22 +40,64 @@ def _configure_logging(tag: str) -> None:
     logger.propagate = False
 
 
-class DynamoWorker(abc.ABC):
+# A worker stops within STOP_DEADLINE_S of SIGTERM or SIGINT, whatever it serves: Dynamo's runtime
+# is shut down at once (in-flight requests may finish), and if the process has not ended after
+# STOP_GRACE_S it ends there (a model call cannot be interrupted; its thread would hold the exit).
+STOP_DEADLINE_S = 5.0
+STOP_GRACE_S = 3.0
+
+
+class _Stopper:
+    """The worker's SIGTERM/SIGINT handling: the first signal shuts the runtime down and arms the
+    grace timer; a second one, or the timer, ends the process."""
+
+    def __init__(self, runtime: Any, in_flight: Callable[[], int]) -> None:
+        self._runtime = runtime
+        self._in_flight = in_flight
+        self._signalled = False
+
+    def __call__(self, signame: str) -> None:
+        if self._signalled:
+            self._end_now(f"{signame} again")
+            return
+        self._signalled = True
+        logger.info("%s: stopping (%d request(s) in flight)", signame, self._in_flight())
+        timer = threading.Timer(STOP_GRACE_S, self._end_now, args=(f"{STOP_GRACE_S:g} s after the signal",))
+        timer.daemon = True
+        timer.start()
+        self._runtime.shutdown()
+
+    def _end_now(self, why: str) -> None:
+        logger.warning("Worker stopped %s with %d request(s) unfinished", why, self._in_flight())
+        for handler in logger.handlers + logging.getLogger().handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0)
+
+
+class DynamoWorker:
     """Subclass, override `setup` and `serve`, then call `run`. `setup` runs once before the
     endpoint is served; `serve` yields the response chunks of one request (raise BadRequest
     for a request it cannot serve: the client gets HTTP 400 with the message); `on_ready` runs
-    once the endpoint is being served (register the model there)."""
+    once the endpoint is being served (register the model there). As in AITune, the base's
+    `setup` and `serve` raise NotImplementedError when called."""
 
     namespace = "aitune"
     component = "backend"
     endpoint_name = "generate"
 
     def setup(self) -> None:
-        pass
+        raise NotImplementedError(f"{type(self).__name__}.setup() is not implemented: override it to load the model")
 
-    @abc.abstractmethod
-    def serve(self, request: Any) -> AsyncGenerator[Any, None]:
+    async def serve(self, request: Any) -> AsyncGenerator[Any, None]:
         """An async generator of the response chunks of one request."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.serve() is not implemented: override it as an async generator of responses"
+        )
+        yield  # an async generator, as the subclasses' serve
 
     async def on_ready(self, runtime: Any, endpoint: Any) -> None:
         pass
@@ -63,7 +106,7 @@ class DynamoWorker(abc.ABC):
         pass
 
     def run(self, enable_nats: bool = False) -> None:
-        """Serves until SIGTERM or SIGINT, then returns."""
+        """Serves until SIGTERM or SIGINT, then returns (within STOP_DEADLINE_S of the signal)."""
         dynamo = import_dynamo()  # before setup: a missing package fails before any model loads
         try:
             import uvloop
@@ -79,20 +122,25 @@ class DynamoWorker(abc.ABC):
         request_plane = os.environ.get("DYN_REQUEST_PLANE", "tcp")
         extra = {"event_plane": "nats"} if enable_nats else {}
         runtime = dynamo.DistributedRuntime(loop, discovery, request_plane, **extra)
+        in_flight = [0]
+        stopper = _Stopper(runtime, lambda: in_flight[0])
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, runtime.shutdown)
+            loop.add_signal_handler(sig, stopper, sig.name)
         endpoint = runtime.endpoint(f"{self.namespace}.{self.component}.{self.endpoint_name}")
         invalid_argument = dynamo.InvalidArgument
 
         async def handle(request: Any, context: Any = None) -> AsyncGenerator[Any, None]:
+            in_flight[0] += 1
             try:
-                async for chunk in self.serve(request):
+                async for chunk in self.serve(Request(request) if isinstance(request, dict) else request):
                     yield chunk
             except BadRequest as e:
                 raise invalid_argument(str(e)) from e
             except Exception:
                 logger.exception("A request failed in the served function")
                 raise
+            finally:
+                in_flight[0] -= 1
 
         try:
             await asyncio.gather(endpoint.serve_endpoint(handle), self.on_ready(runtime, endpoint))
@@ -147,8 +195,8 @@ class FunctionWorker(DynamoWorker):
         if self.batcher is not None:
             await self.batcher.close()
             logger.info("Batches run: %d for %d items", self.batcher.batches_run, self.batcher.items_run)
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+        if self._executor is not None:  # a call still running ends with the process (_Stopper)
+            self._executor.shutdown(wait=False, cancel_futures=True)
         logger.info(
             "Worker stopped: served %d requests (%d rejected as bad requests, %d failed)",
             self.served,
@@ -209,15 +257,31 @@ class FunctionWorker(DynamoWorker):
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
 
+def _needs_mapping(fn: Callable, config: DynamoWorkerConfig) -> bool:
+    """A torch module needs `mapping` unless it is a tuned ait.Module served as embeddings through
+    the batcher (AITune requires it for every torch module)."""
+    torch = sys.modules.get("torch")  # a module cannot be a torch module if torch was never imported
+    if torch is None or not isinstance(fn, torch.nn.Module) or config.mapping is not None:
+        return False
+    return not (config.type == "embedding" and item_shapes(fn))
+
+
 def dynamo_worker(fn: Callable, config: DynamoWorkerConfig) -> None:
     """Serves `fn` as a Dynamo worker until SIGTERM or SIGINT. `fn` is a tuned ait.Module (its
     graphs run through the batcher at their tuned batch sizes) or any callable (called once per
-    request with the request's input, see DynamoWorkerConfig.mapping)."""
+    request with the request's input, see DynamoWorkerConfig.mapping). Every configuration
+    error is raised here, before the Dynamo runtime starts."""
     if not isinstance(config, DynamoWorkerConfig):
-        raise AITuneUserInputError(f"dynamo_worker needs a DynamoWorkerConfig, got a {type(config).__name__}")
+        raise InvalidTypeError(f"dynamo_worker needs a DynamoWorkerConfig, got a {type(config).__name__}")
+    config.validate()  # again: the fields may have changed since the config was made
     if not callable(fn):
-        raise AITuneUserInputError(
-            f"dynamo_worker serves a callable (e.g. a tuned ait.Module), got a {type(fn).__name__}"
+        raise InvalidTypeError(f"dynamo_worker serves a callable (e.g. a tuned ait.Module), got a {type(fn).__name__}")
+    if _needs_mapping(fn, config):
+        raise InvalidValueError(
+            f"dynamo_worker of the torch module {type(fn).__name__}: a mapping function is required "
+            "(DynamoWorkerConfig.mapping=fn(request) -> dict of forward arguments); only a tuned ait.Module "
+            f"served as type='embedding' reads token ids by itself, and this one is type={config.type!r}"
+            f"{'' if config.type != 'embedding' else ' with no batched single-tensor graph'}"
         )
     device = getattr(fn, "device", None)
     _configure_logging(f"{config.served_name}{f' {device}' if device is not None else ''} pid {os.getpid()}")

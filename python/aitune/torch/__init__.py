@@ -12,7 +12,7 @@ from aitune.torch.inspecting import InspectedModulesInfo, inspect, wrap
 from aitune.torch.jit.config import config as jit_config
 from aitune.torch.jit.patched_module import PatchedModule
 from aitune.torch.jit.patcher import patch_for_jit_tuning
-from aitune.torch.kernel_forge import ModuleFunctionKernelProfiler
+from aitune.torch.backend.kernels.module_function_kernel_profiler import ModuleFunctionKernelProfiler
 from aitune.torch.module.wrapper import Module
 from aitune.torch.performance import PerformanceProfile, profile
 from aitune.torch.tune_strategy import (

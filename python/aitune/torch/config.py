@@ -18,7 +18,7 @@ from typing import Any, Dict, Optional, Union
 
 import torch
 
-from aitune.exceptions import AITuneUserInputError
+from aitune.exceptions import InvalidValueError
 from aitune.torch.utils.env import env_bool, env_float, env_int, env_str
 
 __all__ = [
@@ -67,7 +67,7 @@ def normalize_device(device: Union[str, torch.device]) -> str:
             index = 0 if device.index is None else device.index
             if 0 <= index <= MAX_CUDA_INDEX:
                 return f"cuda:{index}"
-        raise AITuneUserInputError(f"Unsupported device {str(device)!r}; expected {_ACCEPTED_DEVICES}.")
+        raise InvalidValueError(f"Invalid device {str(device)!r}; expected {_ACCEPTED_DEVICES}.")
     if isinstance(device, str):
         if device in ("cpu", "meta"):
             return device
@@ -76,7 +76,7 @@ def normalize_device(device: Union[str, torch.device]) -> str:
         match = _CUDA_RE.fullmatch(device)
         if match and int(match.group(1)) <= MAX_CUDA_INDEX:
             return f"cuda:{int(match.group(1))}"
-    raise AITuneUserInputError(f"Unsupported device {device!r}; expected {_ACCEPTED_DEVICES}.")
+    raise InvalidValueError(f"Invalid device {device!r}; expected {_ACCEPTED_DEVICES}.")
 
 
 def _default_cache_dir() -> Path:

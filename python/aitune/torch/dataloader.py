@@ -20,9 +20,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
-from aitune.exceptions import AITuneUserInputError
 
-from aitune.exceptions import InvalidValueError
+from aitune.exceptions import InvalidTypeError, InvalidValueError
 from aitune.torch.shape_datasets import DynamicShapeDataset, InputConfig, MinMaxRandomDataset, RepeatEachItem
 
 __all__ = [
@@ -57,7 +56,7 @@ def default_data_collator(items: Sequence[Any]) -> Union[List[Any], Dict[str, An
     tensors, numbers and nested lists of numbers become a tensor, strings a list.
     """
     if len(items) == 0:
-        raise AITuneUserInputError("Cannot collate an empty list of dataset items.")
+        raise InvalidValueError("Cannot collate an empty list of dataset items.")
     first = items[0]
     if isinstance(first, Mapping):
         return _collate_mapping(items, "item", rename_labels=True)
@@ -93,7 +92,7 @@ def _is_numeric_nested(value: Any) -> bool:
 def _collate_positions(items: Sequence[Sequence[Any]], where: str) -> List[Any]:
     length = len(items[0])
     if any(len(item) != length for item in items):
-        raise AITuneUserInputError(f"Cannot collate {where}: items have different lengths.")
+        raise InvalidValueError(f"Cannot collate {where}: items have different lengths.")
     return [_collate_field([item[i] for item in items], f"{where}[{i}]") for i in range(length)]
 
 
@@ -103,12 +102,12 @@ def _collate_mapping(items: Sequence[Mapping], where: str, rename_labels: bool =
         try:
             values = [item[key] for item in items]
         except (KeyError, TypeError):
-            raise AITuneUserInputError(f"Cannot collate {where}: key {key!r} is missing from some items.") from None
+            raise InvalidValueError(f"Cannot collate {where}: key {key!r} is missing from some items.") from None
         if all(v is None for v in values):
             continue  # like the Hugging Face collator: an unset field is not passed at all
         out_key = "labels" if rename_labels and key in _LABEL_KEYS else key
         if out_key in batch:
-            raise AITuneUserInputError(f"Cannot collate {where}: both {key!r} and 'labels' map to 'labels'.")
+            raise InvalidValueError(f"Cannot collate {where}: both {key!r} and 'labels' map to 'labels'.")
         batch[out_key] = _collate_field(values, f"{where}[{key!r}]")
     return batch
 
@@ -131,8 +130,8 @@ def _collate_field(values: Sequence[Any], where: str) -> Any:
             collated = _collate_positions(values, where)
             return tuple(collated) if isinstance(first, tuple) else collated
     except (RuntimeError, ValueError, TypeError) as error:  # ragged shapes, mixed types
-        raise AITuneUserInputError(f"Cannot collate {where}: {error}") from error
-    raise AITuneUserInputError(
+        raise InvalidValueError(f"Cannot collate {where}: {error}") from error
+    raise InvalidValueError(
         f"Cannot collate {where} of type {type(first).__name__}; the default collator supports tensors, "
         "numpy arrays, numbers, strings, dicts, lists and tuples. Pass collate_fn to DataLoaderFactory."
     )
@@ -166,7 +165,7 @@ class DataLoaderFactory:
     def __init__(self, dataset: Any, collate_fn: Optional[Callable] = None, num_workers: int = 0) -> None:
         if not hasattr(dataset, "__getitem__") and not isinstance(dataset, IterableDataset):
             if not isinstance(dataset, Iterable):
-                raise AITuneUserInputError(f"Dataset of type {type(dataset).__name__} is not indexable or iterable.")
+                raise InvalidTypeError(f"Dataset of type {type(dataset).__name__} is not indexable or iterable.")
             dataset = list(dataset)
         self.dataset = dataset
         self.collate_fn = collate_fn or default_data_collator
@@ -175,12 +174,12 @@ class DataLoaderFactory:
     def create(self, batch_size: int) -> DataLoader:
         """Return a ``DataLoader`` yielding full batches of ``batch_size`` items."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise AITuneUserInputError(f"Batch size must be an integer >= 1, got {batch_size!r}.")
+            raise InvalidValueError(f"Batch size must be an integer >= 1, got {batch_size!r}.")
         dataset = self.dataset
         if not isinstance(dataset, IterableDataset):
             size = len(dataset)
             if size == 0:
-                raise AITuneUserInputError("Dataset is empty; tuning needs at least one sample.")
+                raise InvalidValueError("Dataset is empty; tuning needs at least one sample.")
             if isinstance(dataset, DynamicShapeDataset):  # items differ in shape: one batch per item
                 dataset = RepeatEachItem(dataset, batch_size)
             elif size < batch_size:
@@ -226,7 +225,7 @@ def samples_generator(
         or not isinstance(max_num_batches_per_batch_size, int)
         or max_num_batches_per_batch_size < 0
     ):
-        raise AITuneUserInputError(
+        raise InvalidValueError(
             f"max_num_batches_per_batch_size must be None or an integer >= 0, got {max_num_batches_per_batch_size!r}."
         )
     if isinstance(dataset, torch.Tensor):
@@ -252,9 +251,9 @@ def ensure_enough_samples(dataset: Any, number_of_samples: int) -> Any:
         dataset = [dataset]
     if hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
         if len(dataset) == 0:
-            raise AITuneUserInputError("Dataset is empty; at least one sample is needed.")
+            raise InvalidValueError("Dataset is empty; at least one sample is needed.")
         return [dataset[i % len(dataset)] for i in range(number_of_samples)]
     items = list(itertools.islice(iter(dataset), number_of_samples))
     if not items:
-        raise AITuneUserInputError("Dataset is empty; at least one sample is needed.")
+        raise InvalidValueError("Dataset is empty; at least one sample is needed.")
     return list(itertools.islice(itertools.cycle(items), number_of_samples))

@@ -12,14 +12,14 @@ from typing import Any, Callable, Iterable
 import torch
 import torch.utils._pytree
 
-from aitune.exceptions import AITuneError, AITuneUserInputError, DiskSpaceError, NoValidBackendError
+from aitune.exceptions import AITuneError, AITuneUserInputError, DiskSpaceError, InvalidValueError, NoValidBackendError
 from aitune.torch import module_registry
 from aitune.torch.config import config, normalize_device
 from aitune.torch.dataloader import samples_generator
 from aitune.torch.global_context import published_batch_size
 from aitune.torch.logging_utils import external_logging_disabled, format_duration, setup_logging
 from aitune.torch.module.state import ModuleState
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.budget import session_started as budget_session_started
 from aitune.torch.tune_strategy.context import installed as executor_installed
 from aitune.torch.utils.tensors import to_device
@@ -43,7 +43,7 @@ def _resolve_batch_sizes(batch_sizes: Iterable[int] | None) -> list[int]:
     sizes = list(batch_sizes)
     for bs in sizes:
         if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
-            raise AITuneUserInputError(f"batch_sizes must be positive ints, got {bs!r} in {sizes}")
+            raise InvalidValueError(f"batch_sizes must be positive ints, got {bs!r} in {sizes}")
     if len(set(sizes)) == 1:
         logger.warning("Only 1 batch size provided, static shapes will be assumed.")
     return sizes
@@ -72,13 +72,13 @@ def dataset_hint(error: Exception, batch_size: int, args: tuple, kwargs: dict) -
 def _resolve_devices(devices: Iterable[Any]) -> list[torch.device]:
     """ait.tune's `devices`: one type for all (their measurements are compared), each usable."""
     if isinstance(devices, (str, torch.device)):
-        raise AITuneUserInputError(f"devices must be a list of devices, e.g. ['cuda:0', 'cuda:1'], got {devices!r}")
+        raise InvalidValueError(f"devices must be a list of devices, e.g. ['cuda:0', 'cuda:1'], got {devices!r}")
     resolved = [_resolve_device(d) for d in devices]
     if not resolved:
-        raise AITuneUserInputError("devices must name at least one device, got an empty list")
+        raise InvalidValueError("devices must name at least one device, got an empty list")
     kinds = sorted({d.type for d in resolved})
     if len(kinds) > 1:
-        raise AITuneUserInputError(
+        raise InvalidValueError(
             f"devices must all be of one type, since candidates measured on them are compared; got {kinds} in "
             f"{[str(d) for d in resolved]}"
         )
@@ -86,7 +86,7 @@ def _resolve_devices(devices: Iterable[Any]) -> list[torch.device]:
         count = torch.cuda.device_count()
         missing = [str(d) for d in resolved if (d.index or 0) >= count]
         if missing:
-            raise AITuneUserInputError(f"devices {missing} do not exist: this machine has {count} CUDA device(s)")
+            raise InvalidValueError(f"devices {missing} do not exist: this machine has {count} CUDA device(s)")
     return resolved
 
 

@@ -11,7 +11,9 @@ import aitune.torch.backend as backend_pkg
 
 ROOT = Path(backend_pkg.__file__).parent
 PACKAGE = Path(backend_pkg.__file__).parents[2]  # .../aitune
-FOLDERS = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name not in ("common", "__pycache__"))
+# Not backends: the shared helpers, and `kernels`, AITune's path of the kernel profiler (an api module).
+NOT_BACKENDS = ("common", "kernels", "__pycache__")
+FOLDERS = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name not in NOT_BACKENDS)
 
 
 def _imported_modules(path: Path) -> set[str]:

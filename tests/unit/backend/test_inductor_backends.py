@@ -284,8 +284,8 @@ def test_aot_backend_tunes_and_serves_through_native_runner(aoti_loads):
     torch.testing.assert_close(outputs[0], reference(x), atol=1e-5, rtol=1e-5)
     assert backend.input_profile() == [([1, 6], [4, 6])]
 
-    # A package on disk serves without the module (what loading a checkpoint builds on).
-    loaded = TorchInductorAotBackend.from_package(package, "cpu")
+    # A package on disk serves without the module (what loading a checkpoint does).
+    loaded = TorchInductorAotBackend.restore(backend.config, {"package": package}, m.graph_specs[0], "cpu")
     torch.testing.assert_close(loaded.infer(x), reference(x), atol=1e-5, rtol=1e-5)
     with pytest.raises(errors.AITuneUserInputError, match="takes 1 input tensor"):
         runner.run([x, x])

@@ -299,8 +299,9 @@ def test_not_enough_strategies(cpu_eager_strategy):
     _call(m, torch.ones(1, 5))
     _call(m, torch.ones(1, 2, 5))
     assert len(m.graph_specs) == 2
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(RuntimeError) as info:  # AITune's type; also an AITuneUserInputError
         m.tune(device="cpu")
+    assert isinstance(info.value, AITuneUserInputError)
     assert str(info.value) == "Not enough strategies for multi-graph. Expected at least 2, got 1."
     assert m.state is ModuleState.RECORDING
 

@@ -18,7 +18,7 @@ from aitune.torch.backend import TorchEagerBackend
 from aitune.torch.config import config
 from aitune.torch.global_context import published_batch_size
 from aitune.torch.module.state import ModuleState
-from aitune.torch.task.profile import SweepLimits, profile
+from aitune.torch.task.sweep import SweepLimits, profile
 from aitune.torch.task.profiling import NumStepsMeasuringStopStrategy, ProfilingConfig
 
 from fake_backend import FakeBackend, FakeBackendConfig, SleepyLinear

@@ -282,7 +282,7 @@ def test_latency_budget_picks_the_backend_within_budget():
 
 
 def test_latency_budget_must_be_positive():
-    with pytest.raises(ValueError, match="latency_budget_ms must be > 0"):
+    with pytest.raises(ValueError, match="latency_budget_ms must be positive"):
         ait.LatencyBudgetStrategy(0)
 
 

@@ -1,4 +1,4 @@
-"""AITune's import path for the Torch-TensorRT AOT backend (docs/guide.md, "Coming from AITune")."""
+"""AITune 0.6 import path, re-exporting aitune's objects (tests/compat/aitune_paths.py; docs/guide.md)."""
 
 from aitune.torch.backend.torch_tensorrt_aot import TorchTensorRTAotBackend, TorchTensorRTAotBackendConfig
 from aitune.torch.backend.common.torch_tensorrt_config import TorchTensorRTConfig

@@ -44,5 +44,5 @@ class ArtifactPath:
         try:
             relative = path.resolve().relative_to(root.resolve())
         except ValueError:
-            raise ValueError(f"Artifact path {path} is outside its root {root}") from None
+            raise ValueError(f"Artifact path {path} is outside root {root}") from None
         return cls(root, relative)

@@ -43,8 +43,7 @@ LATEST_FORMAT_VERSION = 2
 def manifest_format_version() -> int:
     """The format new files are written in: 2 once the native manifest validator (which every reader,
     Python and C++, runs first) reads it, else 1. The one switch between the two writers."""
-    supported = getattr(_C, "MANIFEST_FORMAT_VERSIONS", (1,))
-    return LATEST_FORMAT_VERSION if LATEST_FORMAT_VERSION in supported else 1
+    return LATEST_FORMAT_VERSION if LATEST_FORMAT_VERSION in _C.MANIFEST_FORMAT_VERSIONS else 1
 
 
 # -- typed manifest --------------------------------------------------------------------------------
@@ -283,13 +282,9 @@ class OpenedCheckpoint:
         if not path.exists():
             raise CheckpointNotFoundError(f"Checkpoint file not found: {path}")
         self.path = path
-        self.reader = _C.ArchiveReader(str(path))  # refuses non-regular files, damaged ZIP structure
-        names = set(self.reader.entry_names())
-        if "state_dict.pt" in names or any(n.endswith("/state_dict.pt") for n in names):
-            raise UnsupportedCheckpointError(
-                f"{path} is a checkpoint of the reference implementation: it stores a pickled state that would "
-                "execute code when loaded, so aitune refuses it. Re-tune the model and save it with aitune."
-            )
+        # Refuses non-regular files, a damaged ZIP structure and AITune's pickled state_dict.pt
+        # (cpp/core/checkpoint/zip_reader.cc, "The one refusal").
+        self.reader = _C.ArchiveReader(str(path))
         # The one reader of manifest.json, the C++ runtime's too: the schema check (format, version,
         # types, nesting, names, every referenced file listed under its own module's and graph's
         # folder), then the typed manifest.

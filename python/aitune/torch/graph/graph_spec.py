@@ -35,10 +35,6 @@ class ConstantLeaf:
     needs_eq: bool = False  # the graph key summarises it by type only; the dispatcher compares it
 
 
-def _dtype_from_name(name: str) -> torch.dtype:
-    return getattr(torch, name)
-
-
 class TensorsSpec:
     """The leaves of one side (inputs or outputs) of a graph, in flattening order."""
 

@@ -45,6 +45,20 @@ class Locator:
         _C.invalidate_type_rules()
 
     @classmethod
+    def unregister_user_type(cls, user_type: type) -> None:
+        """Undo `register_user_type`: instances are leaves (or dataclass fields) again."""
+        with cls._lock:
+            cls._user_types.pop(user_type, None)
+        _C.invalidate_type_rules()
+
+    @classmethod
+    def unignore_type(cls, ignored: type) -> None:
+        """Undo `ignore_type`."""
+        with cls._lock:
+            cls._ignored.discard(ignored)
+        _C.invalidate_type_rules()
+
+    @classmethod
     def _classify(cls, tp: type) -> tuple[int, list[str] | None]:
         for ignored in cls._ignored:
             if issubclass(tp, ignored):

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from aitune.exceptions import AITuneUserInputError
+from aitune.exceptions import InvalidTypeError, InvalidValueError
 from aitune.torch.dataloader import samples_generator
 from aitune.torch.inspecting.module_info import InspectedModulesInfo, ModuleInfo
 from aitune.torch.inspecting.module_inspector import ForwardTimer, find_modules, unwrap
@@ -22,7 +22,7 @@ DEFAULT_WARMUP_ITERATIONS = 5
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise AITuneUserInputError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+        raise InvalidValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
 
 
 def _cycle(dataset: Any) -> Iterator[tuple[tuple, dict]]:
@@ -33,7 +33,7 @@ def _cycle(dataset: Any) -> Iterator[tuple[tuple, dict]]:
             empty = False
             yield args, kwargs
         if empty:
-            raise AITuneUserInputError("Dataset is empty; inspect needs at least one sample.")
+            raise InvalidValueError("Dataset is empty; inspect needs at least one sample.")
 
 
 def inspect(
@@ -62,11 +62,12 @@ def inspect(
     _check_int("min_depth", min_depth, 0)
     _check_int("max_depth", max_depth, 0)
     if min_depth > max_depth:
-        raise AITuneUserInputError(f"min_depth ({min_depth}) must not exceed max_depth ({max_depth}).")
+        raise InvalidValueError(f"min_depth ({min_depth}) must not exceed max_depth ({max_depth}).")
     func = inference_function if inference_function is not None else obj
     if not callable(func):
-        raise AITuneUserInputError(
-            f"Cannot run {type(obj).__name__}: it is not callable. Pass inference_function to ait.inspect."
+        raise InvalidTypeError(
+            f"ait.inspect cannot run the object: '{type(func).__name__}' object is not callable; "
+            "expected a callable (a module or a pipeline) or inference_function=<callable>"
         )
 
     candidates = [f for f in find_modules(obj, max_depth) if f.depth >= min_depth]

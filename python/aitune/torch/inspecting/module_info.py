@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from tabulate import tabulate
 
-from aitune.exceptions import AITuneUserInputError
+from aitune.exceptions import InvalidValueError
 
 COLUMNS = [
     "Module Name",
@@ -151,9 +151,9 @@ class InspectedModulesInfo:
         """Modules sorted by total time, highest first; those with a share of at least
         ``min_execution_ratio`` (0..1), at most ``limit`` of them."""
         if min_execution_ratio is not None and not (0.0 <= float(min_execution_ratio) <= 1.0):
-            raise AITuneUserInputError(f"min_execution_ratio must be between 0 and 1, got {min_execution_ratio!r}.")
+            raise InvalidValueError(f"min_execution_ratio value must be between 0 and 1, got {min_execution_ratio!r}.")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise AITuneUserInputError(f"limit must be None or an integer >= 0, got {limit!r}.")
+            raise InvalidValueError(f"limit must be None or an integer >= 0, got {limit!r}.")
         selected = sorted(self.modules, key=lambda m: m.total_time, reverse=True)
         if min_execution_ratio is not None:
             selected = [m for m in selected if m.execution_ratio >= min_execution_ratio]

@@ -10,6 +10,7 @@ The traversal is breadth-first from ``obj`` over instance attributes (``vars()``
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -17,7 +18,7 @@ import types
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -25,6 +26,7 @@ from aitune.torch.module.wrapper import Module
 
 logger = logging.getLogger("aitune")
 
+_NONE = object()  # a module without a forward of its own (the class forward)
 DEBUG_ENV = "AITUNE_INSPECT_DEBUG"
 DEBUG_RAISE_ENV = "AITUNE_INSPECT_DEBUG_RAISE"
 
@@ -229,11 +231,14 @@ def describe_output(output: Any) -> dict[str, Any]:
 
 
 class ForwardTimer:
-    """Counts and times the forwards of ``modules`` through forward pre/post hooks.
+    """Counts and times the forwards of ``modules``.
 
-    Times are wall-clock ``perf_counter`` seconds, with ``torch.cuda.synchronize()`` on both
-    sides of a forward when CUDA is in use. Use as a context manager: the hooks are removed
-    on exit, also when the run raises.
+    Each module's ``forward`` is replaced, on the instance, by a timing wrapper, so a call is
+    seen whether it goes through ``module(x)`` or straight to ``module.forward(x)`` (an
+    inference function may call either; AITune counts both). Times are wall-clock
+    ``perf_counter`` seconds, with ``torch.cuda.synchronize()`` on both sides of a forward when
+    CUDA is in use. Use as a context manager: every module gets its own ``forward`` back on
+    exit, also when the run raises.
     """
 
     def __init__(self, modules: list[torch.nn.Module]) -> None:
@@ -241,7 +246,7 @@ class ForwardTimer:
         self.stats: dict[int, ModuleStats] = {id(m): ModuleStats() for m in self.modules}
         self.enabled = False
         self._stack: list[tuple[int, float, dict[str, Any]]] = []
-        self._handles: list[Any] = []
+        self._saved: list[tuple[torch.nn.Module, Any]] = []  # (module, its own instance forward or _NONE)
         self._sync = torch.cuda.is_available() and torch.cuda.is_initialized()
 
     def _synchronize(self) -> None:
@@ -282,11 +287,25 @@ class ForwardTimer:
             stats.input_types.clear()
             stats.output_types.clear()
 
+    def _timed(self, module: torch.nn.Module, forward: Callable) -> Callable:
+        @functools.wraps(forward)
+        def timed_forward(*args: Any, **kwargs: Any) -> Any:
+            self._pre_hook(module, args, kwargs)
+            output = None
+            try:
+                output = forward(*args, **kwargs)
+                return output
+            finally:
+                self._post_hook(module, args, kwargs, output)
+
+        return timed_forward
+
     def __enter__(self) -> "ForwardTimer":
         try:
             for module in self.modules:
-                self._handles.append(module.register_forward_pre_hook(self._pre_hook, with_kwargs=True))
-                self._handles.append(module.register_forward_hook(self._post_hook, with_kwargs=True, always_call=True))
+                own = module.__dict__.get("forward", _NONE)
+                self._saved.append((module, own))
+                module.forward = self._timed(module, module.forward)
         except BaseException:
             self.remove()
             raise
@@ -296,7 +315,10 @@ class ForwardTimer:
         self.remove()
 
     def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+        for module, own in reversed(self._saved):
+            if own is _NONE:
+                module.__dict__.pop("forward", None)
+            else:
+                module.forward = own
+        self._saved.clear()
         self._stack.clear()

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 import torch
 
-from aitune.exceptions import AITuneUserInputError
+from aitune.exceptions import AITuneUserInputError, InvalidTypeError, InvalidValueError
 from aitune.torch import module_registry
 from aitune.torch.inspecting.module_info import InspectedModule, InspectedModulesInfo
 from aitune.torch.inspecting.module_inspector import FoundModule, Location, find_modules, unwrap
@@ -49,7 +49,7 @@ def _as_list(modules: Any) -> list[Any]:
         return list(modules.values())
     if isinstance(modules, Iterable):
         return list(modules)
-    raise AITuneUserInputError(
+    raise InvalidTypeError(
         f"modules must be a list of modules (from InspectedModulesInfo.get_modules() or torch modules), "
         f"got {type(modules).__name__}."
     )
@@ -69,7 +69,7 @@ def wrap(
     if strategy is not None and strategies is not None:
         raise ValueError("Only one of strategy or strategies should be provided")
     if fallback_policy is not None and fallback_policy not in ("raise", "eager"):
-        raise AITuneUserInputError(f"fallback_policy must be 'raise' or 'eager', got {fallback_policy!r}")
+        raise InvalidValueError(f"fallback_policy must be 'raise' or 'eager', got {fallback_policy!r}")
     items = _as_list(modules)
     for item in items:
         if not isinstance(item, (torch.nn.Module, InspectedModule)):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aitune.exceptions import DiskSpaceError, NoValidBackendError
+from aitune.exceptions import DiskSpaceError, GraphBreakException, NoValidBackendError
 from aitune.torch.config import config, normalize_device
 from aitune.torch.jit import telemetry
 from aitune.torch.jit.config import JITMode
@@ -194,7 +194,7 @@ def _probe_graph_breaks(patched: Patched) -> None:
         with torch.no_grad():
             compiled(*sample.args, **sample.kwargs)
     except Exception as e:
-        raise RuntimeError(
+        raise GraphBreakException(
             f"graph break detected by torch.compile(fullgraph=True): {type(e).__name__}: "
             f"{str(e).splitlines()[0] if str(e) else ''}"
         ) from e

@@ -15,6 +15,7 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
+from aitune.exceptions import GraphBreakException  # noqa: F401 - AITune imports it from this module
 from aitune.torch.backend.backend import Backend
 from aitune.torch.config import config
 from aitune.torch.jit.config import JITMode

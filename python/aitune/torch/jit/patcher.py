@@ -159,6 +159,17 @@ def patch_for_jit_tuning(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def jit_reset() -> None:
+    """AITune's reset of JIT tuning: stops patching, returns every patched module that is not
+    tuned to its plain forward, removes the exit report hook and forgets every head (tests and
+    notebooks that start over). The settings in `jit_config` are kept."""
+    disable()
+    if _patcher.atexit_registered:
+        atexit.unregister(at_exit)
+        _patcher.atexit_registered = False
+    runtime.reset()
+
+
 class Patcher:
     """AITune's class-level interface to the patching (docs/guide.md, "Coming from AITune"),
     over this module's functions."""

@@ -27,10 +27,6 @@ class _Telemetry:
 _telemetry = _Telemetry()
 
 
-def merged_run() -> Any:
-    return _telemetry.run
-
-
 def reset() -> None:
     _telemetry.run = None
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn.modules.module as _nn_module
 import wrapt
 
-from aitune.exceptions import AITuneUserInputError
+from aitune.exceptions import AITuneUserInputError, InvalidUsageError, InvalidValueError
 from aitune.torch import module_registry
 from aitune.torch.backend.backend import Backend
 from aitune.torch.config import config, normalize_device
@@ -56,7 +56,7 @@ class Module(wrapt.CallableObjectProxy):
         if strategy is not None and strategies is not None:
             raise ValueError("Only one of strategy or strategies should be provided")
         if fallback_policy is not None and fallback_policy not in ("raise", "eager"):
-            raise AITuneUserInputError(f"fallback_policy must be 'raise' or 'eager', got {fallback_policy!r}")
+            raise InvalidValueError(f"fallback_policy must be 'raise' or 'eager', got {fallback_policy!r}")
         super().__init__(module)
         self._self_name = (name or _default_name(module)).replace("/", "_")
         self._self_strategy = strategy
@@ -204,7 +204,7 @@ class Module(wrapt.CallableObjectProxy):
         strategies = self._self_strategies
         if isinstance(strategies, (list, tuple)):
             if len(strategies) < len(graphs):
-                raise ValueError(
+                raise InvalidUsageError(
                     f"Not enough strategies for multi-graph. Expected at least {len(graphs)}, got {len(strategies)}."
                 )
             return list(strategies[: len(graphs)])
@@ -216,10 +216,10 @@ class Module(wrapt.CallableObjectProxy):
                 )
                 (chosen if found is not None else missing).append(found if found is not None else graph)
             if missing:
-                raise ValueError(
+                raise InvalidUsageError(  # AITune's words, which its users match on
                     "The are following errors:\n"
                     + "\n".join(
-                        f"- missing strategy for graph: {g.display_name} ({g.input_spec.describe_structure()})"
+                        f"missing strategy for graph: {g.display_name} ({g.input_spec.describe_structure()})"
                         for g in missing
                     )
                 )

@@ -1,5 +1,4 @@
-"""AITune's import path for the module wrapper (docs/guide.md, "Coming from AITune"): scripts
-written for AITune import `Module` and `ModuleState` from here."""
+"""AITune 0.6 import path, re-exporting aitune's objects (tests/compat/aitune_paths.py; docs/guide.md)."""
 
 from aitune.torch.module.state import ModuleState
 from aitune.torch.module.wrapper import Module

@@ -61,7 +61,8 @@ class _GraphJob:
         import torch
 
         from aitune.torch.multi_device.transport import load_graph
-        from aitune.torch.tune_data import report as tune_data
+        from aitune.torch.tune_data import model as tune_data_model
+        from aitune.torch.tune_data import recorder as tune_data
         from aitune.torch.tune_strategy.context import GraphContext
 
         graph, samples, refs = load_graph(payload, device)
@@ -82,7 +83,7 @@ class _GraphJob:
         self.strategy = strategy
         self.index = index
         # Telemetry of this worker's builds, collected in memory and sent with each record.
-        self.report = tune_data.GraphReport(name=graph.name)
+        self.report = tune_data_model.GraphReport(name=graph.name)
         tune_data._state.graph = self.report
         module.to(self.ctx.device)
         strategy.start_graph(self.ctx)  # the eager baseline on this device
@@ -112,9 +113,9 @@ def main(conn: Any, device: str, index: int, measurement_lock: Any, lock_owner: 
 
     from aitune.torch.config import config
     from aitune.torch.multi_device.transport import load_strategy, loads_tensors
-    from aitune.torch.task import profile
+    from aitune.torch.task import sweep
 
-    profile.MEASUREMENT_LOCK[0] = TurnLock(measurement_lock, lock_owner)
+    sweep.MEASUREMENT_LOCK[0] = TurnLock(measurement_lock, lock_owner)
     if torch.device(device).type == "cpu":
         torch.set_num_threads(cpu_threads)
 

@@ -5,7 +5,9 @@ synchronised). The recorded events are then attributed to runs and regions."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -83,9 +85,41 @@ def capture(
     )
 
 
+class KernelLaunches:
+    """The device time of the kernels (and copies) launched while a host-clock window was open.
+
+    The profiler ties each kernel to the host operator that launched it (CUPTI correlation);
+    that operator's start time says when. Summing by launch time counts a kernel once and
+    finds it whichever thread launched it: an operator of the C++ runtime or a TensorRT enqueue
+    need not be a child of the region's record on the Python thread."""
+
+    def __init__(self, events: list[Any]) -> None:
+        launches = sorted(
+            (float(event.time_range.start), sum(float(k.duration) for k in event.kernels))
+            for event in events
+            if _is_cpu(event) and getattr(event, "kernels", None)
+        )
+        self._starts = [start for start, _ in launches]
+        self._cumulative = list(itertools.accumulate((duration for _, duration in launches), initial=0.0))
+
+    def __bool__(self) -> bool:
+        return bool(self._starts)
+
+    def device_us(self, event: Any) -> float | None:
+        """Device µs of the work launched between the event's start and end; None without any."""
+        if not self._starts:
+            return None
+        first = bisect.bisect_left(self._starts, float(event.time_range.start))
+        last = bisect.bisect_right(self._starts, float(event.time_range.end))
+        total = self._cumulative[last] - self._cumulative[first]
+        return total if last > first else None
+
+
 class Attribution:
     """Region times per run: each region event belongs to the run whose marker encloses it; an
-    AOT region nested inside another AOT region is left to the outer one (counted once)."""
+    AOT region nested inside another AOT region is left to the outer one (counted once). CPU time
+    is the profiler's own per event; device time is the kernel profiler's: the kernels launched
+    while the region (or the run) was open (KernelLaunches)."""
 
     def __init__(self, cap: Capture) -> None:
         self.markers = [e for e in cap.events if _is_cpu(e) and getattr(e, "name", "") == RUN_MARKER]
@@ -94,6 +128,7 @@ class Attribution:
                 f"The PyTorch Profiler recorded {len(self.markers)} run marker(s) for "
                 f"{len(cap.wall_times_us)} measured run(s); the profile cannot be attributed"
             )
+        self.launches = KernelLaunches(cap.events)
         marker_index = {id(m): i for i, m in enumerate(self.markers)}
         self.per_run: dict[int, dict[str, dict[str, Any]]] = {}
         self.observed: dict[str, list[str]] = {AOT_PREFIX: [], UNTUNED_PREFIX: []}
@@ -131,14 +166,19 @@ class Attribution:
             )
             agg["calls"] += 1
             agg["cpu_time_us"] += _us(event, "cpu_time_total")
-            device = _device_us(event)
+            device = self._device_us(event)
             if device is not None:
                 agg["device_time_us"] = (agg["device_time_us"] or 0.0) + device
+
+    def _device_us(self, event: Any) -> float | None:
+        if self.launches:
+            return self.launches.device_us(event)
+        return _device_us(event)  # no kernel launches recorded: what the profiler rolled up, if any
 
     def runs(self, wall_times_us: list[float]) -> list[dict[str, Any]]:
         out = []
         for index, (marker, wall) in enumerate(zip(self.markers, wall_times_us)):
-            cpu, device = _us(marker, "cpu_time_total"), _device_us(marker)
+            cpu, device = _us(marker, "cpu_time_total"), self._device_us(marker)
             timing: dict[str, Any] = {"wall_time_us": wall, "cpu_time_us": cpu}
             if device is not None:
                 timing["device_time_us"] = device

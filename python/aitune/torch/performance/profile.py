@@ -36,7 +36,9 @@ class PerformanceProfile:
 
     def markdown(self, options: Any = None) -> str:
         if options is not None:
-            raise InvalidValueError("PerformanceProfile.markdown() takes no options yet; call markdown()")
+            raise InvalidValueError(
+                f"PerformanceProfile.markdown(): markdown options are not supported yet; call markdown(), got {options!r}"
+            )
         return render_markdown(self.data)
 
 

@@ -41,8 +41,8 @@ from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
 from aitune.torch.config import config
 from aitune.torch.graph.signature import KIND_NAMES
 from aitune.torch.task.numeric import reference_outputs
-from aitune.torch.tune_data.report import atomic_write_text
 from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
+from aitune.torch.utils.fs import atomic_write_text
 
 logger = logging.getLogger("aitune")
 

@@ -4,7 +4,7 @@ from typing import Any, Mapping
 
 from aitune.exceptions import CudaGraphCaptureError, NoValidBackendError
 from aitune.torch.backend.backend import Backend
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.default_backends import first_wins_defaults
 from aitune.torch.tune_strategy.performance_validation import PerformanceValidatedStrategy
 from aitune.torch.tune_strategy.records import CandidateRecord

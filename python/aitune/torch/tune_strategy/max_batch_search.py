@@ -16,9 +16,9 @@ from aitune.torch.backend.common.serving import graph_dispatcher
 from aitune.torch.config import config
 from aitune.torch.logging_utils import captured_output
 from aitune.torch.task.batching import extend_max_batch
-from aitune.torch.task.profile import SweepLimits, best_throughput, profile
+from aitune.torch.task.sweep import SweepLimits, best_throughput, profile
 from aitune.torch.task.profiling.config import ProfilingConfig
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 
 
 def search_max_batch_size(

@@ -18,9 +18,9 @@ from aitune._native import _C
 from aitune.torch.backend.backend import Backend
 from aitune.torch.backend.common.serving import graph_dispatcher
 from aitune.torch.logging_utils import captured_output
-from aitune.torch.task.profile import SweepLimits, profile
+from aitune.torch.task.sweep import SweepLimits, profile
 from aitune.torch.task.profiling.config import AllSamplesProfilingStopStrategy
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
 from aitune.torch.tune_strategy.records import CandidateRecord
 from aitune.torch.tune_strategy.strategy_results import PerformanceValidationMixinResult

@@ -12,9 +12,9 @@ from aitune.exceptions import NoValidBackendError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.backend.common.serving import graph_dispatcher
 from aitune.torch.logging_utils import captured_output
-from aitune.torch.task.profile import profile
+from aitune.torch.task.sweep import profile
 from aitune.torch.task.profiling.config import ProfilingConfig
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.default_backends import profiling_defaults
 from aitune.torch.tune_strategy.outcome import KEPT_EAGER
 from aitune.torch.tune_strategy.records import CandidateRecord, RemoteBuild
@@ -415,7 +415,7 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
             or not isinstance(latency_budget_ms, (int, float))
             or latency_budget_ms <= 0
         ):
-            raise ValueError(f"latency_budget_ms must be > 0, got {latency_budget_ms!r}")
+            raise ValueError(f"latency_budget_ms must be positive (> 0), got {latency_budget_ms!r}")
         super().__init__(
             backends,
             profiling_config,

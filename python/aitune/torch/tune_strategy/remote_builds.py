@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from aitune.torch.backend.backend import Backend
 from aitune.torch.logging_utils import captured_output, format_duration
 from aitune.torch.task.correctness import check_correctness
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.context import GraphContext
 from aitune.torch.tune_strategy.records import CandidateRecord
 

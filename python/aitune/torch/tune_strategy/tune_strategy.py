@@ -25,7 +25,7 @@ from aitune.torch.task.correctness import check_correctness
 from aitune.torch.task.numeric import check_numeric, effective_precision_class, reference_outputs, tf32_switches
 from aitune.torch.task.precise_reference import native_precision_class
 from aitune.torch.task.profiling.config import ProfilingConfig
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.max_batch_search import search_max_batch_size
 from aitune.torch.tune_data import recorder as telemetry
 from aitune.torch.tune_strategy.budget import TuningBudget, build_deadline

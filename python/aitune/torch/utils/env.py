@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from aitune.exceptions import AITuneUserInputError
+from aitune.exceptions import InvalidValueError
 
 __all__ = ["TRUE_VALUES", "env_bool", "env_float", "env_int", "env_str"]
 
@@ -37,7 +37,7 @@ def env_int(name: str, default: int) -> int:
     try:
         return int(value.strip())
     except ValueError:
-        raise AITuneUserInputError(f"Environment variable {name} must be an integer, got {value!r}.") from None
+        raise InvalidValueError(f"Environment variable {name} must be an integer, got {value!r}.") from None
 
 
 def env_float(name: str, default: Optional[float]) -> Optional[float]:

@@ -315,19 +315,19 @@ def test_external_data_is_saved_and_loaded_with_the_model(tmp_path, monkeypatch)
         torch.testing.assert_close(loaded(x), reference(x), rtol=1e-5, atol=1e-5)
 
 
-def test_deploy_and_reactivation(tmp_path):
+def test_restore_and_reactivation(tmp_path):
     m = _recorded(_MLP())
     built = _built(m, tmp_path)
     graph = m.graph_specs[0]
     artifacts = {key: value.path for key, value in built.to_dict().items() if key in ("model", "io")}
-    loaded = ONNXRuntimeBackend.from_artifacts(built.config, artifacts, graph)
-    assert loaded.state is BackendState.CHECKPOINT_LOADED
+    loaded = ONNXRuntimeBackend.restore(built.config, artifacts, graph, "cpu")  # what ait.load does
+    assert loaded.state is BackendState.ACTIVE
     x = torch.randn(2, 6)
+    torch.testing.assert_close(loaded.infer(x), built.infer(x))
+    loaded.deactivate()
     with pytest.raises(RuntimeError, match="should be activated first"):
         loaded.infer(x)
-    loaded.deploy("cpu")
-    assert loaded.state is BackendState.DEPLOYED
-    torch.testing.assert_close(loaded.infer(x), built.infer(x))
+    loaded.activate()
 
     built.deactivate()
     assert built.providers == [] and built.state is BackendState.INACTIVE

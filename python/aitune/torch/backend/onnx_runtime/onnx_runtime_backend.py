@@ -19,7 +19,7 @@ import torch
 
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError, BackendUnavailableError
-from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState, OutputStructure
+from aitune.torch.backend.backend import ArtifactPath, Backend, OutputStructure
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.common.onnx_export import export_onnx_with_template, onnx_input_name
 from aitune.torch.backend.onnx_runtime.onnx_runtime_config import ONNXExecutionProvider, ONNXRuntimeBackendConfig
@@ -213,17 +213,6 @@ class ONNXRuntimeBackend(Backend):
             torch.cuda.empty_cache()
 
     # -- checkpoints -------------------------------------------------------------------------
-    @classmethod
-    def from_artifacts(
-        cls, config: ONNXRuntimeBackendConfig, artifacts: dict[str, Path], graph: GraphSpec
-    ) -> ONNXRuntimeBackend:
-        """A backend in CHECKPOINT_LOADED state over a checkpoint's extracted files; deploy(device)
-        opens its session."""
-        backend = cls(config)
-        backend._adopt_artifacts(artifacts, graph)
-        backend._state = BackendState.CHECKPOINT_LOADED
-        return backend
-
     def _adopt_artifacts(self, artifacts: dict[str, Path], graph: GraphSpec) -> None:
         model = Path(artifacts["model"])
         self._model = ArtifactPath.from_existing(model, model.parent)

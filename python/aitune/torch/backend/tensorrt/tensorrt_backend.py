@@ -42,7 +42,7 @@ from aitune.torch.backend.tensorrt.profiles import (
 )
 from aitune.torch.config import config as global_config
 from aitune.torch.graph.graph_spec import GraphSpec
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.utils.tensors import to_device
 
 logger = logging.getLogger("aitune")

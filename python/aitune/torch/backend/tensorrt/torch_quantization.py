@@ -1,4 +1,4 @@
-"""AITune's import path for ModelOpt torch quantization settings (docs/guide.md, "Coming from AITune")."""
+"""AITune 0.6 import path, re-exporting aitune's objects (tests/compat/aitune_paths.py; docs/guide.md)."""
 
 from aitune.torch.backend.tensorrt.tensorrt_config import TorchQuantizationConfig
 

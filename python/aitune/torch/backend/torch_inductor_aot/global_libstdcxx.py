@@ -7,7 +7,7 @@ interposable C++ runtime symbols (type_info vtables, locale caches, ...) through
 first; where the library also carries some of them itself (seen on the GPU image, H200 with
 g++ 13), it then mixes its own copies with libstdc++'s and crashes in its static constructors.
 The same package loads fine from a C++ program (libstdc++ is global there), with
-LD_PRELOAD=libstdc++.so.6, and after this promotion (benchmarks/aoti_diag.py, 2026-11-30).
+LD_PRELOAD=libstdc++.so.6, and after this promotion (tools/diagnostics/aoti_diag.py shows the three).
 RTLD_NOLOAD promotes the copy already mapped; nothing new is loaded.
 """
 

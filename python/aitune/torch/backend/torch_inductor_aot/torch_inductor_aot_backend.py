@@ -31,7 +31,7 @@ from aitune.torch.backend.common.compile_caches import keep_compile_caches_in_ai
 from aitune.torch.backend.common.jit_warmup import original_forward
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError
-from aitune.torch.backend.backend import ArtifactPath, Backend, BackendState, OutputStructure, ServingPlan
+from aitune.torch.backend.backend import ArtifactPath, Backend, OutputStructure, ServingPlan
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.common.export_shapes import (
     ExportShapePlan,
@@ -297,25 +297,6 @@ class TorchInductorAotBackend(Backend):
         """A checkpoint's extracted `model.pt2` (ait.load): probed in a child process first (once
         per extracted file), since the package's library is native code."""
         self._open_package(Path(artifacts["package"]), device, graph, probe_once=True)
-
-    @classmethod
-    def from_package(
-        cls,
-        path: Path | str,
-        device: Any = "cpu",
-        graph: GraphSpec | None = None,
-        config: TorchInductorAotBackendConfig | None = None,
-        probe_once: bool = False,
-    ) -> TorchInductorAotBackend:
-        """An active backend serving an existing `model.pt2`. With `graph`, calls are bound to
-        its forward signature and it serves natively (_native_plan); without, calls must already be
-        in the canonical layout the package was exported with."""
-        backend = cls(config)
-        device = torch.device(device)
-        backend._device = device
-        backend._open_package(Path(path), device, graph, probe_once)
-        backend._state = BackendState.ACTIVE
-        return backend
 
     def _open_package(self, path: Path, device: torch.device, graph: GraphSpec | None, probe_once: bool) -> None:
         self._package = ArtifactPath.from_existing(path, path.parent)

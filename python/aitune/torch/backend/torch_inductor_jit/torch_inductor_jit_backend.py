@@ -1,29 +1,12 @@
 """TorchInductorJitBackend: torch.compile of the module's original forward
-(docs/reference/backends.md#per-backend-behaviour).
+(docs/reference/backends.md#inductor-jit-torchinductorjitbackend).
 
-The build resets Dynamo, compiles the ORIGINAL forward (the wrapped module's instance `forward`
-is aitune's router; compiling it would recurse into aitune), and warms up on every stored
-sample, plus the sample with size-1 dynamic axes widened to 2 so that Dynamo's 0/1
-specialisation does not recompile on the first real call. After that, the first recompile logs
-one warning: once Dynamo's recompile limit is reached the forward silently runs eagerly.
-
-Dynamic shapes are not free (a dynamic=True reduce-overhead ResNet-50 ran about 2x slower at
-batch 1 than a static one), so with ``dynamic=None`` on a graph with batch or dim axes the build
-also compiles a *specialised* variant: ``dynamic=False`` on a private copy of a thin wrapper's
-code object (its own Dynamo cache and recompile limit), warmed up on the distinct shapes of the
-stored samples, one static graph per shape (each costs a compile, so no more). Both variants are
-timed on those shapes (docs/reference/measurement.md#one-measured-call calls, median host time) and the faster total
-wins. When the specialised variant wins, calls whose input shapes are among the specialised ones are dispatched
-to it by shape and every other call goes to the dynamic build, so an unseen shape never
-recompiles; when the dynamic variant wins, the specialised one is dropped.
-
-A stored shape with a size-1 batch or dim axis (the default: ait.tune stores the first call, at
-batch 1) is not compared: Dynamo's 0/1 specialisation would give the dynamic build a graph for that
-shape alone, so timing it would only compile a third graph to compare two static ones (on the
-H200 each ResNet-50 compile is about a quarter of the default tuning time). Such shapes go to the
-specialised variant untimed, and the dynamic build is warmed up on the widened sample only; if
-the dynamic variant ends up serving them (the specialised compile failed, or it lost on the
-compared shapes), the dynamic build is warmed up on them too.
+The build compiles the ORIGINAL forward (the wrapped module's instance `forward` is aitune's
+router; compiling it would recurse into aitune) and warms up on every stored sample. With
+``dynamic=None`` on a graph with batch or dim axes it also compiles a specialised
+``dynamic=False`` variant, because dynamic shapes are not free, and keeps whichever serves the
+stored shapes faster; the reference page says how the two are compared and which calls each one
+serves, and why a shape with a size-1 dynamic axis is not timed.
 """
 
 from __future__ import annotations

@@ -53,8 +53,8 @@ class TorchInductorJitBackendConfig(BackendConfig, ServingOptions, AutocastOptio
             raise ValueError(f"Invalid mode: {self.mode!r}. Valid modes are: {', '.join(map(repr, VALID_MODES))}.")
         if self.mode is not None and self.options is not None:
             raise ValueError(
-                "Cannot specify both 'mode' and 'options' for torch.compile; pass the mode's settings in 'options' "
-                "or drop 'options'."
+                "Cannot specify both 'mode' and 'options' parameters in config. Pass the mode's settings in "
+                "'options' or drop 'options'."
             )
         if self.options is not None and not isinstance(self.options, dict):
             raise ValueError(f"options must be a dict of Inductor options or None, got {self.options!r}")

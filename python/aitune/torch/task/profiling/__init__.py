@@ -1,6 +1,7 @@
 """Measurement configuration (docs/reference/api.md#other-modules, docs/reference/measurement.md). The loop, statistics
 and stop rules run in the C++ core; these classes are the Python-facing settings, at AITune's module paths (events,
-metrics, measuring_strategy, measuring_stop_strategy, profiling_stop_strategy, config)."""
+metrics, measuring_strategy, measuring_stop_strategy, profiling_stop_strategy, config), and AITune's Python
+profiling loop (profiling.py)."""
 
 from aitune.torch.task.profiling.config import ProfilingConfig, default_profiling_config
 from aitune.torch.task.profiling.events import ProfilingResultEvent, get_inference_events
@@ -11,6 +12,7 @@ from aitune.torch.task.profiling.measuring_stop_strategy import (
 )
 from aitune.torch.task.profiling.measuring_strategy import MeasuringStrategy, ModelExecutionTimeMeasuringStrategy
 from aitune.torch.task.profiling.metrics import get_latency, get_throughput, is_throughput_saturated
+from aitune.torch.task.profiling.profiling import ProfilingResults, ProfilingStatus, profile
 from aitune.torch.task.profiling.profiling_stop_strategy import (
     AllSamplesProfilingStopStrategy,
     ProfilingStopStrategy,
@@ -25,6 +27,8 @@ __all__ = [
     "NumStepsMeasuringStopStrategy",
     "ProfilingConfig",
     "ProfilingResultEvent",
+    "ProfilingResults",
+    "ProfilingStatus",
     "ProfilingStopStrategy",
     "StableWindowMeasuringStopStrategy",
     "ThroughputSaturatedProfilingStopStrategy",
@@ -33,4 +37,5 @@ __all__ = [
     "get_latency",
     "get_throughput",
     "is_throughput_saturated",
+    "profile",
 ]

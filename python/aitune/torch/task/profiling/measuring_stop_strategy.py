@@ -76,10 +76,12 @@ class StableWindowMeasuringStopStrategy(MeasuringStopStrategy):
             or not isinstance(self.max_cv_ratio, (int, float))
             or not 0 < self.max_cv_ratio <= 1
         ):
-            raise InvalidValueError(f"{owner}: max_cv_ratio must be in (0, 1], got {self.max_cv_ratio!r}")
+            raise InvalidValueError(
+                f"{owner}: max_cv_ratio value must be between 0 and 1 (0 excluded, 1 included), got {self.max_cv_ratio!r}"
+            )
         if self.max_samples < self.window_size:
             raise InvalidValueError(
-                f"{owner}: max_samples must be >= window_size, got max_samples="
+                f"{owner}: max_samples must be greater than or equal to window_size, got max_samples="
                 f"{self.max_samples}, window_size={self.window_size}"
             )
         self._times: list[float] = []

@@ -45,8 +45,17 @@ class ThroughputSaturatedProfilingStopStrategy(ProfilingStopStrategy):
     throughput_backoff_limit: int = 2
 
     def __post_init__(self) -> None:
+        owner = type(self).__name__
+        ratio, limit = self.min_throughput_gain_ratio, self.throughput_backoff_limit
+        # The core validates its own rule below; these two checks word the refusal as AITune does.
+        if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and not 0 <= ratio < 1:
+            raise InvalidValueError(
+                f"{owner}: min_throughput_gain_ratio value must be between 0 and 1 (1 excluded), got {ratio!r}"
+            )
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit < 0:
+            raise InvalidValueError(f"{owner}: throughput_backoff_limit value must not be negative, got {limit}.")
         try:
-            _C.SweepState(**self.to_native())  # the core validates its own rule
+            _C.SweepState(**self.to_native())
         except AITuneUserInputError as e:
             raise InvalidValueError(f"{type(self).__name__}: {e}") from None
         except TypeError:  # not a number at all

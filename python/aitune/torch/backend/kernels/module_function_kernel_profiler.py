@@ -151,7 +151,9 @@ class ModuleFunctionKernelProfiler:
         if module is None:
             raise ValueError("module must be provided when function is not an nn.Module.")
         if isinstance(warmup_iterations, bool) or not isinstance(warmup_iterations, int) or warmup_iterations < 0:
-            raise ValueError(f"warmup_iterations must be an integer >= 0, got {warmup_iterations!r}")
+            raise ValueError(
+                f"warmup_iterations must be greater than or equal to 0 (an integer), got {warmup_iterations!r}"
+            )
         if not torch.cuda.is_available():
             raise RuntimeError("CUDA is required to profile module and function kernel candidates.")
         pandas = _pandas()

@@ -1,0 +1,5 @@
+"""AITune 0.6 import path, re-exporting aitune's objects (tests/compat/aitune_paths.py; docs/guide.md)."""
+
+from aitune.torch.tune_strategy.strategy_results import PerformanceValidationMixinResult
+
+__all__ = ["PerformanceValidationMixinResult"]

@@ -224,7 +224,11 @@ def test_first_wins_searches_only_before_a_candidate_built_for_the_max_shapes(ai
     )
     m.tune(device="cpu", strategy=strategy)
     text = aitune_log.text
-    assert text.index("fake build failure (broken)") < text.index(search) < text.index("🤖 backend: FakeBackend(name='aot'")
+    assert (
+        text.index("fake build failure (broken)")
+        < text.index(search)
+        < text.index("🤖 backend: FakeBackend(name='aot'")
+    )
     assert m.graph_specs[0].max_batch_size() > 2, "the search widened the max before the ahead-of-time build"
 
 

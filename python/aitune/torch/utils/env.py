@@ -48,7 +48,7 @@ def env_float(name: str, default: Optional[float]) -> Optional[float]:
     try:
         return float(value.strip())
     except ValueError:
-        raise AITuneUserInputError(f"Environment variable {name} must be a number, got {value!r}.") from None
+        raise InvalidValueError(f"Environment variable {name} must be a number, got {value!r}.") from None
 
 
 def env_str(name: str, default: Optional[str] = None) -> Optional[str]:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from aitune._native import _C
+from aitune.torch.backend.tensorrt import cuda_ops
 from aitune.torch.backend.tensorrt.builder import make_logger
 
 logger = logging.getLogger("aitune")
@@ -38,10 +39,6 @@ def torch_dtype(trt_dtype: Any) -> torch.dtype:
     if name not in _TRT_TO_TORCH:
         raise RuntimeError(f"TensorRT tensor type {trt_dtype} has no torch equivalent")
     return _TRT_TO_TORCH[name]
-
-
-def _stream_handle(device: torch.device) -> int:
-    return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
 
 
 def make_output_allocator(trt: Any, device: torch.device) -> Any:
@@ -85,6 +82,7 @@ class EngineRunner:
     ) -> None:
         self._trt = trt
         self._device = device
+        self._cuda = cuda_ops.CUDA
         self._log = _trt_logger(trt)
         self._runtime = trt.Runtime(self._log)
         self.engine = self._runtime.deserialize_cuda_engine(plan)
@@ -123,7 +121,8 @@ class EngineRunner:
     def run(self, tensors: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         """`tensors`: the graph's tensor inputs in graph order. Returns outputs by engine name."""
         index = self._selector.select([list(t.shape) for t in tensors])
-        stream = _stream_handle(self._device)
+        current = self._cuda.current_stream(self._device)
+        stream = current.cuda_stream
         with self._lock:
             context = self.context
             if index != self._profile:
@@ -172,8 +171,7 @@ class EngineRunner:
                 raise RuntimeError(f"TensorRT execution failed (execute_async_v3 returned False): {errors}")
             if dynamic:
                 # Shapes arrive with the execution: the host waits for this stream only here.
-                if self._device.type == "cuda":
-                    torch.cuda.current_stream(self._device).synchronize()
+                self._cuda.synchronize(self._device, current)
                 for name, shape in shapes.items():
                     if any(d < 0 for d in shape):
                         real = self._allocator.shapes[name]

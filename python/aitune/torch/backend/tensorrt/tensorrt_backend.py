@@ -23,6 +23,7 @@ from aitune.torch.backend.common.onnx_export import export_onnx_with_template, o
 from aitune.torch.backend.backend import ArtifactPath, Backend
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.tensorrt import builder as trt_builder
+from aitune.torch.backend.tensorrt import cuda_ops
 from aitune.torch.backend.tensorrt import output_template
 from aitune.torch.backend.tensorrt import quantization as quant
 from aitune.torch.backend.tensorrt.tensorrt_config import (
@@ -152,8 +153,7 @@ class TensorRTBackend(Backend):
                 self.config.device,
                 device,
             )
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
+        cuda_ops.CUDA.set_device(device)
         cache_dir = Path(cache_dir)
         profiles = build_profiles(graph, self.config.profiles)  # validated before any expensive step
         module.to(device)

@@ -43,10 +43,6 @@ class TorchCuda:
         """Makes `device` current for the block and restores the caller's device after it."""
         return torch.cuda.device(device) if self._is_cuda(device) else contextlib.nullcontext()
 
-    def set_device(self, device: torch.device) -> None:
-        if self._is_cuda(device):
-            torch.cuda.set_device(device)
-
     def current_stream(self, device: torch.device) -> Any:
         return torch.cuda.current_stream(device) if self._is_cuda(device) else HostStream()
 

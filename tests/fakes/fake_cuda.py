@@ -48,6 +48,7 @@ class FakeEvent:
 
     def synchronize(self) -> None:
         self._cuda._done_up_to(self.stream.cuda_stream, self.point)
+        self._cuda.log.append(("event_synchronize", self.stream.cuda_stream))
 
 
 class FakeGraph:

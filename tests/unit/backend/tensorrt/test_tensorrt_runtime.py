@@ -163,6 +163,20 @@ def test_calls_from_threads_on_their_own_streams_each_use_their_own_context(cuda
     assert {c[1] for c in _executions()} == {s.cuda_stream for s in streams}
 
 
+def test_beyond_eight_streams_the_least_recently_used_context_is_dropped_after_its_work(cuda, tmp_path):
+    runner = _runner(tmp_path)
+    streams = [cuda.new_stream(CPU) for _ in range(9)]
+    x = _aligned(torch.randn(2, 4))
+    for stream in streams:
+        with cuda.use_stream(stream):
+            runner.run([x])
+    assert len([c for c in fake.calls if c == ("create_execution_context",)]) == 9  # the first one at load
+    assert streams[0].cuda_stream not in runner._streams and len(runner._streams) == 8
+    assert ("event_synchronize", streams[0].cuda_stream) in cuda.log  # its last work finished first
+    with cuda.use_stream(streams[0]):
+        torch.testing.assert_close(runner.run([x])["y"], _expected(x))  # a new context for it
+
+
 def test_a_call_from_the_default_stream_runs_on_a_private_stream_forked_and_joined(cuda, tmp_path, caplog):
     runner = _runner(tmp_path)
     x = _aligned(torch.randn(2, 4))
@@ -177,9 +191,10 @@ def test_a_call_from_the_default_stream_runs_on_a_private_stream_forked_and_join
 
 
 # -- CUDA graphs -----------------------------------------------------------------------------
-def _capture(cuda, runner: EngineRunner, static: list[torch.Tensor]):
-    """What the CUDA-graph runner does for a new key: a warm-up call and a capture on one side stream."""
-    side = cuda.new_stream(CPU)
+def _capture(cuda, runner: EngineRunner, static: list[torch.Tensor], side=None):
+    """What the CUDA-graph runner does for a new key: a warm-up call and a capture on one side stream
+    (taken from a pool: several keys may get the same one)."""
+    side = side or cuda.new_stream(CPU)
     with cuda.use_stream(side):
         runner.run(static)
     cuda.synchronize(CPU, side)
@@ -198,9 +213,10 @@ def _replay(captured, inputs: list[torch.Tensor]) -> torch.Tensor:
 
 def test_replaying_an_earlier_shapes_graph_after_another_shape_was_captured(cuda, tmp_path):
     runner = _runner(tmp_path)
-    graphs = {batch: _capture(cuda, runner, [_aligned(torch.randn(batch, 4))]) for batch in (2, 4, 8)}
-    with cuda.use_stream(cuda.new_stream(CPU)):
-        runner.run([_aligned(torch.randn(3, 4))])  # an ordinary call of yet another shape in between
+    side = cuda.new_stream(CPU)
+    graphs = {batch: _capture(cuda, runner, [_aligned(torch.randn(batch, 4))], side) for batch in (2, 4, 8)}
+    with cuda.use_stream(side):
+        runner.run([_aligned(torch.randn(3, 4))])  # an ordinary call of yet another shape on that stream
     for batch in (2, 8, 4, 2):
         x = torch.randn(batch, 4)
         torch.testing.assert_close(_replay(graphs[batch], [x]), _expected(x))

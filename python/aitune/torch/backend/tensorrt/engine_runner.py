@@ -189,13 +189,16 @@ class EngineRunner:
         on the host) or a host-memory tensor would be read through a device pointer."""
         engine = self.engine
         location = engine.get_tensor_location(name)
-        if engine.is_shape_inference_io(name) or location == self._trt.TensorLocation.HOST:
-            kind = "a shape tensor (is_shape_inference_io)" if engine.is_shape_inference_io(name) else "in host memory"
-            raise RuntimeError(
-                f"TensorRT engine tensor '{name}' is {kind}: aitune binds device buffers only; expected every "
-                f"input and output in device memory (TensorLocation.DEVICE), got {location}. Export the model "
-                "so that integer inputs feeding shapes are constants, or serve it with another backend"
-            )
+        shape_tensor = engine.is_shape_inference_io(name)
+        if not shape_tensor and location != self._trt.TensorLocation.HOST:
+            return
+        kind = "a shape tensor (is_shape_inference_io)" if shape_tensor else "in host memory"
+        got = "a shape tensor, whose values TensorRT reads on the host" if shape_tensor else f"{location}"
+        raise RuntimeError(
+            f"TensorRT engine tensor '{name}' is {kind}: aitune binds device buffers only; expected a device "
+            f"tensor (TensorLocation.DEVICE, not a shape tensor), got {got}. Export the model so that integer "
+            "inputs feeding shapes are constants, or serve it with another backend"
+        )
 
     def _new_context(self) -> Any:
         mark = self._log.errors.mark()

@@ -33,7 +33,9 @@ trap finish EXIT
 
 # BUILD_TESTS=OFF builds without the C++ tests and benchmarks (quicker, for benchmark-only calls).
 # STAGES selects what runs (default: build tests bench demo): build ctest tests gputests seltests bench
-# demo roundtrip jit defaults defaults_bg defaults_wait; ZOO_MODELS adds the model zoo. defaults: benchmarks/defaults.py, aitune
+# demo roundtrip jit trtverify defaults defaults_bg defaults_wait; ZOO_MODELS adds the model zoo. trtverify:
+# benchmarks/tensorrt_verify.py (real TensorRT engines vs eager, earlier shapes replayed after later
+# captures, threads on own streams, unaligned inputs; TRTVERIFY_ARGS, default "--quick --models resnet50"). defaults: benchmarks/defaults.py, aitune
 # with no options vs eager/torch.compile per model (DEFAULTS_ARGS adds options, e.g. "--models
 # resnet50 --budget-s 500"; it writes $OUT/defaults.json after every row, and its table goes into
 # summary.txt, not a file of its own: the device tool returns at most 8 files). PYTEST_TIMEOUT,
@@ -89,6 +91,8 @@ if has bench; then
   step bench_cuda_graph2 $PY benchmarks/cuda_graph_overhead.py --out "$LOGS/cuda_graph_overhead_2.json"
 fi
 has demo && step demo $PY -m aitune.torch.examples.demo
+has trtverify && step trtverify timeout -k 10 "${TRTVERIFY_TIMEOUT:-1500}" $PY benchmarks/tensorrt_verify.py \
+  ${TRTVERIFY_ARGS:---quick --models resnet50} --out "$OUT/tensorrt_verify.json"
 if has aotidiag; then
   # Investigation tooling is not part of the GPU run: the AOTInductor load diagnosis has its own
   # script (same logs and summary, into its own $OUT).

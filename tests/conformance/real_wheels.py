@@ -7,8 +7,10 @@ installed: the TensorRT bindings are imported from the unpacked wheel in a child
 torch_tensorrt_sandbox.py).
 
 When the registry cannot be reached, fetch() raises WheelUnavailable and the tests skip with
-that reason; when the registry answers but the pinned wheel is missing, it raises WheelMissing
-and the tests fail: a renamed or yanked wheel must not turn the tier silently off.
+that reason (fail in CI: conftest.py); when the registry answers but the pinned wheel is missing,
+it raises WheelMissing and the tests fail: a renamed or yanked wheel must not turn the tier
+silently off. `python tests/conformance/real_wheels.py` pre-fetches every wheel (`--check`: is the
+cache complete?).
 """
 
 from __future__ import annotations
@@ -152,3 +154,38 @@ def unpacked(dist: str, version: str) -> Path:
                 archive.extractall(target)
             (target / ".complete").touch()
     return target
+
+
+def prefetch() -> list[Path]:
+    """Every wheel the tier needs, fetched (when not cached) and unpacked: what CI runs where the
+    registry is reachable, before the tests (or once, to fill a cache it then mounts offline)."""
+    wanted = [(TENSORRT_BINDINGS, version) for version in TENSORRT_VERSIONS] + [
+        (TORCH_TENSORRT, TORCH_TENSORRT_VERSION)
+    ]
+    return [unpacked(dist, version) for dist, version in wanted]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Fetch the conformance tier's wheels into its cache (AITUNE_WHEEL_CACHE or ~/.cache/aitune/wheels)."
+    )
+    parser.add_argument("--check", action="store_true", help="only report whether every wheel is cached (no network)")
+    args = parser.parse_args(argv)
+    if args.check:
+        wanted = [(TENSORRT_BINDINGS, v) for v in TENSORRT_VERSIONS] + [(TORCH_TENSORRT, TORCH_TENSORRT_VERSION)]
+        missing = [f"{dist}=={version}" for dist, version in wanted if _find(dist, version) is None]
+        print(f"cache {cache_dir()}: " + (f"missing {', '.join(missing)}" if missing else "complete"))
+        return 1 if missing else 0
+    try:
+        for folder in prefetch():
+            print(folder)
+    except (WheelUnavailable, WheelMissing) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

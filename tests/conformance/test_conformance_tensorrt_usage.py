@@ -1,12 +1,18 @@
-"""The real TensorRT bindings (10.15 and 11.4) judge aitune's TensorRT glue (its source, read with
-`ast`, so code paths the unit tests do not run are judged too):
+"""The real TensorRT bindings (10.15 and 11.4) judge aitune's TensorRT glue: the checkout's source
+(python/aitune/torch/backend/tensorrt, read with `ast`, so code paths the unit tests do not run are
+judged too, and a stale installed aitune cannot hide a change):
 
-* every `trt.A.B...` it names exists in both releases (module name, class member, enum member);
-* every attribute it uses on a variable that holds a TensorRT object (VARIABLE_CLASSES, the
-  glue's naming convention) exists on that class in both releases;
+* every TensorRT name it uses exists in both releases, along whole attribute chains, on every value
+  that holds a TensorRT object (tensorrt_usage.py types them: the module and anything assigned from
+  it, method results and properties by their real signatures, and the VARIABLE_CLASSES names);
+* every call of a TensorRT method or constructor passes keyword names and a number of positional
+  arguments one of the real overloads takes;
 * the methods of its subclasses of TensorRT interfaces (a logger, an output allocator) have the
   names and arity the real interface calls;
 * the DataType and HardwareCompatibilityLevel names it keeps as strings exist.
+
+A mutation test copies the glue, injects a keyword typo, a second-level attribute typo and a
+misspelling on a variable outside VARIABLE_CLASSES, and requires the checks to report each one.
 
 The unit tests run the same glue against the fake `tensorrt`, which the other file of this tier
 holds to the real signatures: together they cover the calls the tests make and the names the
@@ -16,36 +22,23 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 from pathlib import Path
 
-import aitune
+import pytest
+from tensorrt_usage import TRT_MODULE, VARIABLE_CLASSES, check_sources, variables_used
 
-GLUE = Path(aitune.__file__).resolve().parent / "torch" / "backend" / "tensorrt"
-TRT_MODULE = "trt"  # the glue's name for the `tensorrt` module
-# Variables of the glue that hold TensorRT objects, by class (or enum) name.
-VARIABLE_CLASSES = {
-    "builder": "Builder",
-    "builder_config": "IBuilderConfig",
-    "network": "INetworkDefinition",
-    "parser": "OnnxParser",
-    "trt_profile": "IOptimizationProfile",
-    "cache": "ITimingCache",
-    "context": "IExecutionContext",
-    "self.context": "IExecutionContext",
-    "self.engine": "ICudaEngine",
-    "self._runtime": "Runtime",
-    "severity": "ILogger.Severity",
-}
+CHECKOUT = Path(__file__).resolve().parents[2] / "python" / "aitune" / "torch" / "backend"
+GLUE = CHECKOUT / "tensorrt"
 
 
-def _sources() -> dict[Path, ast.Module]:
-    files = sorted(GLUE.glob("*.py"))
-    assert files, f"no TensorRT glue found in {GLUE}"
+def _sources(folder: Path = GLUE) -> dict[Path, ast.Module]:
+    files = sorted(folder.glob("*.py"))
+    assert files, f"no TensorRT glue found in {folder}"
     return {path: ast.parse(path.read_text(), str(path)) for path in files}
 
 
 def _chain(node: ast.AST) -> list[str] | None:
-    """`a.b.c` as ["a", "b", "c"]; None for anything that is not a plain name chain."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -55,84 +48,33 @@ def _chain(node: ast.AST) -> list[str] | None:
     return None
 
 
-def _outermost_chains(tree: ast.AST) -> list[tuple[int, list[str]]]:
-    """Every maximal attribute chain (so `trt.ILogger.Severity` once, not also `trt.ILogger`)."""
-    inner = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    return [
-        (node.lineno, chain)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute) and id(node) not in inner and (chain := _chain(node))
-    ]
-
-
-def _member(surface: dict, owner: str, name: str) -> tuple[str | None, str | None]:
-    """(kind, qualname for what it leads to) of `owner.name`; kind None when it does not exist."""
-    if owner in surface["enums"]:
-        return ("enum member", None) if name in surface["enums"][owner] else (None, None)
-    members = surface["classes"].get(owner, {}).get("members", {})
-    info = members.get(name)
-    if info is None:
-        for base in surface["classes"].get(owner, {}).get("bases", []):
-            kind, target = _member(surface, base, name)
-            if kind:
-                return kind, target
-        return None, None
-    return info["kind"], info.get("qualname")
-
-
-def _resolve(surface: dict, start: str, names: list[str]) -> str | None:
-    """Why `start.names...` does not exist in `surface`, or None."""
-    owner = start
-    for i, name in enumerate(names):
-        if name.startswith("__") and name.endswith("__"):
-            return None  # Python's own attributes (__version__, __name__)
-        kind, target = _member(surface, owner, name)
-        if kind is None:
-            return f"{'.'.join([owner, *names[: i + 1]][-2:])} is not in TensorRT {surface['version']}"
-        if kind != "nested":
-            return None  # a method, property or enum member: what follows belongs to its value
-        owner = target
-    return None
-
-
-def _module_name(surface: dict, names: list[str]) -> str | None:
-    first = names[0]
-    if first == "__version__":
-        return None
-    kind = surface["module"].get(first)
-    if kind is None:
-        return f"tensorrt.{first} is not in TensorRT {surface['version']}"
-    if kind in ("class", "enum") and len(names) > 1:
-        return _resolve(surface, first, names[1:])
-    return None
-
-
-def test_every_tensorrt_name_the_glue_uses_exists_in_each_supported_release(tensorrt_surfaces):
-    problems, seen_variables = [], set()
-    for path, tree in _sources().items():
-        for line, chain in _outermost_chains(tree):
-            where = f"{path.name}:{line} {'.'.join(chain)}"
-            for version, surface in sorted(tensorrt_surfaces.items()):
-                if chain[0] == TRT_MODULE and len(chain) > 1:
-                    why = _module_name(surface, chain[1:])
-                else:
-                    variable = next(
-                        (
-                            v
-                            for v in VARIABLE_CLASSES
-                            if chain[: len(v.split("."))] == v.split(".") and len(chain) > len(v.split("."))
-                        ),
-                        None,
-                    )
-                    if variable is None:
-                        continue
-                    seen_variables.add(variable)
-                    why = _resolve(surface, VARIABLE_CLASSES[variable], chain[len(variable.split(".")) :][:1])
-                if why:
-                    problems.append(f"{where}: {why}")
+def test_every_tensorrt_name_and_keyword_the_glue_uses_exists_in_each_supported_release(tensorrt_surfaces):
+    problems = []
+    for version, surface in sorted(tensorrt_surfaces.items()):
+        problems += check_sources(GLUE, surface)
     assert not problems, "aitune's TensorRT glue uses names TensorRT does not have:\n" + "\n".join(problems)
-    unused = set(VARIABLE_CLASSES) - seen_variables
+    unused = set(VARIABLE_CLASSES) - variables_used(GLUE)
     assert not unused, f"VARIABLE_CLASSES names variables the glue no longer has (update the table): {sorted(unused)}"
+
+
+# (file, text in the glue, its misspelling, what the report must name)
+MUTANTS = [
+    ("builder.py", "ignore_mismatch=False", "ignore_mismatc=False", "ignore_mismatc"),  # a keyword
+    ("engine_runner.py", "self._trt.TensorLocation.HOST", "self._trt.TensorLocation.HOTS", "TensorLocation.HOTS"),
+    ("builder.py", "tuple(tensor.shape)", "tuple(tensor.shap)", "ITensor.shap"),  # not a VARIABLE_CLASSES name
+]
+
+
+@pytest.mark.parametrize("file, text, typo, named", MUTANTS, ids=["keyword", "second-level", "inferred-variable"])
+def test_a_misspelling_injected_into_a_copy_of_the_glue_is_caught(tensorrt_surfaces, tmp_path, file, text, typo, named):
+    copy = tmp_path / "tensorrt"
+    shutil.copytree(GLUE, copy)
+    source = (copy / file).read_text()
+    assert text in source, f"{file} no longer has {text!r}: choose another mutant"
+    (copy / file).write_text(source.replace(text, typo, 1))
+    for version, surface in sorted(tensorrt_surfaces.items()):
+        problems = check_sources(copy, surface)
+        assert len(problems) == 1 and named in problems[0] and file in problems[0], (version, problems)
 
 
 def _interface_methods(surface: dict, interface: str) -> dict[str, int]:
@@ -180,10 +122,24 @@ def test_the_glue_implements_tensorrt_interfaces_with_the_names_tensorrt_calls(t
     assert not problems, "\n".join(problems)
 
 
-def test_the_names_the_glue_keeps_as_strings_exist(tensorrt_surfaces):
-    from aitune.torch.backend.tensorrt.tensorrt_config import COMPATIBILITY_LEVELS
-    from aitune.torch.backend.tensorrt.engine_runner import _TRT_TO_TORCH
+def _string_names(path: Path, variable: str) -> set[str]:
+    """The string keys or items the checkout assigns to `variable` (a dict, a tuple, item assignments)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets):
+            items = node.value.keys if isinstance(node.value, ast.Dict) else getattr(node.value, "elts", [])
+            names |= {item.value for item in items if isinstance(item, ast.Constant)}
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and _chain(target.value) == [variable]:
+                    names.add(ast.literal_eval(target.slice))
+    assert names, f"{path.name} has no {variable}"
+    return names
 
+
+def test_the_names_the_glue_keeps_as_strings_exist(tensorrt_surfaces):
+    dtypes = _string_names(GLUE / "engine_runner.py", "_TRT_TO_TORCH")
+    levels = _string_names(GLUE / "tensorrt_config.py", "COMPATIBILITY_LEVELS")
     for version, surface in tensorrt_surfaces.items():
-        assert set(_TRT_TO_TORCH) <= set(surface["enums"]["DataType"]), version
-        assert set(COMPATIBILITY_LEVELS) <= set(surface["enums"]["HardwareCompatibilityLevel"]), version
+        assert dtypes <= set(surface["enums"]["DataType"]), version
+        assert levels <= set(surface["enums"]["HardwareCompatibilityLevel"]), version

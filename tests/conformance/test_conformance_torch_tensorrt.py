@@ -25,14 +25,14 @@ from settings_normal_form import normal_form
 from torch_tensorrt_probes import CUDA, PROBES, run_probes
 from torch_tensorrt_sandbox import run_child
 
-from aitune.torch.backend.common.torch_tensorrt_config import CompilationSettingsStandIn
+from aitune.torch.backend.common.torch_tensorrt_config import ENGINE_MODULE_CLASSES, CompilationSettingsStandIn
 
 TESTS = Path(__file__).resolve().parent.parent
 CALLS = {"CompilationSettings", "Input", "dynamo.compile", "save", "torch.compile"}
 
 
 @pytest.fixture(scope="session")
-def real_settings() -> dict:
+def real_settings(installed_is_checkout) -> dict:
     return real_or_skip(lambda: run_child("settings"))
 
 
@@ -125,3 +125,18 @@ def test_every_call_the_unit_tests_make_passes_the_real_checks(real_settings, tm
     failures = [r for r in results if not r["ok"]]
     listed = "\n".join(f"  {r['call']} from {r['test']}: {r['error']} ({r['where']})" for r in failures)
     assert not failures, f"{len(failures)} of {len(results)} calls fail the real Torch-TensorRT 2.11:\n{listed}"
+
+
+def test_aitune_detects_the_pytorch_fallback_the_real_backend_returns(real_settings):
+    """A failed engine build comes back from the real torch.compile backend as a graph without
+    engine modules (pass_through_build_failures=False) or as the error (True); aitune counts engines
+    by the real runtime classes' names, and the fake's engine module has the real name and module."""
+    real = run_child("runtime")
+    assert set(real["classes"]) == ENGINE_MODULE_CLASSES
+    assert all(module.startswith("torch_tensorrt.dynamo.runtime") for module in real["classes"].values())
+    fake_engine = fake_torch_tensorrt.FakeTorchTensorRTModule
+    assert real["classes"][fake_engine.__name__] == fake_engine.__module__
+    assert real["build_failure"] == {
+        "False": "returned a GraphModule with 0 engine module(s)",
+        "True": "raised the build error",
+    }

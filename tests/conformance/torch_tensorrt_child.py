@@ -5,6 +5,9 @@ without a GPU, and prints one JSON line:
                       named parameters of dynamo.compile
     probe             the outcome of each call of torch_tensorrt_probes.PROBES
     replay <folder>   the outcome of each call the fake recorded there (fake_torch_tensorrt_journal)
+    runtime           the engine module classes of torch_tensorrt.dynamo.runtime, and what the
+                      torch.compile backend returns when its engine build fails, with
+                      pass_through_build_failures False and True
 
 dynamo.compile runs until its arguments are checked and its CompilationSettings are built: the
 next step (lowering the program for TensorRT) is where a GPU is needed, and it is replaced by a
@@ -221,6 +224,54 @@ def replay(folder: Path) -> list[dict]:
     return results
 
 
+class EngineBuildFailed(RuntimeError):
+    """Raised where the torch.compile backend converts its graph to TensorRT engines."""
+
+
+def _failing_conversion(*args: Any, **kwargs: Any) -> None:
+    raise EngineBuildFailed("the TensorRT engine build failed")
+
+
+class _Graph(torch.nn.Module):
+    """What Dynamo hands a backend: a graph returning a tuple."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.relu(self.linear(x)),)
+
+
+def runtime() -> dict:
+    """The names aitune counts engines by, and the fallback it must detect: the real backend, run on
+    a traced graph with fake inputs (as Dynamo calls it) up to its engine conversion, which fails."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch_tensorrt.dynamo import runtime as trt_runtime
+    from torch_tensorrt.dynamo.backend import backends
+
+    classes = {
+        name: getattr(trt_runtime, name).__module__ for name in ("TorchTensorRTModule", "PythonTorchTensorRTModule")
+    }
+    backends.compile_module = _failing_conversion
+    outcomes = {}
+    for flag in (False, True):
+        gm = torch.fx.symbolic_trace(_Graph())
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        inputs = [mode.from_tensor(torch.randn(2, 3))]
+        settings = torch_tensorrt.dynamo.CompilationSettings(pass_through_build_failures=flag)
+        try:
+            result = backends._pretraced_backend(gm, inputs, settings)
+        except EngineBuildFailed:
+            outcomes[str(flag)] = "raised the build error"
+            continue
+        modules = list(result.modules()) if isinstance(result, torch.nn.Module) else []
+        engines = sum(type(m).__name__ in classes for m in modules)
+        kind = "GraphModule" if isinstance(result, torch.fx.GraphModule) else type(result).__name__
+        outcomes[str(flag)] = f"returned a {kind} with {engines} engine module(s)"
+    return {"classes": classes, "build_failure": outcomes}
+
+
 def main() -> None:
     mode = sys.argv[1]
     if mode == "settings":
@@ -235,6 +286,8 @@ def main() -> None:
             out = run_probes(RealSide(Path(folder)))
     elif mode == "replay":
         out = replay(Path(sys.argv[2]))
+    elif mode == "runtime":
+        out = runtime()
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     print(json.dumps(out))

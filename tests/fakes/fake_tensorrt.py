@@ -14,7 +14,28 @@ holds only the TensorRT names. Every call lands in `calls`.
 The "plan" is JSON describing the engine's I/O, so the runner side can be exercised too. With
 reset(ort=True) the engine really computes on the CPU: it reads its inputs from the addresses it
 was given, runs the parsed ONNX in onnxruntime and writes the results to the output addresses, so
-a whole tune -> serve -> save -> load cycle runs through aitune's TensorRT glue without a GPU."""
+a whole tune -> serve -> save -> load cycle runs through aitune's TensorRT glue without a GPU.
+
+It keeps the runtime contracts TensorRT documents, with the CUDA state of fake_cuda.py:
+
+* the logger is process-wide: the first logger given to a Builder or Runtime after reset() receives
+  every message of every later object (TensorRT "internally considers" it a singleton);
+* an engine belongs to the device current when it was deserialized: a context is created and
+  enqueued only with that device current, on buffers of that device (a CPU tensor stands for the
+  memory of fake_cuda's `gpu_of_cpu`);
+* create_execution_context returns None when it cannot allocate the context's memory (during a
+  stream capture, or with reset(context_oom=True));
+* set_tensor_address refuses an address that is not 256-byte aligned;
+* one context is never enqueued on two streams at once (work on its previous stream must be
+  ordered before the new enqueue);
+* an enqueue on a capturing stream is recorded, and its replay runs on the context's state at
+  replay time (TensorRT's captured work reads the context's state: a context whose shapes or
+  addresses changed after the capture replays the new ones);
+* enqueues on the legacy default stream log TensorRT's performance warning;
+* inputs in host memory (reset(host_inputs=[...])) and shape inputs (reset(shape_inputs=[...]))
+  report TensorLocation.HOST / is_shape_inference_io;
+* a profile whose min, opt or max differs from a static dimension of the parsed network fails the
+  build, as TensorRT's does."""
 
 from __future__ import annotations
 
@@ -23,6 +44,7 @@ import json
 import types
 from typing import Any
 
+import fake_cuda
 from fake_trt_strict import TrtEnum, TrtObject, api, api_property, refusal
 
 __version__ = "11.4.0.106"  # the release whose enum values the fake uses
@@ -37,6 +59,7 @@ API = (
     "NetworkDefinitionCreationFlag",
     "HardwareCompatibilityLevel",
     "TensorIOMode",
+    "TensorLocation",
     "DataType",
     "ILogger",
     "IOutputAllocator",
@@ -59,14 +82,32 @@ API = (
 def reset(**options: Any) -> None:
     """options: parse_errors (list[str]), build_fails_with (list[str] logged as errors),
     reject_cache (bool), outputs ({name: (shape, dtype name)}) for built engines,
-    data_dependent_shape (the shape a data-dependent output reports), ort (compute with onnxruntime)."""
+    data_dependent_shape (the shape a data-dependent output reports), ort (compute with onnxruntime),
+    host_inputs / shape_inputs (input names of built engines), context_oom (bool). Also resets
+    fake_cuda to one GPU with device 0 current."""
     calls.clear()
     state.clear()
     state.update(options)
+    fake_cuda.reset()
 
 
 def _record(*entry: Any) -> None:
     calls.append(entry)
+
+
+def _use_logger(logger: Any) -> None:
+    """The first logger after reset() is the process's logger: TensorRT sends it everything."""
+    state.setdefault("process_logger", logger)
+
+
+def _log(severity: Any, message: str) -> None:
+    logger = state.get("process_logger")
+    if logger is not None:
+        logger.log(severity, message)
+
+
+def _error(message: str) -> None:
+    _log(ILogger.Severity.ERROR, message)
 
 
 class MemoryPoolType(TrtEnum):
@@ -91,6 +132,11 @@ class TensorIOMode(TrtEnum):
     NONE = 0
     INPUT = 1
     OUTPUT = 2
+
+
+class TensorLocation(TrtEnum):
+    DEVICE = 0
+    HOST = 1
 
 
 class DataType(TrtEnum):
@@ -201,6 +247,11 @@ class ITensor(TrtObject):
         return self._fake_name
 
     name = api_property(_name)
+
+    def _shape(self) -> Dims:
+        return Dims(self._fake_shape)  # -1 for a dynamic dimension
+
+    shape = api_property(_shape)
 
 
 class INetworkDefinition(TrtObject):
@@ -354,6 +405,7 @@ class Builder(TrtObject):
     @api
     def __init__(self, logger: ILogger) -> None:
         self._fake_logger = logger
+        _use_logger(logger)
 
     @api
     def create_network(self, flags: int = 0) -> INetworkDefinition:
@@ -377,7 +429,7 @@ class Builder(TrtObject):
 
     def _fail(self, *lines: str) -> None:
         for line in lines:
-            self._fake_logger.log(ILogger.Severity.ERROR, line)
+            _error(line)
 
     @api
     def build_serialized_network(self, network: INetworkDefinition, config: IBuilderConfig) -> IHostMemory | None:
@@ -394,7 +446,11 @@ class Builder(TrtObject):
             if missing:
                 self._fail(f"Optimization profile {index} has no shape for the dynamic inputs {missing}.")
                 return None
-        self._fake_logger.log(ILogger.Severity.INFO, "engine built")
+            mismatch = _static_dims_mismatch(network, index, profile)
+            if mismatch:
+                self._fail(mismatch)
+                return None
+        _log(ILogger.Severity.INFO, "engine built")
         outputs = state.get("outputs") or {n: (None, "FLOAT") for n in state.get("onnx_outputs", [])}
         if state.get("ort"):
             outputs = {n: (None, _ONNX_TO_TRT[state["onnx_types"][n]]) for n in state["onnx_outputs"]}
@@ -405,187 +461,39 @@ class Builder(TrtObject):
             "outputs": outputs,
             "onnx": state.get("onnx_path") if state.get("ort") else None,
             "input_types": {n: _ONNX_TO_TRT[state["onnx_types"][n]] for n in inputs} if state.get("ort") else {},
+            "host_inputs": list(state.get("host_inputs", [])),
+            "shape_inputs": list(state.get("shape_inputs", [])),
         }
         return _host_memory(json.dumps(plan).encode())
 
 
-class ICudaEngine(TrtObject):
-    def _num_io_tensors(self) -> int:
-        return len(self._fake_names)
-
-    num_io_tensors = api_property(_num_io_tensors)
-
-    def _num_optimization_profiles(self) -> int:
-        return max(1, len(self._fake_plan["profiles"]))  # an engine always has a default profile
-
-    num_optimization_profiles = api_property(_num_optimization_profiles)
-
-    @api
-    def get_tensor_name(self, index: int) -> str:
-        return self._fake_names[index]
-
-    @api
-    def get_tensor_mode(self, name: str) -> TensorIOMode:
-        if name in self._fake_plan["inputs"]:
-            return TensorIOMode.INPUT
-        return TensorIOMode.OUTPUT if name in self._fake_plan["outputs"] else TensorIOMode.NONE
-
-    @api
-    def get_tensor_dtype(self, name: str) -> DataType:
-        if name in self._fake_plan["outputs"]:
-            return DataType[self._fake_plan["outputs"][name][1]]
-        return DataType[self._fake_plan["input_types"].get(name, "FLOAT")]
-
-    @api
-    def create_execution_context(self) -> IExecutionContext:
-        return IExecutionContext._fake_new(
-            engine=self, input_shapes={}, addresses={}, allocators={}, profile=0, results=None
-        )
-
-
-class IExecutionContext(TrtObject):
-    @api
-    def set_optimization_profile_async(self, profile_index: int, stream_handle: int) -> bool:
-        _record("set_optimization_profile_async", profile_index, stream_handle)
-        if not 0 <= profile_index < self._fake_engine.num_optimization_profiles:
-            return False
-        self._fake_profile = profile_index
-        self._fake_input_shapes.clear()  # a profile switch invalidates the input shapes
-        return True
-
-    @api
-    def set_input_shape(self, name: str, shape: tuple | list | Dims) -> bool:
-        shape = tuple(shape)
-        _record("set_input_shape", name, shape)
-        plan = self._fake_engine._fake_plan
-        if name not in plan["inputs"]:
-            return False
-        if plan["profiles"]:
-            low, _, high = plan["profiles"][self._fake_profile].get(name, (shape, shape, shape))
-            if len(shape) != len(low) or not all(a <= d <= b for a, d, b in zip(low, shape, high)):
-                return False  # outside the active profile
-        self._fake_input_shapes[name] = shape
-        self._fake_results = None
-        return True
-
-    @api
-    def get_tensor_shape(self, name: str) -> Dims:
-        plan = self._fake_engine._fake_plan
-        if name in plan["inputs"]:
-            return Dims(self._fake_input_shapes.get(name, ()))
-        if plan.get("onnx"):
-            return Dims(self._computed()[name].shape)
-        shape = plan["outputs"][name][0]
-        if shape is None:  # default: like the first input (elementwise models)
-            shape = next(iter(self._fake_input_shapes.values()))
-        return Dims(shape)
-
-    @api
-    def set_tensor_address(self, name: str, memory: int) -> bool:
-        _record("set_tensor_address", name, memory)
-        if name not in self._fake_engine._fake_names:
-            return False
-        self._fake_addresses[name] = memory
-        return True
-
-    @api
-    def set_output_allocator(self, name: str, output_allocator: IOutputAllocator | None) -> bool:
-        _record("set_output_allocator", name)
-        if name not in self._fake_engine._fake_plan["outputs"]:
-            return False
-        self._fake_allocators[name] = output_allocator
-        return True
-
-    def _computed(self) -> dict:
-        """onnxruntime on the inputs at their bound addresses (computed once per execution)."""
-        if self._fake_results is None:
-            import onnxruntime
-
-            engine = self._fake_engine
-            plan = engine._fake_plan
-            if not hasattr(engine, "_fake_session"):
-                engine._fake_session = onnxruntime.InferenceSession(plan["onnx"], providers=["CPUExecutionProvider"])
-            feeds = {
-                n: _view(self._fake_addresses[n], self._fake_input_shapes[n], plan["input_types"][n]).numpy()
-                for n in plan["inputs"]
-            }
-            names = list(plan["outputs"])
-            self._fake_results = dict(zip(names, engine._fake_session.run(names, feeds)))
-        return self._fake_results
-
-    @api
-    def execute_async_v3(self, stream_handle: int) -> bool:
-        _record("execute_async_v3", stream_handle)
-        plan = self._fake_engine._fake_plan
-        unbound = [n for n in plan["inputs"] if n not in self._fake_input_shapes or n not in self._fake_addresses]
-        unbound += [n for n in plan["outputs"] if n not in self._fake_addresses and n not in self._fake_allocators]
-        if unbound:
-            return False  # TensorRT logs which tensors have no shape or address
-        if plan.get("onnx"):
-            import torch
-
-            for name, value in self._computed().items():
-                target = _view(self._fake_addresses[name], value.shape, plan["outputs"][name][1])
-                target.copy_(torch.from_numpy(value))
-            self._fake_results = None
-            return True
-        for name, (shape, _) in plan["outputs"].items():
-            if shape is not None and any(d < 0 for d in shape):  # data-dependent: report a shape
-                real = tuple(state.get("data_dependent_shape", (3,)))
-                allocator = self._fake_allocators[name]
-                allocator.reallocate_output_async(name, 0, 4 * max(1, _numel(real)), 256, stream_handle)
-                allocator.notify_shape(name, Dims(real))
-        return True
+def _static_dims_mismatch(network: INetworkDefinition, index: int, profile: IOptimizationProfile) -> str | None:
+    """TensorRT's build error for a profile that gives a static network dimension a range."""
+    for tensor in network._fake_inputs:
+        shapes = profile._fake_shapes.get(tensor._fake_name)
+        if shapes is None:
+            continue
+        for axis, size in enumerate(tensor._fake_shape):
+            low, opt, high = (s[axis] for s in shapes)
+            if size >= 0 and not low == opt == high == size:
+                return (
+                    f"{tensor._fake_name}: for dimension number {axis} in profile {index} does not match network "
+                    f"definition (got min={low}, opt={opt}, max={high}), expected min=opt=max={size})."
+                )
+    return None
 
 
 _ONNX_TO_TRT = {1: "FLOAT", 10: "HALF", 16: "BF16", 3: "INT8", 2: "UINT8", 6: "INT32", 7: "INT64", 9: "BOOL"}
 
 
-def _view(address: int, shape: tuple, trt_type: str) -> Any:
-    """A CPU tensor over `address` (what a real engine reads and writes on the device)."""
-    import torch
-
-    dtype = {
-        "FLOAT": torch.float32,
-        "HALF": torch.float16,
-        "BF16": torch.bfloat16,
-        "INT8": torch.int8,
-        "UINT8": torch.uint8,
-        "INT32": torch.int32,
-        "INT64": torch.int64,
-        "BOOL": torch.bool,
-    }[trt_type]
-    count = _numel(tuple(shape))
-    if count == 0:
-        return torch.empty(tuple(shape), dtype=dtype)
-    size = count * torch.empty((), dtype=dtype).element_size()
-    buffer = (ctypes.c_char * size).from_address(address)
-    return torch.frombuffer(buffer, dtype=dtype, count=count).reshape(tuple(shape))
-
-
-def _numel(shape: tuple) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-class Runtime(TrtObject):
-    @api
-    def __init__(self, logger: ILogger) -> None:
-        self._fake_logger = logger
-
-    @api
-    def deserialize_cuda_engine(self, serialized_engine: Buffer) -> ICudaEngine | None:  # noqa: F821
-        data = bytes(memoryview(serialized_engine))
-        _record("deserialize_cuda_engine", len(data))
-        try:
-            plan = json.loads(data)
-        except ValueError:
-            return None
-        return ICudaEngine._fake_new(
-            plan=plan, names=list(plan["inputs"]) + list(plan["outputs"]), logger=self._fake_logger
-        )
+# The runtime half (engines, contexts, the runtime) lives in fake_tensorrt_runtime.py.
+from fake_tensorrt_runtime import (  # noqa: E402, F401
+    ADDRESS_ALIGNMENT,
+    DEFAULT_STREAM_WARNING,
+    ICudaEngine,
+    IExecutionContext,
+    Runtime,
+)
 
 
 def as_module() -> types.ModuleType:

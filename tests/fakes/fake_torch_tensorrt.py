@@ -8,10 +8,16 @@ recorded here and compares the refusals):
 * ``dynamo.CompilationSettings``: the real class's 51 fields and defaults, unknown keywords refused;
 * ``Input(min_shape, opt_shape, max_shape, dtype, name)``;
 * ``dynamo.compile(exported, arg_inputs, kwarg_inputs, **settings)`` checks its arguments as 2.11
-  does and returns a GraphModule (as the real one does) that runs the exported program eagerly;
+  does and returns a GraphModule (as the real one does) that runs the exported program eagerly and
+  holds a ``TorchTensorRTModule`` child per engine, as the real one holds its engines;
 * ``save``/``load`` check as 2.11 does and write and read the program with torch.export.save/load;
-* a torch.compile backend named "torch_tensorrt" that checks and records its options and runs the
-  FX graph.
+* a torch.compile backend named "torch_tensorrt" that checks and records its options and returns
+  the FX graph with an engine child.
+
+Engine builds fail while ``ENGINE_BUILDS_FAIL`` is True (tests set it with monkeypatch.setattr): as in 2.11, the torch.compile backend then
+returns the graph itself (a PyTorch fallback, no engine) unless ``pass_through_build_failures`` is
+set, when it raises; ``dynamo.compile`` partitions everything to PyTorch (a ``_run_on_gpu_0`` child,
+no engine), what 2.11 returns when min_block_size or torch_executed_ops leave TensorRT nothing.
 
 With ``AITUNE_TORCH_TENSORRT_JOURNAL=<folder>`` every call is also written there (journal.py), for
 the conformance tier to replay against the real library.
@@ -74,6 +80,24 @@ class FakeInput:
 FakeInput.__module__ = "torch_tensorrt._Input"
 FakeInput.__qualname__ = FakeInput.__name__ = "Input"
 checks.INPUT_TYPE = FakeInput
+ENGINE_BUILDS_FAIL = False
+
+
+class FakeTorchTensorRTModule(torch.nn.Module):
+    """Stands for the engine module Torch-TensorRT puts in a compiled graph (the fake runs the
+    graph's own code, so the module is never called)."""
+
+
+FakeTorchTensorRTModule.__module__ = "torch_tensorrt.dynamo.runtime._TorchTensorRTModule"
+FakeTorchTensorRTModule.__qualname__ = FakeTorchTensorRTModule.__name__ = "TorchTensorRTModule"
+
+
+def _with_engine(module: torch.nn.Module) -> torch.nn.Module:
+    if ENGINE_BUILDS_FAIL:
+        module.add_module("_run_on_gpu_0", torch.nn.Module())
+    else:
+        module.add_module("_run_on_acc_0", FakeTorchTensorRTModule())
+    return module
 
 
 def make_fake_torch_tensorrt() -> types.ModuleType:
@@ -114,7 +138,7 @@ def make_fake_torch_tensorrt() -> types.ModuleType:
             settings=settings,
         )
         checks.check_compile(inputs, arg_inputs, kwarg_inputs, settings, SETTINGS_FIELDS)
-        module = exported_program.module()
+        module = _with_engine(exported_program.module())
         module._fake_exported_program = exported_program  # what save() writes
         return module
 
@@ -137,12 +161,18 @@ def make_fake_torch_tensorrt() -> types.ModuleType:
 
 
 def compile_backend(gm: torch.fx.GraphModule, example_inputs: list, options: dict | None = None) -> Any:
-    """The fake "torch_tensorrt" torch.compile backend: checks and records the options, runs the graph."""
+    """The fake "torch_tensorrt" torch.compile backend: checks and records the options and returns the
+    graph with an engine child, or (a failed build) the graph itself or the error, as 2.11 does."""
     trt = sys.modules["torch_tensorrt"]
     trt.calls.append(("torch.compile", {"options": dict(options or {}), "num_inputs": len(example_inputs)}))
     record("torch.compile", options=dict(options or {}))
     checks.check_compile_options(options or {}, SETTINGS_FIELDS)
-    return gm.forward
+    if ENGINE_BUILDS_FAIL:
+        if (options or {}).get("pass_through_build_failures"):
+            raise RuntimeError("fake Torch-TensorRT: the TensorRT engine build failed")
+        return gm  # "Returning GraphModule forward instead."
+    gm.add_module("_run_on_acc_0", FakeTorchTensorRTModule())
+    return gm
 
 
 def install(monkeypatch: Any) -> types.ModuleType:

@@ -18,7 +18,7 @@ import sys
 from typing import Any, Callable
 
 MODULE = "tensorrt"
-FAKE_MODULES = ("fake_tensorrt", "fake_trt_strict")
+FAKE_MODULES = ("fake_tensorrt", "fake_tensorrt_runtime", "fake_trt_strict")
 
 
 def _fake_module() -> Any:

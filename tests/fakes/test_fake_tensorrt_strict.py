@@ -4,8 +4,12 @@ file checks the behaviour those checks cannot see)."""
 
 from __future__ import annotations
 
+import json
+
+import fake_cuda
 import fake_tensorrt as fake
 import pytest
+import torch
 
 
 @pytest.fixture
@@ -109,3 +113,104 @@ def test_documented_failure_values(trt):
     assert context.set_input_shape("x", (2, 4)) and context.set_tensor_address("x", 1024)
     assert context.set_tensor_address("y", 2048) and context.execute_async_v3(0) is True
     assert trt.Runtime(trt.ILogger()).deserialize_cuda_engine(b"not a plan") is None
+
+
+# -- the runtime contracts the fake keeps (see fake_tensorrt.py's docstring) ----------------------
+_PLAN = (
+    b'{"inputs": ["x"], "outputs": {"y": [[2, 4], "FLOAT"]}, '
+    b'"profiles": [{"x": [[1, 4], [2, 4], [8, 4]]}], "input_types": {}}'
+)
+
+
+class _Quoting(fake.ILogger):
+    def __init__(self) -> None:
+        fake.ILogger.__init__(self)
+        self.lines: list[str] = []
+
+    def log(self, severity, msg) -> None:
+        self.lines.append(msg)
+
+
+def _bound_context(trt, engine=None):
+    engine = engine or trt.Runtime(trt.ILogger()).deserialize_cuda_engine(fake._host_memory(_PLAN))
+    context = engine.create_execution_context()
+    assert context.set_input_shape("x", (2, 4)) and context.set_tensor_address("x", 1024)
+    assert context.set_tensor_address("y", 2048)
+    return context
+
+
+def test_the_first_logger_receives_every_later_objects_messages(trt):
+    first, second = _Quoting(), _Quoting()
+    trt.Builder(first)
+    fake.state["build_fails_with"] = ["Error Code 2: OutOfMemory"]
+    builder = trt.Builder(second)
+    assert builder.build_serialized_network(builder.create_network(), builder.create_builder_config()) is None
+    assert first.lines == ["Error Code 2: OutOfMemory"] and second.lines == []
+
+
+def test_an_engine_runs_only_on_the_device_it_was_deserialized_on(trt):
+    fake_cuda.reset(gpu_of_cpu=1, current_device=1)
+    engine = trt.Runtime(trt.ILogger()).deserialize_cuda_engine(fake._host_memory(_PLAN))
+    context = _bound_context(trt, engine)
+    fake_cuda.CUDA.set_device(torch.device("cuda", 0))
+    assert engine.create_execution_context() is None and context.execute_async_v3(16) is False
+    fake_cuda.CUDA.set_device(torch.device("cuda", 1))
+    assert context.execute_async_v3(16) is True
+    fake_cuda.reset(gpu_of_cpu=0, current_device=0)  # the buffers on GPU 0, the engine on GPU 1
+    assert context.execute_async_v3(16) is False
+
+
+def test_addresses_must_be_256_byte_aligned(trt):
+    context = _bound_context(trt)
+    assert context.set_tensor_address("x", 1024 + 16) is False and context.set_tensor_address("x", 256) is True
+
+
+def test_a_context_is_not_enqueued_on_a_second_stream_before_its_first_streams_work(trt):
+    cuda = fake_cuda.CUDA
+    first, second = cuda.new_stream(torch.device("cpu")), cuda.new_stream(torch.device("cpu"))
+    context = _bound_context(trt)
+    assert context.execute_async_v3(first.cuda_stream) is True
+    assert context.execute_async_v3(second.cuda_stream) is False
+    cuda.wait(torch.device("cpu"), second, first)
+    assert context.execute_async_v3(second.cuda_stream) is True
+
+
+class _Allocator(fake.IOutputAllocator):
+    def __init__(self) -> None:
+        fake.IOutputAllocator.__init__(self)
+        self.shapes: list[tuple] = []
+
+    def reallocate_output_async(self, tensor_name, memory, size, alignment, stream) -> int:
+        return 4096
+
+    def notify_shape(self, tensor_name, shape) -> None:
+        self.shapes.append(tuple(shape))
+
+
+def test_a_captured_enqueue_replays_on_the_contexts_state_at_replay_time(trt):
+    cuda = fake_cuda.CUDA
+    side = cuda.new_stream(torch.device("cpu"))
+    plan = json.loads(_PLAN)
+    plan["outputs"]["y"] = [[-1], "FLOAT"]  # data-dependent: the engine calls its output allocator
+    engine = trt.Runtime(trt.ILogger()).deserialize_cuda_engine(fake._host_memory(json.dumps(plan).encode()))
+    context = engine.create_execution_context()
+    captured, later = _Allocator(), _Allocator()
+    assert context.set_input_shape("x", (2, 4)) and context.set_tensor_address("x", 1024)
+    assert context.set_output_allocator("y", captured)
+    with cuda.capture(side) as graph:
+        assert context.execute_async_v3(side.cuda_stream) is True
+        assert engine.create_execution_context() is None  # no allocation during a capture
+    assert captured.shapes == []  # recorded, not run
+    assert context.set_output_allocator("y", later)
+    graph.replay()
+    assert captured.shapes == [] and later.shapes == [(3,)]  # the replay used the state set after the capture
+    with pytest.raises(fake_cuda.CudaError), cuda.capture(side):
+        cuda.synchronize(torch.device("cpu"), side)
+
+
+def test_host_and_shape_inputs_report_their_location(trt):
+    plan = json.loads(_PLAN)
+    plan.update(host_inputs=["x"], shape_inputs=["x"])
+    engine = trt.Runtime(trt.ILogger()).deserialize_cuda_engine(fake._host_memory(json.dumps(plan).encode()))
+    assert engine.get_tensor_location("x") == trt.TensorLocation.HOST and engine.is_shape_inference_io("x")
+    assert engine.get_tensor_location("y") == trt.TensorLocation.DEVICE and not engine.is_shape_inference_io("y")

@@ -295,7 +295,9 @@ def test_jit_compiles_with_the_settings_and_the_tuning_device_and_recompiles_on_
     [(_, built)] = m.tuned_module.backends
     assert built.is_jit and isinstance(built, TorchTensorRTJitBackend)
     [kwargs] = compile_kwargs
-    assert kwargs["backend"] == "torch_tensorrt" and kwargs["fullgraph"] is True and kwargs["dynamic"] is False
+    # Torch-TensorRT's "torch_tensorrt" backend, wrapped to count the engines of each graph it compiles
+    assert kwargs["backend"].__name__ == "torch_tensorrt_counted"
+    assert kwargs["fullgraph"] is True and kwargs["dynamic"] is False
     assert kwargs["options"]["workspace_size"] == 1 << 20
     assert kwargs["options"]["device"] == torch.device("cpu")
     engine_builds = calls_named(fake_trt, "torch.compile")

@@ -22,6 +22,7 @@ from aitune.torch.backend.tensorrt import (
     TensorRTProfile,
 )
 from aitune.torch.backend.tensorrt import builder as trt_builder
+from aitune.torch.backend.tensorrt.engine_runner import aligned_empty
 from aitune.torch.backend.tensorrt.quantization import calibration_data
 from aitune.torch.config import config
 from aitune.torch.global_context import published_batch_size
@@ -125,7 +126,7 @@ def test_runner_binds_inputs_without_copies_and_selects_profiles(trt, tmp_path):
     fake.reset(outputs={"output": ((2, 4), "FLOAT")})
     backend = _build(TensorRTBackendConfig(profiles=ProfileMode.SAMPLES_USED), tmp_path)
     assert len(_calls("set_shape")) == 2
-    x = torch.randn(4, 3, 16, 16)
+    x = aligned_empty((4, 3, 16, 16), torch.float32, torch.device("cpu")).normal_()  # 256-byte aligned
     fake.calls.clear()
     out = backend._infer(x)
     assert out.shape == (2, 4) and out.dtype == torch.float32

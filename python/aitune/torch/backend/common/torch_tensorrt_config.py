@@ -18,6 +18,7 @@ import dataclasses
 import enum
 import importlib
 import json
+import logging
 import os
 import tempfile
 from typing import Any
@@ -25,6 +26,9 @@ from typing import Any
 import torch
 
 from aitune.torch.backend.backend import BackendConfig, _json_value
+from aitune.torch.tune_data import report as tune_data
+
+logger = logging.getLogger("aitune")
 
 PACKAGE_MISSING_REASON = "torch-tensorrt is not installed. Please install `torch-tensorrt`."
 DEVICE_FIELD = "device"
@@ -326,3 +330,81 @@ class CompileConfigMixin:
 
 def default_compile_config() -> Any:
     return TorchTensorRTConfig()
+
+
+# -- engines or fallbacks -----------------------------------------------------------------------
+# The modules Torch-TensorRT 2.11 puts into a compiled graph for each TensorRT engine
+# (torch_tensorrt.dynamo.runtime, C++ and Python runtime); the conformance tier checks the names.
+ENGINE_MODULE_CLASSES = frozenset({"TorchTensorRTModule", "PythonTorchTensorRTModule"})
+# The children of a partitioned graph that Torch-TensorRT leaves to PyTorch.
+PYTORCH_PART_PREFIX = "_run_on_gpu"
+
+
+def tensorrt_engine_count(compiled: Any) -> int:
+    """The TensorRT engine modules in what dynamo.compile or the "torch_tensorrt" torch.compile backend
+    returned; 0 for a graph that runs entirely in PyTorch (the backend returns the graph itself
+    when an engine build fails and pass_through_build_failures is False)."""
+    if not isinstance(compiled, torch.nn.Module):
+        return 0
+    return sum(
+        1
+        for module in compiled.modules()
+        if type(module).__name__ in ENGINE_MODULE_CLASSES and type(module).__module__.startswith("torch_tensorrt")
+    )
+
+
+def pytorch_part_count(compiled: Any) -> int:
+    if not isinstance(compiled, torch.nn.Module):
+        return 0
+    return sum(1 for name, _ in compiled.named_children() if name.startswith(PYTORCH_PART_PREFIX))
+
+
+@dataclasses.dataclass
+class EngineCoverage:
+    """What Torch-TensorRT made of the graphs it compiled: `graphs` compiled (torch.compile: one per
+    Dynamo graph), `engines` TensorRT engines in them, `pytorch_graphs` of them without any engine
+    and `pytorch_parts` partitions left to PyTorch inside graphs that have engines."""
+
+    graphs: int = 0
+    engines: int = 0
+    pytorch_graphs: int = 0
+    pytorch_parts: int = 0
+
+    def add(self, compiled: Any) -> None:
+        engines = tensorrt_engine_count(compiled)
+        self.graphs += 1
+        self.engines += engines
+        self.pytorch_graphs += engines == 0
+        self.pytorch_parts += pytorch_part_count(compiled) if engines else 0
+
+    def check(self, backend: str, graph: str) -> None:
+        """Reports the coverage to telemetry; a build with no engine at all is refused (it would be
+        measured as TensorRT while it runs PyTorch), a partial one is logged."""
+        tune_data.record_step(
+            "torch_tensorrt_engines",
+            0.0,
+            engines=self.engines,
+            graphs=self.graphs,
+            pytorch_graphs=self.pytorch_graphs,
+            pytorch_parts=self.pytorch_parts,
+        )
+        if self.graphs and not self.engines:
+            raise RuntimeError(
+                f"{backend} built no TensorRT engine for graph '{graph}': all {self.graphs} graph(s) Torch-TensorRT "
+                "compiled run in PyTorch (an engine build that fails falls back to PyTorch when "
+                "pass_through_build_failures=False; min_block_size and torch_executed_ops can leave TensorRT "
+                "nothing); expected at least one TensorRT engine, got 0. Set "
+                "compile_config.pass_through_build_failures=True to see why the build failed"
+            )
+        if self.pytorch_graphs or self.pytorch_parts:
+            logger.warning(
+                "%s (graph '%s'): Torch-TensorRT built %d TensorRT engine(s); %d of %d compiled graph(s) and %d "
+                "partition(s) run in PyTorch (failed engine builds fall back to PyTorch when "
+                "pass_through_build_failures=False)",
+                backend,
+                graph,
+                self.engines,
+                self.pytorch_graphs,
+                self.graphs,
+                self.pytorch_parts,
+            )

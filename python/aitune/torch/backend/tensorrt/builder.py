@@ -9,6 +9,7 @@ import fcntl
 import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,9 +26,50 @@ WORKSPACE_HINT = (
 _NO_IMPLEMENTATION = "Could not find any implementation for node"
 
 
-def make_logger(trt: Any) -> Any:
+_PROCESS_LOGGERS: dict[Any, Any] = {}
+_PROCESS_LOGGERS_LOCK = threading.Lock()
+
+
+def process_logger(trt: Any) -> Any:
+    """The one trt.ILogger aitune gives every Builder, Runtime and OnnxParser of this process.
+    TensorRT treats its logger as process-wide (a message of a later builder or runtime may go to
+    the first logger it was given), so a logger per object would quote another object's errors, or
+    none (docs/reference/tensorrt.md#runtime-and-timing-cache). Keyed by the module's ILogger class: one per
+    `tensorrt` module."""
+    with _PROCESS_LOGGERS_LOCK:
+        found = _PROCESS_LOGGERS.get(trt.ILogger)
+        if found is None:
+            found = _PROCESS_LOGGERS[trt.ILogger] = _make_logger(trt)
+        return found
+
+
+class ErrorLines:
+    """The last error lines a logger received, numbered: mark() before an operation and since(mark)
+    after it quote what that operation logged (and what concurrent ones did: the logger is shared).
+    TensorRT calls its logger from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lines: collections.deque[tuple[int, str]] = collections.deque(maxlen=64)
+        self._count = 0
+
+    def add(self, line: str) -> None:
+        with self._lock:
+            self._count += 1
+            self._lines.append((self._count, line))
+
+    def mark(self) -> int:
+        with self._lock:
+            return self._count
+
+    def since(self, mark: int) -> list[str]:
+        with self._lock:
+            return [line for number, line in self._lines if number > mark]
+
+
+def _make_logger(trt: Any) -> Any:
     """A trt.ILogger that forwards to the Python logger `tensorrt` with a `[TRT]` prefix and keeps
-    the last error lines for build-failure messages."""
+    its error lines in `.errors` (ErrorLines)."""
     severity = trt.ILogger.Severity
     levels = {
         severity.INTERNAL_ERROR: logging.CRITICAL,
@@ -41,11 +83,11 @@ def make_logger(trt: Any) -> Any:
     class _Logger(trt.ILogger):
         def __init__(self) -> None:
             trt.ILogger.__init__(self)
-            self.errors: collections.deque[str] = collections.deque(maxlen=10)
+            self.errors = ErrorLines()
 
         def log(self, sev: Any, msg: str) -> None:
             if sev in errors:
-                self.errors.append(msg)
+                self.errors.add(msg)
             trt_logger.log(levels.get(sev, logging.INFO), "[TRT] %s", msg)
 
     return _Logger()
@@ -144,6 +186,51 @@ def parse_onnx(trt: Any, builder: Any, trt_log: Any, onnx_path: Path) -> Any:
     return network, parser
 
 
+def reconcile_profiles(network: Any, profiles: list, names: list[str | None]) -> list:
+    """The profiles with every axis the export made static set to its size (min = opt = max):
+    TensorRT refuses a range on a static network dimension, and the engine serves only that size
+    there (docs/reference/tensorrt.md#optimization-profiles). A static size outside a profile's range fails here."""
+    static = {}
+    for i in range(network.num_inputs):
+        tensor = network.get_input(i)
+        static[tensor.name] = tuple(tensor.shape)
+    reconciled, reported = [], set()
+    for number, profile in enumerate(profiles):
+        entries = []
+        for name, (low, opt, high) in zip(names, profile):
+            low, opt, high = list(low), list(opt), list(high)
+            shape = static.get(name) if name is not None else None
+            if shape is not None and len(shape) != len(low):
+                raise RuntimeError(
+                    f"Optimization profile {number} for TensorRT input '{name}': the network input has rank "
+                    f"{len(shape)} ({list(shape)}); expected the profile's rank {len(low)}, got min={low}"
+                )
+            for axis, size in enumerate(shape or ()):
+                if size < 0 or low[axis] == opt[axis] == high[axis] == size:
+                    continue
+                if not low[axis] <= size <= high[axis]:
+                    raise RuntimeError(
+                        f"Optimization profile {number} for TensorRT input '{name}': the export made axis {axis} "
+                        f"static with size {size}; expected a size in the profile's range [{low[axis]}, "
+                        f"{high[axis]}], got {size}"
+                    )
+                if (name, axis) not in reported:
+                    reported.add((name, axis))
+                    logger.warning(
+                        "TensorRT input '%s' axis %d: the ONNX export made it static (size %d), so the engine "
+                        "serves only that size there instead of [%d, %d]; other sizes run outside its profiles",
+                        name,
+                        axis,
+                        size,
+                        low[axis],
+                        high[axis],
+                    )
+                low[axis] = opt[axis] = high[axis] = size
+            entries.append((low, opt, high))
+        reconciled.append(entries)
+    return reconciled
+
+
 def add_profiles(builder: Any, builder_config: Any, network: Any, profiles: list, names: list[str | None]) -> None:
     """One TensorRT optimization profile per aitune profile, for the network's inputs. `names[i]`
     is the ONNX/engine name of graph tensor input i (None when the export dropped it). A network
@@ -178,19 +265,22 @@ def build_engine(
     names: list[str | None],
     config: TensorRTBackendConfig,
     timing_cache: Path | None,
-) -> bytes:
+) -> tuple[bytes, list]:
     """Parses, configures and builds; writes the plan to `plan_path` and the timing cache back to
-    `timing_cache` after the build succeeded. Returns the serialized plan."""
-    trt_log = make_logger(trt)
+    `timing_cache` after the build succeeded. Returns the serialized plan and the profiles it was
+    built with (reconcile_profiles: the axes the export made static have their size)."""
+    trt_log = process_logger(trt)
+    mark = trt_log.errors.mark()
     builder = trt.Builder(trt_log)
     network, _parser = parse_onnx(trt, builder, trt_log, onnx_path)
     builder_config = builder.create_builder_config()
     apply_builder_settings(trt, builder_config, config)
+    profiles = reconcile_profiles(network, profiles, names)
     add_profiles(builder, builder_config, network, profiles, names)
     write_back = load_timing_cache(builder_config, timing_cache)
     serialized = builder.build_serialized_network(network, builder_config)
     if serialized is None:
-        tail = list(trt_log.errors)[-5:]
+        tail = trt_log.errors.since(mark)[-5:]
         quoted = "\n".join(f"  {line}" for line in tail) or "  (TensorRT logged no error)"
         hint = f" {WORKSPACE_HINT}" if any(_NO_IMPLEMENTATION in line for line in tail) else ""
         raise RuntimeError(f"TensorRT engine build failed for {onnx_path}{hint}. Last TensorRT errors:\n{quoted}")
@@ -199,4 +289,4 @@ def build_engine(
     plan_path.write_bytes(plan)
     if write_back and timing_cache is not None:
         save_timing_cache(builder_config, timing_cache)
-    return plan
+    return plan, profiles

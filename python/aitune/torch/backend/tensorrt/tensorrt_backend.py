@@ -23,6 +23,7 @@ from aitune.torch.backend.common.onnx_export import export_onnx_with_template
 from aitune.torch.backend.backend import ArtifactPath, Backend, OutputStructure
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.tensorrt import builder as trt_builder
+from aitune.torch.backend.tensorrt import cuda_ops
 from aitune.torch.checkpoint.structure import NotRepresentable
 from aitune.torch.backend.tensorrt import quantization as quant
 from aitune.torch.backend.tensorrt.tensorrt_config import (
@@ -141,6 +142,14 @@ class TensorRTBackend(Backend):
     def _build(
         self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
     ) -> None:
+        # The tuning device is current while aitune exports and builds (TensorRT builds for the current
+        # device), and the caller's current device is back afterwards.
+        with cuda_ops.CUDA.device_guard(device):
+            self._build_on_device(module, graph_spec, data, device, cache_dir)
+
+    def _build_on_device(
+        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+    ) -> None:
         trt = _tensorrt_or_raise()
         graph: GraphSpec = graph_spec
         if not data:
@@ -151,8 +160,6 @@ class TensorRTBackend(Backend):
                 self.config.device,
                 device,
             )
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
         cache_dir = Path(cache_dir)
         profiles = build_profiles(graph, self.config.profiles)  # validated before any expensive step
         module.to(device)
@@ -211,7 +218,7 @@ class TensorRTBackend(Backend):
             timing_cache = trt_builder.default_timing_cache_path(trt, Path(global_config.cache_dir), f"{major}{minor}")
         plan_path = cache_dir / PLAN_PATH
         try:
-            plan = self._step(
+            plan, profiles = self._step(
                 "engine_build",
                 plan_path,
                 lambda: trt_builder.build_engine(trt, onnx_path, plan_path, profiles, names, self.config, timing_cache),

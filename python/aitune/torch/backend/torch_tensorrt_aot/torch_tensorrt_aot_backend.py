@@ -11,7 +11,9 @@ gets. Each tensor input becomes ``torch_tensorrt.Input(min, opt=max, max, dtype,
 name=input_<path>)``.
 
 The artifact's format belongs to Torch-TensorRT: aitune verifies its hash (the checkpoint layer
-does) and loads it only through ``torch_tensorrt.load(...).module()``.
+does) and loads it only through ``torch_tensorrt.load(...).module()``. A compiled program without any
+TensorRT engine (everything partitioned to PyTorch) is refused before it is saved; PyTorch
+partitions next to engines are logged (common/torch_tensorrt_config.EngineCoverage).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from aitune.torch.backend.torch_tensorrt_aot.tensor_inputs import (
 )
 from aitune.torch.backend.torch_tensorrt_aot.torch_tensorrt_aot_config import TorchTensorRTAotBackendConfig
 from aitune.torch.backend.common.torch_tensorrt_config import (
+    EngineCoverage,
     import_torch_tensorrt,
     settings_overrides,
     settings_precision_class,
@@ -102,6 +105,7 @@ class TorchTensorRTAotBackend(Backend):
         self._signature: Any = None
         self._paths: list[tuple] = []  # the graph's tensor inputs: the exported program's parameters
         self._profile: list[tuple[list[int], list[int]]] | None = None
+        self.engine_coverage = EngineCoverage()
 
     # -- identity (is_jit is the base class's False) --------------------------------------------
     @property
@@ -151,6 +155,9 @@ class TorchTensorRTAotBackend(Backend):
             compiled = trt.dynamo.compile(
                 exported, arg_inputs=self.compile_inputs(trt, plan, bound, self._paths), device=device, **settings
             )
+        self.engine_coverage = EngineCoverage()
+        self.engine_coverage.add(compiled)
+        self.engine_coverage.check(self.name, graph.name)  # before saving: a PyTorch fallback is no candidate
         path = Path(cache_dir) / EXPORTED_MODEL_NAME
         # No inputs: with retrace=False Torch-TensorRT serialises the compiled graph as it is, and
         # 2.11 checks any inputs it is given before it looks at retrace (docs/guide.md).

@@ -3,7 +3,9 @@ forward (docs/reference/backends.md#per-backend-behaviour).
 
 The build resets Dynamo, compiles with the config's Torch-TensorRT settings plus the tuning
 device as ``options``, and warms up on every stored sample (Torch-TensorRT builds its engines
-on the first calls, so tuning measures built engines). The engines live in Dynamo's cache and
+on the first calls, so tuning measures built engines). Each graph Dynamo hands to Torch-TensorRT
+is counted with the TensorRT engines it came back with: a build where every graph fell back to
+PyTorch is refused, one where some did is logged (common/torch_tensorrt_config.EngineCoverage). The engines live in Dynamo's cache and
 are not saved: a loaded checkpoint compiles again from the weights and samples (is_jit).
 """
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from torch._dynamo.backends.registry import lookup_backend
 
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend.common.autocast import AutocastMixin
@@ -22,6 +25,7 @@ from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.common.jit_warmup import original_forward, run_warmup, warmup_calls
 from aitune.torch.backend.common.compile_caches import reset_compiler_caches
 from aitune.torch.backend.common.torch_tensorrt_config import (
+    EngineCoverage,
     import_torch_tensorrt,
     settings_precision_class,
     settings_values,
@@ -45,6 +49,7 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
         self._forward: Callable | None = None
         self._compiled: Callable | None = None
         self._warmup_calls: list[tuple[tuple, dict]] = []
+        self.engine_coverage = EngineCoverage()
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -76,12 +81,14 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
         self._warmup_calls = warmup_calls(graph_spec, data, widen=bool(self.config.dynamic), backend_name=self.name)
         self._detect_cast_back(self._forward, data)
         self._compile_and_warm_up()
+        self.engine_coverage.check(self.name, graph_spec.name)
 
     def _compile_and_warm_up(self) -> None:
         config = self.config
+        self.engine_coverage = EngineCoverage()
         self._compiled = torch.compile(
             self._forward,
-            backend=COMPILE_BACKEND,
+            backend=_counting_backend(self.engine_coverage),
             options=self.compile_options(self._device),
             fullgraph=config.fullgraph,
             dynamic=config.dynamic,
@@ -100,3 +107,15 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
     def _deactivate(self) -> None:
         self._compiled = None
         reset_compiler_caches()  # frees the engines held by Dynamo's cache
+
+
+def _counting_backend(coverage: EngineCoverage) -> Callable:
+    """The "torch_tensorrt" torch.compile backend, counting the engines of each graph it compiles."""
+    compile_graph = lookup_backend(COMPILE_BACKEND)
+
+    def torch_tensorrt_counted(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Any:
+        compiled = compile_graph(gm, example_inputs, **kwargs)
+        coverage.add(compiled)
+        return compiled
+
+    return torch_tensorrt_counted

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from aitune.torch.backend.backend import BackendConfig, _json_value
-from aitune.torch.tune_data import report as tune_data
+from aitune.torch.tune_data import recorder as tune_data
 
 logger = logging.getLogger("aitune")
 

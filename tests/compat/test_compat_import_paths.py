@@ -25,6 +25,8 @@ PATHS = [
     ("aitune.torch.backend.torch_tensorrt_jit_backend", "TorchTensorRTJitBackend", "aitune.torch.backend"),
     ("aitune.torch.backend.torch_tensorrt_jit_backend", "TorchTensorRTJitBackendConfig", "aitune.torch.backend"),
     ("aitune.torch.backend.torch_tensorrt_jit_backend", "TorchTensorRTConfig", "aitune.torch.backend"),
+    ("aitune.torch.backend.torchao_backend", "TorchAOBackend", "aitune.torch.backend"),
+    ("aitune.torch.backend.torchao_backend", "TorchAOBackendConfig", "aitune.torch.backend"),
     ("aitune.torch.backend.tensorrt.tensorrt_backend", "TensorRTBackend", "aitune.torch.backend"),
     ("aitune.torch.backend.tensorrt.tensorrt_backend", "TensorRTBackendConfig", "aitune.torch.backend"),
     ("aitune.torch.backend.tensorrt.tensorrt_backend", "ProfileMode", "aitune.torch.backend"),

@@ -72,11 +72,24 @@ def tuned_int8wo(tmp_path_factory):
     candidate = TorchAOBackend(_config("int8wo", filter_fn=lambda module, fqn: fqn == "up"))
     strategy = ait.MinLatencyStrategy(backends=[candidate]).enable_performance_validation(False)
     wrapped = ait.Module(model, "two", strategy=strategy)
+    precision = torch.get_float32_matmul_precision()
+    import torch._inductor.config as inductor_config
+
+    coordinate_descent = inductor_config.coordinate_descent_tuning
     ait.tune(wrapped, _dataset(), batch_sizes=[2], device="cpu")
+    settings_after = (torch.get_float32_matmul_precision(), inductor_config.coordinate_descent_tuning)
     with torch.no_grad():
         tuned = wrapped(x)
     path = ait.save(wrapped, str(tmp_path_factory.mktemp("ckpt") / "two.ait"))
-    yield {"wrapped": wrapped, "strategy": strategy, "eager": eager, "tuned": tuned, "x": x, "path": path}
+    yield {
+        "wrapped": wrapped,
+        "strategy": strategy,
+        "eager": eager,
+        "tuned": tuned,
+        "x": x,
+        "path": path,
+        "settings": ((precision, coordinate_descent), settings_after),
+    }
     module_registry.clear()
     config.reset_to_defaults()
 
@@ -93,6 +106,13 @@ def test_int8wo_quantizes_the_selected_linear_and_stays_close_to_eager(tuned_int
     assert backend._quantized.norm.weight is original.norm.weight  # shared, not copied
     error = _rel_l2(tuned_int8wo["tuned"], tuned_int8wo["eager"])
     assert 0 < error < 0.02, error  # int8 weights: not bit-exact, well inside the int8 class's 0.1
+
+
+def test_torchaos_process_wide_settings_are_put_back_after_the_build(tuned_int8wo):
+    """quantize_ sets torch.set_float32_matmul_precision("high") and Inductor options for its
+    compile; the user's own settings come back once the build is done."""
+    before, after = tuned_int8wo["settings"]
+    assert after == before
 
 
 def test_the_strategy_reports_the_error_beside_the_speed(tuned_int8wo):

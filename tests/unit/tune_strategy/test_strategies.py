@@ -319,7 +319,7 @@ def test_profiling_strategies_log_each_candidates_error_beside_its_speed(aitune_
     [result] = strategy.backend_results
     assert result["correctness"]["precision_class"] == "int8"
     assert result["correctness"]["rel_l2_error"] == pytest.approx(0.002, rel=0.05)
-    line = next(l for l in aitune_log.text.splitlines() if "backend profiled" in l)
+    line = next(text for text in aitune_log.text.splitlines() if "backend profiled" in text)
     assert ", error vs eager (int8): rel_l2=0.002" in line, line
 
 

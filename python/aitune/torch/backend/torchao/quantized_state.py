@@ -135,5 +135,9 @@ def digest(module: torch.nn.Module) -> QuantizedDigest:
             h.update(f"{path}:{tensor.dtype}:{list(tensor.shape)}\n".encode())
             h.update(memoryview(data.numpy()))
             total += data.numel()
-    modules = tuple(name.rsplit(".", 1)[0] if "." in name else "" for name, _ in entries)
-    return QuantizedDigest(h.hexdigest(), modules, total)
+    return QuantizedDigest(h.hexdigest(), module_names(entries), total)
+
+
+def module_names(entries: list[tuple[str, torch.Tensor]]) -> tuple[str, ...]:
+    """The qualified names of the modules that hold the given parameters."""
+    return tuple(name.rsplit(".", 1)[0] if "." in name else "" for name, _ in entries)

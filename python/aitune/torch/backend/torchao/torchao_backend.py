@@ -31,7 +31,14 @@ from aitune.torch.backend.common.compile_caches import reset_compiler_caches
 from aitune.torch.backend.common.jit_warmup import run_warmup, warmup_calls
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.torchao.presets import DEFAULT_QUANTIZATION, device_refusal
-from aitune.torch.backend.torchao.quantized_state import QuantizedDigest, RecordingFilter, digest, structural_copy
+from aitune.torch.backend.torchao.quantized_state import (
+    QuantizedDigest,
+    RecordingFilter,
+    digest,
+    module_names,
+    quantized_parameters,
+    structural_copy,
+)
 from aitune.torch.backend.torchao.torchao_config import SAVED_STATE_KEY, TorchAOBackendConfig
 from aitune.torch.graph.graph_spec import GraphSpec
 
@@ -109,7 +116,9 @@ class TorchAOBackend(Backend):
     @property
     def quantized_modules(self) -> tuple[str, ...]:
         """The qualified names of the modules whose weights were quantized (empty before the build)."""
-        return self.quantized_digest().modules if self._quantized is not None else ()
+        if self._quantized is None:
+            return ()
+        return tuple(module_names(quantized_parameters(self._quantized)))
 
     def is_available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("torchao") is None:

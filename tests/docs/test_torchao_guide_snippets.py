@@ -1,4 +1,4 @@
-"""Every snippet of AITune's TorchAO backend guide (docs/guides/backends/torchao_backend.md), run as
+"""Every snippet of AITune's TorchAO backend guide (its `torchao_backend.md`), run as
 written (docs/reference/backends.md#torchao-torchaobackend).
 
 The config constructions run everywhere: a TorchAO config never imports torchao. The snippets that
@@ -51,15 +51,18 @@ def _quick_start(model, input_data, **tune_kwargs):
 
 
 @needs_torchao
-def test_quick_start_tunes_as_written(monkeypatch):
-    tune_kwargs = {}
-    if not torch.cuda.is_available():
-        import torch._inductor.config as inductor_config
+def test_quick_start_tunes_as_written():
+    import contextlib
 
+    import torch._inductor.config as inductor_config
+
+    tune_kwargs, scope = {}, contextlib.nullcontext()
+    if not torch.cuda.is_available():
         tune_kwargs = {"device": "cpu"}
-        monkeypatch.setattr(inductor_config, "max_autotune_gemm_backends", "ATEN")
+        scope = inductor_config.patch(max_autotune_gemm_backends="ATEN")  # restored on exit
     reference = _model()
-    model, strategy = _quick_start(_model(), _input_data(), **tune_kwargs)
+    with scope:
+        model, strategy = _quick_start(_model(), _input_data(), **tune_kwargs)
     x = torch.randn(2, 32)
     assert model.state is ModuleState.TUNED
     backend = model.tuned_module.backends[0][1]

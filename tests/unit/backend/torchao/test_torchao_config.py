@@ -257,3 +257,44 @@ def test_the_saved_class_table_needs_torchao(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchao", None)
     with pytest.raises(BackendUnavailableError, match="torchao is not installed"):
         TorchAOBackendConfig.from_dict(_saved({"type": "Int8WeightOnlyConfig", "fields": {}}))
+
+
+def test_a_damaged_saved_config_fails_with_a_typed_error_only():
+    """A checkpoint's config is hostile input: random damage to valid to_dict() forms raises
+    ValueError or TypeError (or BackendUnavailableError), never anything else."""
+    import copy
+    import random
+
+    record = {"sha256": "a" * 64, "modules": 1, "bytes": 3, "torchao": "0.17.0", "device": "cpu", "scheme": "int8wo"}
+    seeds = [
+        TorchAOBackendConfig(
+            quantization_config=Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())
+        ).to_dict(),
+        TorchAOBackendConfig(quantization_config=Int8WeightOnlyConfig(granularity=PerGroup(16))).to_dict(),
+        {**TorchAOBackendConfig(quantization="int8wo").to_dict(), SAVED_STATE_KEY: record},
+    ]
+    values = [None, 0, -1, 1.5, True, "", "int8wo", [], {}, [[[[]]]], {"modules": ["a"]}, {"function": "f"}]
+    values += [{"type": "PerRow", "fields": {}}, {"enum": "MappingType", "member": "SYMMETRIC"}, {"dtype": "nope"}]
+    values += [{"tuple": [1]}, {"dict": {"a": 1}}, {"type": "Int8WeightOnlyConfig", "fields": {"version": "2"}}]
+
+    def paths(node, path=()):
+        yield path
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in children:
+            yield from paths(child, path + (key,))
+
+    rng = random.Random(23)
+    for _ in range(1500):
+        data = copy.deepcopy(rng.choice(seeds))
+        for path in rng.sample([p for p in paths(data) if p], 2):
+            parent = data
+            try:
+                for key in path[:-1]:
+                    parent = parent[key]
+                parent[path[-1]] = copy.deepcopy(rng.choice(values))
+            except (KeyError, IndexError, TypeError):  # an earlier edit replaced the way there
+                pass
+        try:
+            TorchAOBackendConfig.from_dict(json.loads(json.dumps(data)))
+        except (ValueError, TypeError, BackendUnavailableError):
+            pass

@@ -25,6 +25,7 @@ finish() {
     grep -E '_us"' "$LOGS/cuda_graph_overhead_2.json"; echo "--- zoo"; grep -A20 "^| model" "$LOGS/zoo.log"
     echo "--- zoo rows"; grep "^{" "$LOGS/zoo.log" | cut -c1-3000
     echo "--- defaults"; cat "$LOGS/defaults.md"
+    echo "--- torchao presets"; cat "$LOGS/torchao_presets.md"
   } >> "$summary" 2>/dev/null
   tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
   cat "$summary"
@@ -33,7 +34,7 @@ trap finish EXIT
 
 # BUILD_TESTS=OFF builds without the C++ tests and benchmarks (quicker, for benchmark-only calls).
 # STAGES selects what runs (default: build tests bench demo): build ctest tests gputests seltests bench
-# demo roundtrip jit trtverify defaults defaults_bg defaults_wait; ZOO_MODELS adds the model zoo. trtverify:
+# demo roundtrip jit trtverify defaults defaults_bg defaults_wait torchao; ZOO_MODELS adds the model zoo. trtverify:
 # benchmarks/tensorrt_verify.py (real TensorRT engines vs eager, earlier shapes replayed after later
 # captures, threads on own streams, unaligned inputs; TRTVERIFY_ARGS, default "--quick --models resnet50"). defaults: benchmarks/defaults.py, aitune
 # with no options vs eager/torch.compile per model (DEFAULTS_ARGS adds options, e.g. "--models
@@ -125,6 +126,11 @@ if has defaults_wait; then
   echo "defaults_wait: waited ${waited} s, finished: $([ -f "$BG/done" ] && cat "$BG/done" || echo no)" | tee -a "$summary"
   { echo "--- defaults (so far)"; cat "$BG/defaults.md" 2>/dev/null; } >> "$summary"
 fi
+# torchao: benchmarks/torchao_presets.py, each TorchAO preset against the best fp16 pick per model
+# (TORCHAO_ARGS adds options, e.g. "--models llama_step --mode default --budget-s 400"); its table goes
+# into summary.txt, its JSON to $OUT. Needs torchao: the carried wheel (install_carried above).
+has torchao && step torchao_presets timeout -k 10 "${TORCHAO_TIMEOUT:-570}" $PY benchmarks/torchao_presets.py \
+  ${TORCHAO_ARGS:-} --out "$OUT/torchao_presets.json" --md "$LOGS/torchao_presets.md"
 if [ -n "$ZOO_MODELS" ]; then
   step zoo timeout -k 10 "${ZOO_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/zoo.py --models $ZOO_MODELS ${ZOO_ARGS:-} --out "$OUT/zoo.json"
 fi

@@ -28,6 +28,7 @@ _PACKAGES = {
     "onnxruntime": "onnxruntime",
     "onnxruntime-gpu": "onnxruntime-gpu",
     "modelopt": "nvidia-modelopt",
+    "torchao": "torchao",
     "autowrapt": "autowrapt",
 }
 

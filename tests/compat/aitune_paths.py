@@ -14,9 +14,6 @@ from __future__ import annotations
 # (module, name) -> why aitune does not provide it; name "*" covers every name of that module, the
 # module included. Each entry must really be missing: the test fails on one that imports.
 DIFFERENCES: dict[tuple[str, str], str] = {
-    ("aitune.torch.backend.torchao_backend", "*"): "TorchAO is not one of aitune's backends in this release",
-    ("aitune.torch.backend", "TorchAOBackend"): "TorchAO is not one of aitune's backends in this release",
-    ("aitune.torch.backend", "TorchAOBackendConfig"): "TorchAO is not one of aitune's backends in this release",
     ("aitune.torch.tune_strategy.mixin.find_max_batch_size_mixin", "*"): (
         "aitune's strategies are not built from mixins: every strategy has enable_find_max_batch_size()"
     ),

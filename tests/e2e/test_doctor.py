@@ -57,6 +57,28 @@ def test_python_doctor_json_python_part(python_doctor_json):
     assert python["torch_cuda_available"] == torch.cuda.is_available()
 
 
+def _torchao_version():
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("torchao")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def test_python_doctor_reports_torchao_and_its_backend(python_doctor_json):
+    python = python_doctor_json["python"]
+    version = _torchao_version()
+    assert python["packages"]["torchao"] == version
+    state = python["backends"]["TorchAOBackend"]
+    if version is None:
+        assert (
+            state == "unavailable: torchao is not installed. Please install `torchao` (pip install 'aitune[torchao]')."
+        )
+    else:
+        assert state == "available"
+
+
 def test_python_doctor_text():
     result = _run([sys.executable, "-m", "aitune", "doctor"])
     assert result.returncode == 0, result.stderr
@@ -76,6 +98,23 @@ def test_cli_doctor_json():
     assert report["torch_version"] == _release(torch.__version__)
     assert isinstance(report["gpus"], list)
     assert report["aitune_version"]
+
+
+def test_cli_doctor_reports_the_torchao_package_of_its_environment():
+    """The CLI looks beside the libtorch it runs on and in the environment whose bin/ holds it."""
+    result = _run([_cli(), "doctor", "--json"], timeout=60)
+    assert result.returncode == 0, result.stderr
+    [torchao] = json.loads(result.stdout)["python_packages"]
+    assert torchao["name"] == "TorchAO"
+    cli_env = Path(_cli()).resolve().parent.parent
+    ours = Path(sys.prefix).resolve()
+    if torchao["found"]:
+        assert torchao["version"] and "runs from Python only" in torchao["how"]
+        assert (Path(torchao["path"]) / "__init__.py").is_file()
+    elif cli_env == ours:  # the CLI of this very environment: it must see what Python sees
+        assert _torchao_version() is None, torchao["how"]
+    text = _run([_cli(), "doctor"], timeout=60).stdout
+    assert "TorchAO: " + ("installed" if torchao["found"] else "not found") in text
 
 
 def test_cli_doctor_text():

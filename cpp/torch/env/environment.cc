@@ -8,6 +8,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string_view>
 
 #ifndef AITUNE_VERSION
@@ -183,6 +185,67 @@ std::string decode_tensorrt_version(int v) {
   return "";
 }
 
+std::vector<std::string> site_packages_dirs() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> dirs;
+  auto add = [&dirs](const fs::path& dir) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return;
+    const std::string text = fs::weakly_canonical(dir, ec).string();
+    for (const auto& d : dirs)
+      if (d == text) return;
+    dirs.push_back(text);
+  };
+  Dl_info where{};
+  // A symbol of libtorch: <site-packages>/torch/lib/libtorch_cpu.so for a pip-installed torch.
+  if (dladdr(reinterpret_cast<void*>(&at::hasCUDA), &where) != 0 && where.dli_fname != nullptr) {
+    add(fs::path(where.dli_fname).parent_path().parent_path().parent_path());
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {  // <prefix>/bin/aitune -> <prefix>/lib/python3.*/site-packages
+    for (const auto& entry : fs::directory_iterator(exe.parent_path().parent_path() / "lib", ec)) {
+      if (entry.path().filename().string().rfind("python3", 0) == 0) add(entry.path() / "site-packages");
+    }
+  }
+  return dirs;
+}
+
+LibraryProbe probe_python_package(const std::string& label, const std::string& module,
+                                  const std::string& dist, const std::vector<std::string>& site_dirs) {
+  namespace fs = std::filesystem;
+  LibraryProbe probe;
+  probe.name = label;
+  std::string searched;
+  for (const auto& dir : site_dirs) {
+    std::error_code ec;
+    const fs::path package = fs::path(dir) / module;
+    if (!fs::is_regular_file(package / "__init__.py", ec)) {
+      searched += (searched.empty() ? "" : ", ") + dir;
+      continue;
+    }
+    probe.found = true;
+    probe.path = package.string();
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(dist + "-", 0) != 0 || entry.path().extension() != ".dist-info") continue;
+      std::ifstream metadata(entry.path() / "METADATA");
+      for (std::string line; std::getline(metadata, line);) {
+        if (line.rfind("Version: ", 0) == 0) {
+          probe.version = line.substr(9);
+          break;
+        }
+      }
+      if (!probe.version.empty()) break;
+    }
+    probe.how = "Python package in " + dir + "; its backend runs from Python only";
+    return probe;
+  }
+  probe.how =
+      "no " + module + "/__init__.py in " + (searched.empty() ? std::string("any site-packages") : searched);
+  return probe;
+}
+
 LibraryProbe probe_tensorrt(const std::vector<std::string>& sonames) {
   return probe_library("TensorRT", sonames, tensorrt_version);
 }
@@ -204,6 +267,7 @@ EnvironmentInfo probe_environment() {
       probe_library("Torch-TensorRT", torch_tensorrt, [](void*) { return std::string(); }));
   const std::vector<std::string> onnxruntime = {"libonnxruntime.so.1", "libonnxruntime.so"};
   info.libraries.push_back(probe_library("ONNX Runtime", onnxruntime, onnxruntime_version));
+  info.python_packages.push_back(probe_python_package("TorchAO", "torchao", "torchao", site_packages_dirs()));
   const char* kill = std::getenv("AITUNE_DISABLE_CUDA_GRAPHS");
   std::string_view k = kill ? kill : "";
   info.cuda_graphs_disabled =
@@ -236,6 +300,12 @@ std::string to_json(const EnvironmentInfo& info) {
     o += std::string(i ? ", " : "") + "{\"name\": " + q(l.name) + ", \"found\": " + b(l.found) +
          ", \"version\": " + q(l.version) + ", \"path\": " + q(l.path) + ", \"how\": " + q(l.how) + "}";
   }
+  o += "], \"python_packages\": [";
+  for (size_t i = 0; i < info.python_packages.size(); ++i) {
+    const auto& p = info.python_packages[i];
+    o += std::string(i ? ", " : "") + "{\"name\": " + q(p.name) + ", \"found\": " + b(p.found) +
+         ", \"version\": " + q(p.version) + ", \"path\": " + q(p.path) + ", \"how\": " + q(p.how) + "}";
+  }
   return o + "]}";
 }
 
@@ -258,6 +328,10 @@ std::string to_text(const EnvironmentInfo& info) {
   for (const auto& l : info.libraries) {
     o += l.name + ": " + (l.found ? "usable" : "not found") + (l.version.empty() ? "" : " " + l.version) +
          " (" + l.how + ")\n";
+  }
+  for (const auto& p : info.python_packages) {
+    o += p.name + ": " + (p.found ? "installed" : "not found") + (p.version.empty() ? "" : " " + p.version) +
+         " (" + p.how + ")\n";
   }
   o += std::string("CUDA graphs: ") +
        (info.cuda_graphs_disabled ? "disabled by AITUNE_DISABLE_CUDA_GRAPHS" : "enabled") + "\n";

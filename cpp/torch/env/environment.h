@@ -1,5 +1,6 @@
-// What this machine offers aitune: torch build, CUDA driver and GPUs, and whether the optional
-// native libraries (TensorRT, Torch-TensorRT, ONNX Runtime) can be loaded. Used by
+// What this machine offers aitune: torch build, CUDA driver and GPUs, whether the optional
+// native libraries (TensorRT, Torch-TensorRT, ONNX Runtime) can be loaded, and the optional Python
+// packages whose backends run from Python only (TorchAO). Used by
 // `aitune doctor` and, later, by the checkpoint fingerprint
 // (docs/reference/checkpoint.md#integrity-and-compatibility).
 #pragma once
@@ -38,7 +39,8 @@ struct EnvironmentInfo {
   std::string driver_error;         // why the driver could not be queried
   std::vector<GpuInfo> gpus;
   std::vector<LibraryProbe> libraries;
-  bool cuda_graphs_disabled = false;  // AITUNE_DISABLE_CUDA_GRAPHS
+  std::vector<LibraryProbe> python_packages;  // found in the Python environment(s) this binary belongs to
+  bool cuda_graphs_disabled = false;          // AITUNE_DISABLE_CUDA_GRAPHS
 };
 
 EnvironmentInfo probe_environment();
@@ -54,6 +56,15 @@ std::string decode_tensorrt_version(int encoded);
 
 // Loads TensorRT by the first of `sonames` (names or paths) that dlopen accepts.
 LibraryProbe probe_tensorrt(const std::vector<std::string>& sonames);
+
+// The site-packages folders this binary belongs to: the one holding the libtorch it runs on
+// (<site-packages>/torch/lib) and the one of the environment whose bin/ holds the executable.
+std::vector<std::string> site_packages_dirs();
+
+// Looks for the Python package `module` (a folder with __init__.py) in `site_dirs`, in order; its
+// version is the `Version:` of the first `<dist>-*.dist-info/METADATA` beside it. `label` names it.
+LibraryProbe probe_python_package(const std::string& label, const std::string& module,
+                                  const std::string& dist, const std::vector<std::string>& site_dirs);
 
 std::string to_json(const EnvironmentInfo& info);
 std::string to_text(const EnvironmentInfo& info);

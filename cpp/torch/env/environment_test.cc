@@ -1,9 +1,12 @@
 #include "env/environment.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <torch/headeronly/version.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 namespace aitune {
 namespace {
@@ -80,12 +83,43 @@ TEST(Environment, KillSwitchIsRead) {
 
 TEST(Environment, JsonNamesEveryField) {
   std::string json = to_json(probe_environment());
-  for (const char* key :
-       {"\"torch_version\"", "\"gpus\"", "\"libraries\"", "\"driver_error\"", "\"cuda_graphs_disabled\""}) {
+  for (const char* key : {"\"torch_version\"", "\"gpus\"", "\"libraries\"", "\"python_packages\"",
+                          "\"driver_error\"", "\"cuda_graphs_disabled\""}) {
     EXPECT_NE(json.find(key), std::string::npos) << key;
   }
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.back(), '}');
+}
+
+TEST(Environment, FindsAPythonPackageAndItsVersionInTheFirstSitePackagesHoldingIt) {
+  namespace fs = std::filesystem;
+  std::string pattern = (fs::temp_directory_path() / "aitune-site-XXXXXX").string();
+  const fs::path root = ::mkdtemp(pattern.data());
+  const fs::path empty = root / "empty", site = root / "site";
+  fs::create_directories(empty);
+  fs::create_directories(site / "torchao");
+  fs::create_directories(site / "torchao-0.17.0.dist-info");
+  std::ofstream(site / "torchao" / "__init__.py") << "";
+  std::ofstream(site / "torchao-0.17.0.dist-info" / "METADATA")
+      << "Metadata-Version: 2.1\nName: torchao\nVersion: 0.17.0\n";
+  LibraryProbe found = probe_python_package("TorchAO", "torchao", "torchao", {empty.string(), site.string()});
+  EXPECT_TRUE(found.found);
+  EXPECT_EQ(found.version, "0.17.0");
+  EXPECT_EQ(found.path, (site / "torchao").string());
+  EXPECT_NE(found.how.find("runs from Python only"), std::string::npos) << found.how;
+  LibraryProbe missing = probe_python_package("TorchAO", "torchao", "torchao", {empty.string()});
+  EXPECT_FALSE(missing.found);
+  EXPECT_NE(missing.how.find("no torchao/__init__.py in " + empty.string()), std::string::npos)
+      << missing.how;
+  // Not std::filesystem::remove_all: libtorch.so exports a broken copy that this binary binds to.
+  EXPECT_EQ(std::system(("rm -rf '" + root.string() + "'").c_str()), 0);
+}
+
+TEST(Environment, ReportsTorchAoAmongThePythonPackages) {
+  EnvironmentInfo info = probe_environment();
+  ASSERT_EQ(info.python_packages.size(), 1u);
+  EXPECT_EQ(info.python_packages[0].name, "TorchAO");
+  EXPECT_NE(to_text(info).find("TorchAO: "), std::string::npos);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ def _imported_modules(path: Path) -> set[str]:
     return found
 
 
-def test_the_seven_backend_folders_are_there():
+def test_the_eight_backend_folders_are_there():
     assert FOLDERS == [
         "onnx_runtime",
         "tensorrt",
@@ -36,6 +36,7 @@ def test_the_seven_backend_folders_are_there():
         "torch_inductor_jit",
         "torch_tensorrt_aot",
         "torch_tensorrt_jit",
+        "torchao",
     ]
 
 

@@ -83,6 +83,10 @@ def test_html_report_is_self_contained():
         assert build["backend"] in text or build["backend"].replace('"', "&quot;").replace("'", "&#x27;") in text
         assert build["log_file"] in text
     assert "eager baseline" in text
+    # Each candidate's error beside its speed: the Correctness column carries the worst rel_l2.
+    good = next(b for b in data["modules"][0]["graphs"][0]["builds"] if "good" in b["backend"])
+    assert good["correctness"]["worst"]["rel_l2_error"] == 0.0
+    assert "passed (fp32; rel_l2 0; decided by" in text
 
 
 def test_env_var_relocates_telemetry(tmp_path, monkeypatch):

@@ -311,3 +311,52 @@ def test_strategies_have_the_spec_defaults():
     s = ait.MaxThroughputStrategy([fake()])
     assert s.enable_correctness_check(False) is s and s.enable_numeric_check() is s
     assert s.profiling_config.batch_sizes == [2**n for n in range(21)]
+
+
+# -- the error beside the speed, and a metric of the user's own --------------------------------------
+def test_profiling_strategies_log_each_candidates_error_beside_its_speed(aitune_log):
+    m = recorded(delay_s=0.004)
+    strategy = ait.MinLatencyStrategy(
+        [fake(name="close", output_scale=1.002, precision="int8")], profiling_config=quick_profiling()
+    ).enable_performance_validation(False)
+    tune(m, strategy)
+    [result] = strategy.backend_results
+    assert result["correctness"]["precision_class"] == "int8"
+    assert result["correctness"]["rel_l2_error"] == pytest.approx(0.002, rel=0.05)
+    line = next(text for text in aitune_log.text.splitlines() if "backend profiled" in text)
+    assert ", error vs eager (int8): rel_l2=0.002" in line, line
+
+
+class RejectsScaled(ait.MinLatencyStrategy):
+    """AITune's hook with a metric of its own: any output more than 0.1 % off the sample's eager
+    output (which a loose int8 budget would accept) fails the candidate."""
+
+    seen: list = []
+
+    def check_correctness(self, backend, name, graph_spec, data):
+        self.seen.append((backend.describe(), name, graph_spec.name, len(data)))
+        for sample in data:
+            with torch.no_grad():
+                out = backend.infer(*sample.args, **sample.kwargs)
+            ref = sample.args[0] @ self.weight.T + self.bias
+            if float((out - ref).abs().max()) > 1e-3 * float(ref.abs().max()):
+                raise ValueError(f"{backend.describe()} is more than 0.1 % off")
+
+
+def test_a_strategy_subclass_judges_candidates_by_its_own_check_correctness(aitune_log):
+    m = recorded(delay_s=0.004)
+    strategy = RejectsScaled(
+        [fake(name="off", output_scale=1.01, precision="int8"), fake(name="exact", delay_s=0.001)],
+        profiling_config=quick_profiling(),
+    ).enable_performance_validation(False)
+    strategy.weight, strategy.bias = m.linear.weight.detach(), m.linear.bias.detach()
+    RejectsScaled.seen = []
+    tune(m, strategy)
+    assert [s[0] for s in RejectsScaled.seen] == [
+        "FakeBackend(name='off', output_scale=1.01, precision='int8')",
+        "FakeBackend(name='exact', delay_s=0.001)",
+    ]
+    assert RejectsScaled.seen[0][1] == "m" and RejectsScaled.seen[0][3] >= 1
+    results = {r["backend"]: r for r in strategy.backend_results}
+    assert "is more than 0.1 % off" in results["FakeBackend(name='off', output_scale=1.01, precision='int8')"]["error"]
+    assert m.tuned_module.backends[0][1].config.name == "exact"

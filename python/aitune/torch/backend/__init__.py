@@ -1,5 +1,5 @@
-"""Backends (docs/reference/api.md#backend-classes): eager, Inductor JIT/AOT, TensorRT, Torch-TensorRT JIT/AOT and ONNX
-Runtime. Each constructs without its package; `is_available()` says what is missing."""
+"""Backends (docs/reference/api.md#backend-classes): eager, Inductor JIT/AOT, TensorRT, Torch-TensorRT JIT/AOT, ONNX
+Runtime and TorchAO. Each constructs without its package; `is_available()` says what is missing."""
 
 from aitune.torch.backend.backend import ArtifactPath, Backend, BackendConfig, BackendState, BuildMode, ExecutionMode
 from aitune.torch.backend.onnx_runtime import ONNXExecutionProvider, ONNXRuntimeBackend, ONNXRuntimeBackendConfig
@@ -9,6 +9,7 @@ from aitune.torch.backend.torch_inductor_jit import TorchInductorJitBackend, Tor
 from aitune.torch.backend.torch_tensorrt_aot import TorchTensorRTAotBackend, TorchTensorRTAotBackendConfig
 from aitune.torch.backend.common.torch_tensorrt_config import TorchTensorRTConfig
 from aitune.torch.backend.torch_tensorrt_jit import TorchTensorRTJitBackend, TorchTensorRTJitBackendConfig
+from aitune.torch.backend.torchao import TorchAOBackend, TorchAOBackendConfig
 from aitune.torch.backend.tensorrt import (
     ONNXAutoCastConfig,
     ONNXQuantizationConfig,
@@ -40,6 +41,8 @@ __all__ = [
     "TorchTensorRTConfig",
     "TorchTensorRTJitBackend",
     "TorchTensorRTJitBackendConfig",
+    "TorchAOBackend",
+    "TorchAOBackendConfig",
     "ONNXAutoCastConfig",
     "ONNXQuantizationConfig",
     "ProfileMode",

@@ -82,6 +82,12 @@ def _spec_tables(title: str, spec: dict[str, Any]) -> str:
     return out
 
 
+def _worst(correctness: dict[str, Any]) -> dict[str, Any]:
+    """The worst leaf of a candidate's numeric check: its error, shown beside its speed."""
+    worst = correctness.get("worst")
+    return worst if isinstance(worst, dict) else {}
+
+
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
@@ -286,6 +292,7 @@ def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
             if not corr
             else ("passed" if corr.get("passed") else "failed")
             + f" ({_e(corr.get('precision_class'))}"
+            + (f"; rel_l2 {_fmt(_worst(corr).get('rel_l2_error'), 3)}" if _worst(corr) else "")
             + (f"; decided by {_e(corr.get('decided_by'))})" if corr.get("decided_by") else ")")
         )
         meas = b.get("measurements") or []

@@ -8,6 +8,7 @@ from aitune.torch.tune_strategy.profiling_strategy import (
     MinLatencyStrategy,
     ProfilingTuneStrategy,
 )
+from aitune.torch.tune_strategy.quantized_candidates import quantized_candidates
 from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "OneBackendStrategy",
     "ProfilingTuneStrategy",
     "TuneStrategy",
+    "quantized_candidates",
 ]

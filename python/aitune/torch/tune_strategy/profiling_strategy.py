@@ -247,7 +247,15 @@ class ProfilingTuneStrategy(TuneStrategy):
         if len(self._batch_sizes(ctx)) > 1:
             backend.release_cuda_graph_captures()  # one pool per swept size adds up over candidates
         self.backend_results[-1].update({**point.result.to_json_dict(self.metric_name), "latency": point.latency_ms})
-        self._log("✅ backend profiled - %s: %.4g, batch size: %d", self.metric_name, point.metric, point.batch_size)
+        corr = self.backend_results[-1].get("correctness") or {}
+        error = (  # the error beside the speed (docs/reference/validation.md#reporting)
+            f", error vs eager ({corr['precision_class']}): rel_l2={corr['rel_l2_error']:.3g}"
+            if "rel_l2_error" in corr
+            else ""
+        )
+        self._log(
+            "✅ backend profiled - %s: %.4g, batch size: %d%s", self.metric_name, point.metric, point.batch_size, error
+        )
         return point
 
     # -- several devices (docs/guide.md, "Tuning on several GPUs") -----------------------------

@@ -580,7 +580,18 @@ class TuneStrategy(abc.ABC):
             tune_data.record_step("numeric_check", time.perf_counter() - step_start)
             tune_data.record_correctness(summary)
             result["correctness"] = {"precision_class": cls, "passed": summary.passed, **summary.worst}
+        if type(self).check_correctness is not TuneStrategy.check_correctness:
+            step_start = time.perf_counter()
+            self.check_correctness(backend, ctx.module_name, ctx.graph, ctx.data)
+            tune_data.record_step("user_correctness_check", time.perf_counter() - step_start)
         self._log("✅ backend validated")
+
+    def check_correctness(self, backend: Backend, name: str, graph_spec: GraphSpec, data: list[Sample]) -> None:
+        """AITune's hook for a metric of your own (docs/reference/validation.md#your-own-metric): a
+        subclass judges the built candidate (`backend.infer(...)` on `data`, the stored samples) and
+        raises to reject it, which fails the candidate like any correctness failure. It runs after
+        aitune's checks; with `enable_numeric_check(False)` it replaces the numeric comparison. The
+        base does nothing."""
 
     def check_cuda_graph_capture(self, backend: Backend) -> None:
         """Raises CudaGraphCaptureError when a CUDA-graph capture of the candidate's calls failed:

@@ -314,6 +314,10 @@ def run_row(
 
 
 def git_commit() -> dict[str, Any]:
+    """The commit measured: AITUNE_BENCH_COMMIT when the caller knows it (a copy of the tree on
+    another machine may carry a stale .git), else git's HEAD."""
+    if os.environ.get("AITUNE_BENCH_COMMIT"):
+        return {"aitune_commit": os.environ["AITUNE_BENCH_COMMIT"], "aitune_dirty": None}
     repo = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)

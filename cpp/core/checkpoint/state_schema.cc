@@ -81,7 +81,9 @@ Status check_state_node(const Context& ctx, const json& node, const std::string&
       "{\"dataclass\", \"fields\"}";
   if (!node.is_object() || node.empty()) return bad(where, kForms, node);
   if (node.size() == 1) {
-    const auto& [key, value] = *node.items().begin();
+    const auto only = node.begin();
+    const std::string key = only.key();
+    const json& value = only.value();
     const std::string at = where + "." + key;
     if (key == "artifact") return check_artifact(ctx, value, at, artifacts_folder);
     if (key == "list" || key == "tuple") return check_nodes(ctx, value, at, artifacts_folder);

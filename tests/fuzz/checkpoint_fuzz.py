@@ -5,7 +5,9 @@
     python tests/fuzz/checkpoint_fuzz.py --seed 7 --seconds 120            # CI (./run test)
 
 Seeds are valid checkpoints made at start (an eager MLP; a module with kwargs, a constant and a
-dict output; optionally, with --aot, an AOTInductor package). Each mutant is one of:
+dict output; a custom backend with its own to_dict()/from_dict() state naming an artifact file, an
+artifact folder, tensors and a plain path; a LocalTorchStorage state dict with the same; optionally,
+with --aot, an AOTInductor package). Each mutant is one of:
 
 - damage: bytes of the file flipped, overwritten, truncated, extended or duplicated. Every byte
   that matters is covered by the manifest's CRC-32 or an entry's SHA-256, so a damaged file must
@@ -14,12 +16,15 @@ dict output; optionally, with --aot, an AOTInductor package). Each mutant is one
   strings, deep nesting; keys deleted; list items dropped or duplicated) or a member replaced, and
   the archive re-packed with correct hashes, as a careful editor would. A crafted file is a valid
   archive that says something else: it must be refused with a documented error or load, and
-  never crash, hang, escape or import.
+  never crash, hang, escape or import. A third of the crafted edits aim at the fields that name
+  files (artifact folders and relative paths, state tensors, artifacts, file records, digests),
+  with absolute paths to real files outside the archive, `..` climbs and reserved names.
 
 Loads run in a worker process (a crash ends the worker, not the fuzzer: the mutant is recorded and
 a new worker starts) with a per-mutant deadline (a hang). Failures: a crash, a hang, an exception
 outside aitune's documented errors, or a damaged file that loads and serves different outputs
-(a silent wrong load). Every --cli-every-th mutant also goes through `aitune inspect` and
+(a silent wrong load), or an escape: a load that hands a backend's from_dict, or returns from
+LocalTorchStorage.load, a path outside the extraction folder. Every --cli-every-th mutant also goes through `aitune inspect` and
 `aitune run`: no signal, and an exit code from the documented table. Exit status 1 when anything
 failed; the report (--out) lists every failure with its seed and index, so `--only INDEX`
 replays one.
@@ -84,6 +89,13 @@ def make_seeds(folder: Path, aot: bool) -> list[dict[str, Any]]:
     )
     seeds.append({"name": "eager-kwargs", "path": str(ait.save(m2, folder / "eager-kwargs.ait")), "model": "kwargs"})
 
+    from own_state_backend import OwnStateBackend
+
+    m4 = ait.Module(_mlp(), "own", strategy=strategy(OwnStateBackend()))
+    ait.tune(m4, [torch.randn(6) for _ in range(2)], batch_sizes=[1, 2], device="cpu")
+    seeds.append({"name": "own-state", "path": str(ait.save(m4, folder / "own-state.ait")), "model": "mlp"})
+    seeds.append({"name": "state-dict", "path": str(make_state_dict_seed(folder)), "model": "state_dict"})
+
     if aot:
         # A model of its own: after an AOT tune the wrapped model's weights go to
         # config.device_after_tuning ('meta'), which would leave the eager seed's model empty.
@@ -93,6 +105,55 @@ def make_seeds(folder: Path, aot: bool) -> list[dict[str, Any]]:
         ait.tune(m3, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2], device="cpu")
         seeds.append({"name": "aot-mlp", "path": str(ait.save(m3, folder / "aot-mlp.ait")), "model": "mlp"})
     return seeds
+
+
+def _mlp() -> Any:
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
+
+
+def make_state_dict_seed(folder: Path) -> Path:
+    """A LocalTorchStorage state dict: tensors, an artifact file and folder, a plain path."""
+    import torch
+
+    from aitune.torch.checkpoint.artifact import ArtifactPath
+    from aitune.torch.checkpoint.storage import LocalTorchStorage
+
+    build = folder / "state-build"
+    (build / "engine").mkdir(parents=True)
+    (build / "engine" / "model.plan").write_bytes(b"plan bytes")
+    (build / "profiles").mkdir()
+    (build / "profiles" / "a.json").write_text('{"min": [1, 6]}')
+    state = {
+        "weight": torch.arange(6.0),
+        "engine": ArtifactPath(build, "engine/model.plan"),
+        "profiles": ArtifactPath(build, "profiles"),
+        "built_in": Path("/opt/elsewhere"),
+        "options": {"depth": 3, "scale": (1.5, torch.ones(2))},
+    }
+    return LocalTorchStorage(folder, sha_type="512").save("state-dict", state)
+
+
+def make_outside_files(folder: Path) -> dict[str, str]:
+    """Real files outside every archive, for the path attacks: a TorchScript program (code that
+    serves other outputs), a safetensors file and a folder holding both under the names the seeds use."""
+    import torch
+    from safetensors.torch import save_file
+
+    outside = folder / "outside"
+    (outside / "program").mkdir(parents=True)
+
+    class Evil(torch.nn.Module):
+        def forward(self, x):
+            return torch.full((x.shape[0], 3), 42.0)
+
+    torch.jit.save(torch.jit.script(Evil()), str(outside / "program" / "model.ts"))
+    save_file({"0": torch.tensor([1000.0])}, str(outside / "state.safetensors"))
+    (outside / "engine").mkdir()
+    (outside / "engine" / "model.plan").write_bytes(b"outside plan")
+    return {"folder": str(outside), "tensors": str(outside / "state.safetensors")}
 
 
 class KwargsNet:  # defined lazily below (torch is imported only where needed)
@@ -121,6 +182,8 @@ def model_and_call(kind: str, seed_state: Path | None = None) -> tuple[Any, Any]
 
     _define_models()
     torch.manual_seed(0)
+    if kind == "state_dict":
+        return None, None
     if kind == "mlp":
         model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
         x = torch.randn(2, 6, generator=torch.Generator().manual_seed(1))
@@ -249,7 +312,64 @@ def damage(data: bytes, rng: random.Random) -> bytes:
     return bytes(buf)
 
 
-def make_mutant(seed: dict, index: int, base_seed: int, folder: Path) -> dict[str, Any]:
+# Fields that name files: each is resolved against the extraction folder, so each is attacked.
+PATH_KEYS = ("folder", "relative_path", "state_tensors", "entry", "path")
+RESERVED = (".complete", ".stamps", ".complete.tmp-1-0", "modules/0/graphs/0/backend/model.pt2.probed--1")
+
+
+def path_attacks(outside: dict[str, str]) -> list[str]:
+    """Values for a field that names a file: outside the archive (absolute, or climbing out of
+    the extraction folder <cache>/checkpoints/<digest>/ to the fuzzer's outside folder), inside
+    it but elsewhere, reserved, or malformed."""
+    climb = "../../../outside"
+    return [
+        outside["folder"],
+        outside["folder"] + "/program",
+        outside["tensors"],
+        "/etc/passwd",
+        "/etc",
+        climb,
+        climb + "/program",
+        climb + "/state.safetensors",
+        "modules/0/graphs/0/backend/0/" + climb,
+        "state/0/../../../../outside",
+        "modules/0/graphs/0/samples/0.json",
+        "modules/0/weights.safetensors",
+        "state/state.safetensors",
+        ".",
+        "",
+        "a//b",
+        "C:/x",
+        "x\\..\\..\\y",
+        *RESERVED,
+    ]
+
+
+def attack_paths(manifest: dict, rng: random.Random, edits: list[str], outside: dict[str, str]) -> str:
+    """1-2 fields that name files set to `path_attacks` values (the records are left as they are)."""
+    targets = []
+    for node in _nodes(manifest):
+        if not node:
+            continue
+        parent, key = _get(manifest, node[:-1]), node[-1]
+        if isinstance(parent, dict) and key in PATH_KEYS and isinstance(parent[key], str):
+            targets.append(node)
+        elif len(node) >= 2 and node[-2] == "artifacts" and isinstance(parent, dict):
+            targets.append(node)
+    attacks = path_attacks(outside)
+    for node in rng.sample(targets, min(len(targets), rng.choice([1, 1, 2]))):
+        parent, key = _get(manifest, node[:-1]), node[-1]
+        before = json.dumps(parent[key])[:60]
+        parent[key] = rng.choice(attacks)
+        edits.append(f"{'.'.join(map(str, node))}: {before} -> {json.dumps(parent[key])[:80]}")
+    if "sha512" in manifest and isinstance(manifest["sha512"], dict) and manifest["sha512"] and rng.random() < 0.2:
+        name = rng.choice(sorted(manifest["sha512"]))
+        manifest["sha512"][rng.choice(attacks)] = manifest["sha512"].pop(name)
+        edits.append(f"sha512: the digest of {name} moved to another name")
+    return json.dumps(manifest)
+
+
+def make_mutant(seed: dict, index: int, base_seed: int, folder: Path, outside: dict[str, str]) -> dict[str, Any]:
     from checkpoint_tools import read_archive, write_archive
 
     rng = random.Random(f"{base_seed}:{index}")
@@ -261,8 +381,16 @@ def make_mutant(seed: dict, index: int, base_seed: int, folder: Path) -> dict[st
         path.write_bytes(damage(raw, rng))
     else:
         manifest, members = read_archive(Path(seed["path"]))
-        if rng.random() < 0.8 or not members:
+        choice = rng.random()
+        if choice < 0.3:
+            write_archive(path, attack_paths(manifest, rng, edits, outside), members, fix_records=False)
+        elif choice < 0.8 or not members:
             write_archive(path, mutate_manifest(manifest, rng, edits), members, fix_records=False)
+        elif choice < 0.85:  # a member under a reserved name, listed with its true record
+            name = rng.choice(RESERVED)
+            members[name] = b"x"
+            edits.append(f"member {name} added")
+            write_archive(path, manifest, members)
         else:  # a member replaced, records fixed: a well-formed archive with other content
             name = rng.choice(sorted(members))
             if name.endswith("model.pt2"):  # native code with valid hashes is trusted (docs: threat model)
@@ -292,21 +420,34 @@ def worker() -> None:
     from aitune.torch.config import config
 
     logging.getLogger("aitune").setLevel(logging.ERROR)
+    from own_state_backend import OwnStateBackend  # registers the seed's custom backend
+
+    from aitune.torch.checkpoint.storage import LocalTorchStorage
+
+    def load(path: str, kind: str) -> tuple[Any, Any]:
+        """(what the load returned, the outputs or state summary to compare)."""
+        if kind == "state_dict":
+            return LocalTorchStorage(Path(path).parent).load(path), None
+        model, call = model_and_call(kind)
+        loaded = ait.load(model, path)
+        return loaded, call
+
     references: dict[str, Any] = {}
     for line in sys.stdin:
         job = json.loads(line)
         if "reference" in job:  # {"reference": seed name, "path", "model"}: the original's outputs
-            model, call = model_and_call(job["model"])
+            loaded, call = load(job["path"], job["model"])
             with torch.no_grad():
-                references[job["reference"]] = _flat(call(ait.load(model, job["path"])))
+                references[job["reference"]] = _state_summary(loaded) if call is None else _flat(call(loaded))
             module_registry.clear()
             print(json.dumps({"ok": True}), flush=True)
             continue
         config.cache_dir = job["cache"]
         result: dict[str, Any] = {"index": job["index"]}
-        model, call = model_and_call(job["model"])
+        OwnStateBackend.restored_paths.clear()
+        OwnStateBackend.restored_tensors.clear()
         try:
-            loaded = ait.load(model, job["path"])
+            loaded, call = load(job["path"], job["model"])
         except errors.AITuneError as e:
             result.update(outcome="refused", type=type(e).__name__, message=str(e)[:300])
         except ValueError as e:
@@ -322,18 +463,86 @@ def worker() -> None:
         except Exception as e:  # noqa: BLE001 - the finding
             result.update(outcome="undocumented", type=type(e).__name__, message=str(e)[:300])
         else:
-            try:
-                with torch.no_grad():
-                    out = _flat(call(loaded))
-                ref = references[job["seed"]]
-                same = len(out) == len(ref) and all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(out, ref))
-                result.update(outcome="loaded", same_output=same)
-            except errors.AITuneError as e:
-                result.update(outcome="loaded_refuses_calls", type=type(e).__name__, message=str(e)[:300])
-            except Exception as e:  # noqa: BLE001 - a load that serves broken calls
-                result.update(outcome="loaded_broken", type=type(e).__name__, message=str(e)[:300])
+            if job["model"] == "state_dict":
+                OwnStateBackend.restored_paths.extend(_state_escapes(loaded, Path(job["cache"])))
+                try:
+                    result.update(outcome="loaded", same_output=_state_summary(loaded) == references[job["seed"]])
+                except Exception as e:  # noqa: BLE001 - a state whose artifacts cannot be read
+                    result.update(outcome="loaded_broken", type=type(e).__name__, message=str(e)[:300])
+            else:
+                try:
+                    with torch.no_grad():
+                        out = _flat(call(loaded))
+                    ref = references[job["seed"]]
+                    same = len(out) == len(ref) and all(
+                        a.shape == b.shape and torch.equal(a, b) for a, b in zip(out, ref)
+                    )
+                    result.update(outcome="loaded", same_output=same)
+                except errors.AITuneError as e:
+                    result.update(outcome="loaded_refuses_calls", type=type(e).__name__, message=str(e)[:300])
+                except Exception as e:  # noqa: BLE001 - a load that serves broken calls
+                    result.update(outcome="loaded_broken", type=type(e).__name__, message=str(e)[:300])
+        # An escape whatever the outcome: a path outside the extraction folder (or a tensor read
+        # from the fuzzer's outside file) reached a backend's from_dict or the caller.
+        root = (Path(job["cache"]) / "checkpoints").resolve()
+        outside = [str(p) for p in OwnStateBackend.restored_paths if root not in Path(p).resolve().parents]
+        outside += ["a tensor of the outside file" for t in OwnStateBackend.restored_tensors if _is_outside(t)]
+        if outside:
+            result["escaped"] = outside[:3]
         module_registry.clear()
         print(json.dumps(result), flush=True)
+
+
+def _is_outside(tensor: Any) -> bool:
+    """The marker value of make_outside_files' safetensors file."""
+    return tensor.numel() == 1 and float(tensor.reshape(-1)[0]) == 1000.0
+
+
+def _state_summary(state: Any) -> Any:
+    """A comparable form of a loaded state dict: tensors as lists, artifacts by their content."""
+    import torch
+
+    from aitune.torch.checkpoint.artifact import ArtifactPath
+
+    if isinstance(state, torch.Tensor):
+        return ["tensor", str(state.dtype), state.tolist()]
+    if isinstance(state, ArtifactPath):
+        path = state.path
+        if path.is_dir():
+            return [
+                "folder",
+                sorted((str(p.relative_to(path)), p.read_bytes().hex()) for p in path.rglob("*") if p.is_file()),
+            ]
+        return ["file", str(state.relative_path), path.read_bytes().hex()]
+    if isinstance(state, dict):
+        return {str(k): _state_summary(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return [type(state).__name__, [_state_summary(v) for v in state]]
+    return repr(state)
+
+
+def _state_escapes(state: Any, cache: Path) -> list[Path]:
+    """Every ArtifactPath in a loaded state dict outside the extraction folder, and tensors of the
+    outside file (reported as paths)."""
+    import torch
+
+    from aitune.torch.checkpoint.artifact import ArtifactPath
+
+    root = (cache / "checkpoints").resolve()
+    found: list[Path] = []
+    if isinstance(state, ArtifactPath):
+        if root not in state.path.resolve().parents:
+            found.append(state.path)
+    elif isinstance(state, torch.Tensor):
+        if _is_outside(state):
+            found.append(Path("(a tensor of the outside file)"))
+    elif isinstance(state, dict):
+        for v in state.values():
+            found += _state_escapes(v, cache)
+    elif isinstance(state, (list, tuple)):
+        for v in state:
+            found += _state_escapes(v, cache)
+    return found
 
 
 def _flat(out: Any) -> list:
@@ -469,6 +678,7 @@ def fuzz(args: argparse.Namespace, folder: Path) -> int:
     os.environ.setdefault("AITUNE_PROGRESS", "0")
     _define_models()
     seeds = make_seeds(folder, args.aot)
+    outside = make_outside_files(folder)
     worker_ = Worker(seeds)
     counts: dict[str, int] = {}
     failures: list[dict[str, Any]] = []
@@ -483,13 +693,15 @@ def fuzz(args: argparse.Namespace, folder: Path) -> int:
         # AOT mutants are a few in a hundred: each new archive digest re-extracts and re-probes.
         weights = [1.0 if not s["name"].startswith("aot") else 0.03 for s in seeds]
         seed = random.Random(f"{args.seed}:{index}:seed").choices(seeds, weights)[0]
-        mutant = make_mutant(seed, index, args.seed, folder)
+        mutant = make_mutant(seed, index, args.seed, folder, outside)
         cache = folder / f"cache-{index % 4}"  # a few caches, reused: extractions are shared like a user's
         answer = worker_.send({**mutant, "cache": str(cache)}, args.timeout)
         outcome = answer if isinstance(answer, str) else answer["outcome"]
         failed = None
         if isinstance(answer, str):
             failed = answer
+        elif answer.get("escaped"):
+            failed = f"escape: {answer['escaped']} reached the loader ({outcome})"
         elif outcome == "undocumented":
             failed = f"undocumented {answer['type']}: {answer['message']}"
         elif mutant["kind"] == "damage" and outcome == "loaded" and not answer["same_output"]:

@@ -25,6 +25,7 @@ class OwnStateBackend(Backend):
     ArtifactPaths it was given (`restored_paths`), so a test can check where they point."""
 
     restored_paths: list[Path] = []  # every ArtifactPath any from_dict received, in order
+    restored_tensors: list[torch.Tensor] = []  # and every state tensor
 
     def __init__(self, config: OwnStateConfig | None = None):
         super().__init__()
@@ -55,6 +56,7 @@ class OwnStateBackend(Backend):
         backend._offset = state_dict["offset"]
         backend._device = state_dict["device"]
         cls.restored_paths.extend([backend._program_file.path, backend._notes.path])
+        cls.restored_tensors.append(backend._offset)
         backend.state = BackendState.CHECKPOINT_LOADED
         return backend
 

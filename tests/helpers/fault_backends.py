@@ -110,3 +110,24 @@ class BlobBackend(FakeBackend):
 
     def _artifacts(self) -> dict[str, Any]:
         return {"blob": self._blob}
+
+
+@dataclasses.dataclass
+class InterruptedStoreConfig(BlobConfig):
+    name: str = "interrupted-store"
+
+
+class InterruptedWhileStoredBackend(BlobBackend):
+    """Builds and serves; Ctrl-C (a real SIGINT) arrives while the results store writes it, after
+    its artifact went into the archive (to_dict is called between the archive's entries)."""
+
+    config_class = InterruptedStoreConfig
+    fired: list[bool] = []
+
+    def to_dict(self) -> dict:
+        data = super().to_dict()
+        if not InterruptedWhileStoredBackend.fired:
+            InterruptedWhileStoredBackend.fired.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)  # the KeyboardInterrupt arrives here
+        return data

@@ -100,9 +100,11 @@ def test_a_worker_killed_with_sigkill_is_reported_and_tuning_goes_on(aitune_log)
     ends a compiler): its candidate fails naming the signal, the other worker's candidate wins."""
     import multiprocessing
 
-    strategy = ait.FirstWinsStrategy(
-        [KilledBackend(), FakeBackend(FakeBackendConfig(name="good"))]
-    ).enable_find_max_batch_size(False)
+    strategy = (
+        ait.FirstWinsStrategy([KilledBackend(), FakeBackend(FakeBackendConfig(name="good"))])
+        .enable_find_max_batch_size(False)
+        .enable_performance_validation(False)
+    )
     m = _tune("m", strategy, devices=["cpu", "cpu"])
     assert m.tuned_module.backends[0][1].config.name == "good"
     killed = strategy.backend_results[0]
@@ -111,30 +113,32 @@ def test_a_worker_killed_with_sigkill_is_reported_and_tuning_goes_on(aitune_log)
     assert multiprocessing.active_children() == []
 
 
-def test_a_killed_compile_worker_of_torch_compile_is_survived(aitune_log, monkeypatch):
+def test_a_killed_compile_worker_of_torch_compile_is_survived(aitune_log):
     """Inductor compiles in a pool of subprocesses: with them killed (SIGKILL) before the build,
     the Inductor JIT candidate either compiles anyway or fails with the reason; tuning ends with a
     served module either way, in bounded time."""
     import time
 
     from torch._inductor import config as inductor_config
-    from torch._inductor.async_compile import AsyncCompile
+    from torch._inductor.async_compile import AsyncCompile, shutdown_compile_workers
 
     from aitune.torch.backend import TorchEagerBackend, TorchInductorJitBackend
 
-    monkeypatch.setattr(inductor_config, "compile_threads", 2)
-    monkeypatch.setattr(inductor_config, "worker_start_method", "subprocess")
-    AsyncCompile.warm_pool()
-    workers = _compile_workers(os.getpid())
-    if not workers:
-        pytest.skip("torch started no compile worker process here")
-    for pid in workers:
-        os.kill(pid, signal.SIGKILL)
-    start = time.monotonic()
-    strategy = _first_wins(TorchInductorJitBackend(), TorchEagerBackend()).enable_performance_validation(False)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
-    m = _tune("m", strategy, model=model)
-    assert time.monotonic() - start < 600
+    with inductor_config.patch(compile_threads=2, worker_start_method="subprocess"):
+        try:
+            AsyncCompile.warm_pool()
+            workers = _compile_workers(os.getpid())
+            if not workers:
+                pytest.skip("torch started no compile worker process here")
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
+            start = time.monotonic()
+            strategy = _first_wins(TorchInductorJitBackend(), TorchEagerBackend()).enable_performance_validation(False)
+            model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+            m = _tune("m", strategy, model=model)
+            assert time.monotonic() - start < 600
+        finally:
+            shutdown_compile_workers()  # the other tests compile in this process, as by default
     assert m.state is ModuleState.TUNED
     first = strategy.backend_results[0]
     assert first["success"] or first.get("error"), first
@@ -189,6 +193,29 @@ def test_ctrl_c_during_ait_tune_keeps_earlier_modules_and_a_consistent_cache(ait
     assert torch.equal(_served(a), expected_a)
     torch.testing.assert_close(_served(b), b.__wrapped__.compute(torch.ones(2, 8)))
     assert len(_store_files(config.cache_dir)) == 2
+
+
+def test_ctrl_c_while_the_results_store_is_written_leaves_no_file_behind(aitune_log):
+    """The interrupt arrives in the middle of writing the store file. Its temporary file must go
+    at once, not when the KeyboardInterrupt's traceback is freed (a REPL keeps it in
+    sys.last_traceback; so does pytest.raises here): nothing half-written, and the next tune
+    stores the result."""
+    from fault_backends import InterruptedStoreConfig, InterruptedWhileStoredBackend
+
+    InterruptedWhileStoredBackend.fired.clear()
+    config.device_after_tuning = "cpu"
+    strategy = _first_wins(InterruptedWhileStoredBackend(InterruptedStoreConfig(blob_bytes=4096)))
+    torch.manual_seed(0)
+    m = ait.Module(SleepyLinear(0.0).eval(), "m", strategy=strategy.enable_performance_validation(False))
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        ait.tune(m, [torch.randn(8) for _ in range(4)], batch_sizes=[1, 2], device="cpu")
+    assert interrupted.value.__traceback__ is not None  # still alive, as in a REPL
+    results = config.cache_dir / "results"
+    assert not [p for p in results.rglob("*") if p.is_file()], list(results.rglob("*"))
+    assert m.state is ModuleState.RECORDING
+    ait.tune(m, [torch.randn(8) for _ in range(4)], batch_sizes=[1, 2], device="cpu")
+    [stored] = _store_files(config.cache_dir)
+    OpenedCheckpoint(stored, "full")
 
 
 # -- a full disk ----------------------------------------------------------------------------------

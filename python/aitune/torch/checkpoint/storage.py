@@ -3,11 +3,12 @@ docs/guide.md, "Coming from AITune")."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from aitune._native import _C
 from aitune.exceptions import (
@@ -58,16 +59,17 @@ class LocalTorchStorage:
             raise FileExistsError(f"Folder {target} already exists")
         target.parent.mkdir(parents=True, exist_ok=True)
         writer = Sha512Recorder(_C.ArchiveWriter(str(target)), enabled=self.sha_type == "512")
-        stored = save_backend_state("state_dict", state_dict, writer, "state")
-        manifest = {
-            "format": STATE_FORMAT,
-            "format_version": 1,
-            "sha_type": self.sha_type,
-            **stored,
-            "sha512": writer.digests if self.sha_type == "512" else None,
-            "files": writer.files(),
-        }
-        writer.finish(json.dumps(manifest, indent=1))
+        with abandoned_on_error(writer):
+            stored = save_backend_state("state_dict", state_dict, writer, "state")
+            manifest = {
+                "format": STATE_FORMAT,
+                "format_version": 1,
+                "sha_type": self.sha_type,
+                **stored,
+                "sha512": writer.digests if self.sha_type == "512" else None,
+                "files": writer.files(),
+            }
+            writer.finish(json.dumps(manifest, indent=1))
         return target
 
     def load(self, path: str | Path) -> dict[str, Any]:
@@ -93,6 +95,18 @@ class LocalTorchStorage:
                     {r["path"] for r in records},
                 )
             return load_backend_state(manifest, extracted, f"Checkpoint {target}: state dict")
+
+
+@contextlib.contextmanager
+def abandoned_on_error(writer: Any) -> Iterator[Any]:
+    """An archive writer whose temporary file is removed at once when anything -- an error,
+    Ctrl-C -- stops the write half-way (not when the traceback holding the writer is freed):
+    nothing half-written stays beside the target."""
+    try:
+        yield writer
+    except BaseException:
+        writer.abandon()
+        raise
 
 
 class Sha512Recorder:
@@ -122,6 +136,9 @@ class Sha512Recorder:
 
     def finish(self, manifest: str) -> None:
         self.writer.finish(manifest)
+
+    def abandon(self) -> None:
+        self.writer.abandon()
 
 
 def verify_sha512(digests: dict[str, str] | None, read: Any, listed: set[str] | None = None) -> None:

@@ -11,6 +11,7 @@ mounted for the test (root only; skipped with the reason elsewhere)."""
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import shutil
@@ -298,6 +299,13 @@ def test_a_full_disk_while_telemetry_is_written_raises_disk_space_error_and_keep
         _tune("n", _first_wins(FakeBackend(FakeBackendConfig(name="b"))).enable_performance_validation(False))
     assert report.read_text() == before, "the report was replaced by a partial one"
     assert not [p for p in small_disk.iterdir() if p.name not in ("report.json", "filler", "report.html")]
+    # With space again, the next ait.tune writes a whole report of its own run (the failed run
+    # was left as the current one, so every later run joined it and never finished).
+    (small_disk / "filler").unlink()
+    module_registry.clear()
+    _tune("o", _first_wins(FakeBackend(FakeBackendConfig(name="c"))).enable_performance_validation(False))
+    data = json.loads(report.read_text())
+    assert data["duration_s"] is not None and [m["name"] for m in data["modules"]] == ["o"], data["modules"]
 
 
 def test_atomic_write_text_removes_its_temporary_file_on_enospc(small_disk):

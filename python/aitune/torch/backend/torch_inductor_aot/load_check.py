@@ -22,8 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
+from safetensors.torch import load_file, save_file
 
+from aitune._native import _C
 from aitune.exceptions import CorruptCheckpointError
+from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_libstdcxx
+from aitune.torch.backend.torch_inductor_aot.input_order import input_order, spec_paths
+from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
+from aitune.torch.config import config
 
 # Set to 0 to skip the check (for packages built and loaded in an environment known to work).
 LOAD_PROBE_ENV = "AITUNE_AOTI_LOAD_PROBE"
@@ -39,8 +46,6 @@ def first_call_inputs(graph: Any, sample: Any | None) -> list[torch.Tensor]:
     """One tensor per tensor input of `graph` (input_spec.tensors order): the sample's, or zeros
     of the recorded minimum shape and first dtype when there is no sample."""
     if sample is not None:
-        from aitune._native import _C
-
         _, leaves = _C.flatten_call(_C.Signature(graph.forward_params), sample.args, sample.kwargs, False, -1)
         tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
         if len(tensors) == len(graph.input_spec.tensors):
@@ -64,16 +69,10 @@ def check_package(
     CorruptCheckpointError (`from_checkpoint`: the package came from a file) or RuntimeError (a
     package just built: the candidate fails) when the child crashes, fails or runs past the
     timeout."""
-    from aitune.torch.config import config
-
     timeout_s = config.aoti_load_check_timeout_s if timeout_s is None else timeout_s
     with tempfile.TemporaryDirectory(prefix="aitune-load-check-") as folder:
         job: dict[str, Any] = {"package": str(path), "device_index": device_index, "graph": None}
         if graph is not None:
-            from safetensors.torch import save_file
-
-            from aitune.torch.checkpoint.graphs import graph_to_json
-
             inputs = first_call_inputs(graph, sample)
             save_file({str(i): t for i, t in enumerate(inputs)}, os.path.join(folder, "inputs.safetensors"))
             job["graph"] = json.dumps(graph_to_json(graph))
@@ -113,7 +112,7 @@ def _fail(path: Path, from_checkpoint: bool, what: str) -> None:
     where = f"AOTInductor package {path}: {what} in a check process"
     if from_checkpoint:
         raise CorruptCheckpointError(
-            f"{where}, so aitune does not serve it: the package is damaged or was built for another "
+            f"{where}, so aitune does not serve it: the package is corrupt or was built for another "
             f"environment (a checksum does not vouch for native code). Set {LOAD_PROBE_ENV}=0 to skip this check."
         )
     raise RuntimeError(
@@ -125,24 +124,13 @@ def _fail(path: Path, from_checkpoint: bool, what: str) -> None:
 def _child(job_file: str) -> int:
     """The child: load as the parent will (AotiRunner, libstdc++ promoted), then the first call."""
     job = json.loads(Path(job_file).read_text())
-    from aitune._native import _C
-    from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_libstdcxx
-
     promote_libstdcxx()
-    index = int(job["device_index"])
-    runner = _C.AotiRunner.load(job["package"], index)
+    runner = _C.AotiRunner.load(job["package"], int(job["device_index"]))
     print(_LOADED, flush=True)
     if job["graph"] is None:
         return 0
-    from safetensors.torch import load_file
-
-    from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import TorchInductorAotBackend
-    from aitune.torch.checkpoint.graphs import graph_from_native
-
     graph = graph_from_native(_C.read_graph_spec(job["graph"]), [tuple(p) for p in job["params"]], None)
-    backend = TorchInductorAotBackend()
-    backend._adopt_runner(runner)
-    order = backend.compute_input_order(graph)
+    order = input_order(spec_paths(pytree.treespec_loads(runner.call_spec[0])), graph)
     tensors = load_file(job["inputs"])
     device = torch.device(runner.device)
     with torch.no_grad():

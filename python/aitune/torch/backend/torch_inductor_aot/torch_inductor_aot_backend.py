@@ -14,11 +14,10 @@ inputs are baked into the export.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 import torch.utils._pytree as pytree
@@ -35,6 +34,7 @@ from aitune.torch.backend.common.export_shapes import (
     var_keyword_names,
 )
 from aitune.torch.backend.torch_inductor_aot import load_check
+from aitune.torch.backend.torch_inductor_aot.input_order import input_order, leaf_paths, spec_paths
 from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_libstdcxx
 from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_config import TorchInductorAotBackendConfig
 from aitune.torch.graph.graph_spec import GraphSpec
@@ -132,63 +132,6 @@ def make_export_adapter(
     return cls(module, forward)
 
 
-# -- pytree paths ---------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class _Slot:
-    index: int
-
-
-def _leaf_paths(obj: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
-    """(path, leaf) pairs: tuples and lists (namedtuples included) by index and dicts by key,
-    like aitune's flattener; other pytree nodes by leaf index."""
-    if isinstance(obj, (tuple, list)):
-        for i, item in enumerate(obj):
-            yield from _leaf_paths(item, path + (i,))
-    elif isinstance(obj, dict):
-        for key, item in obj.items():
-            yield from _leaf_paths(item, path + (key,))
-    elif type(obj) in pytree.SUPPORTED_NODES:
-        for i, item in enumerate(pytree.tree_leaves(obj)):
-            yield path + (i,), item
-    else:
-        yield path, obj
-
-
-def _spec_paths(in_spec: Any) -> list[tuple]:
-    """For each leaf of `in_spec` (over (args, kwargs)), in order, its path as raw keys:
-    (0, i, ...) for positional args, (1, name, ...) for kwargs (see _leaf_paths)."""
-    tree = pytree.tree_unflatten([_Slot(i) for i in range(in_spec.num_leaves)], in_spec)
-    paths: list[tuple] = [()] * in_spec.num_leaves
-    for path, slot in _leaf_paths(tree):
-        if isinstance(slot, _Slot):
-            paths[slot.index] = path
-    return paths
-
-
-def _semantic_path(call_path: tuple, params: list) -> tuple:
-    """(0, i, ...) / (1, name, ...) of the canonical call -> the semantic path as a tuple
-    (docs/reference/recording.md#binding-flattening-and-names: parameter name first; *args and **kwargs contents under
-    their own name)."""
-    if len(call_path) < 2:
-        return call_path
-    top, key, rest = call_path[0], call_path[1], call_path[2:]
-    if top == 0:
-        positional = [name for name, kind, _ in params if kind in (0, 1)]
-        if key < len(positional):
-            return (positional[key], *rest)
-        varargs = next((name for name, kind, _ in params if kind == 2), "args")
-        return (varargs, key - len(positional), *rest)
-    named = {name for name, kind, _ in params if kind in (1, 3)}
-    if key in named:
-        return (key, *rest)
-    varkw = next((name for name, kind, _ in params if kind == 4), "kwargs")
-    return (varkw, key, *rest)
-
-
-def _semantic_tuple(path: Any) -> tuple:
-    return path if isinstance(path, tuple) else (path,)
-
-
 @register_backend("torch_inductor_aot")
 class TorchInductorAotBackend(Backend):
     config_class = TorchInductorAotBackendConfig
@@ -274,7 +217,7 @@ class TorchInductorAotBackend(Backend):
         in_spec, out_spec = self._runner.call_spec
         self._in_spec = pytree.treespec_loads(in_spec)
         self._out_spec = pytree.treespec_loads(out_spec)
-        self._in_paths = _spec_paths(self._in_spec)
+        self._in_paths = spec_paths(self._in_spec)
         self._run_device = torch.device(self._runner.device)
 
     def _restore(self, artifacts: dict[str, Path], graph: GraphSpec, device: torch.device) -> None:
@@ -313,19 +256,7 @@ class TorchInductorAotBackend(Backend):
     def compute_input_order(self, graph: GraphSpec) -> list[int]:
         """For each AOTInductor input position, the index of the graph tensor leaf (in
         graph.input_spec.tensors order) that feeds it."""
-        tensors = {_semantic_tuple(t.semantic_path): i for i, t in enumerate(graph.input_spec.tensors)}
-        constants = {_semantic_tuple(c.semantic_path) for c in graph.input_spec.constants}
-        order = []
-        for call_path in self._in_paths:
-            semantic = _semantic_path(call_path, graph.forward_params)
-            if semantic in tensors:
-                order.append(tensors[semantic])
-            elif semantic not in constants:
-                raise RuntimeError(
-                    f"AOTInductor package input {semantic!r} does not match any input of graph {graph.name} "
-                    f"({graph.input_spec.describe_structure()})"
-                )
-        return order
+        return input_order(self._in_paths, graph)
 
     def native_runner(self) -> tuple[Any, list[int], Callable[[list[torch.Tensor]], Any]]:
         """(runner, input_order, rebuild) for the native dispatcher: `runner` is the bound
@@ -371,7 +302,7 @@ class TorchInductorAotBackend(Backend):
     def _flat_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
         if self._signature is not None:
             args, kwargs = canonical_call(self._params, self._signature.bind(tuple(args), dict(kwargs)))
-        by_path = dict(_leaf_paths((tuple(args), dict(kwargs))))
+        by_path = dict(leaf_paths((tuple(args), dict(kwargs))))
         device = self._run_device
         inputs = []
         for path in self._in_paths:

@@ -211,60 +211,6 @@ Status check_spec(const json& graph, const std::string& where, const char* key, 
   return Status::Ok();
 }
 
-// The graph key (spec/graph_key.cc) against the graph it names: a key that no call of this graph
-// can produce would load and then refuse every call (GraphNotFound). Tokens come in pairs, a tag
-// (low 8 bits; a container's kind above them) and a payload. An LLM graph's key is its phase
-// alone; any other opens with the arguments container, and its leaf tokens (a tensor's rank, a
-// value's hash) follow the input spec's leaves in order. Without a stored sample the key's names
-// and counts cannot be recomputed (Python's ait.load recomputes the whole key from one).
-Status check_key_tokens(const json& tokens, const std::vector<int64_t>& leaf_ranks, const std::string& phase,
-                        const std::string& where) {
-  const std::string at = where + ".key_tokens";
-  auto mismatch = [&](const std::string& problem) {
-    return bad_text(at, "do not match the graph's input spec: " + problem);
-  };
-  if (tokens.size() % 2 != 0)
-    return mismatch("an odd number of tokens (" + std::to_string(tokens.size()) + ")");
-  enum : uint64_t { kContainer = 1, kKey, kIndex, kTensor, kValue, kOpaque, kLlmPhase };
-  std::vector<std::pair<uint64_t, uint64_t>> pairs;
-  for (size_t i = 0; i < tokens.size(); i += 2) {
-    const uint64_t tag = tokens[i].get<uint64_t>(), payload = tokens[i + 1].get<uint64_t>();
-    const uint64_t kind = tag & 0xFF, extra = tag >> 8;
-    if (kind < kContainer || kind > kLlmPhase || (kind == kContainer ? extra < 1 || extra > 4 : extra != 0))
-      return mismatch("token " + std::to_string(i) + " (" + std::to_string(tag) + ") is not a key element");
-    pairs.emplace_back(kind, payload);
-  }
-  if (pairs.size() == 1 && pairs[0].first == kLlmPhase) {
-    const std::string saved = pairs[0].second == 1 ? "prefill" : pairs[0].second == 0 ? "decode" : "";
-    if (saved.empty() || saved != phase)
-      return mismatch("an LLM phase key (" + std::to_string(pairs[0].second) + ") for llm_phase " +
-                      (phase.empty() ? std::string("null") : "'" + phase + "'"));
-    return Status::Ok();
-  }
-  if (pairs.empty() || pairs[0].first != kContainer || tokens[0].get<uint64_t>() >> 8 != 1)
-    return mismatch("it does not open with the call's arguments");
-  size_t leaf = 0;
-  for (const auto& [kind, payload] : pairs) {
-    if (kind == kLlmPhase) return mismatch("an LLM phase inside a call's key");
-    if (kind != kTensor && kind != kValue && kind != kOpaque) continue;
-    if (leaf >= leaf_ranks.size())
-      return mismatch("more leaves than the input spec's " + std::to_string(leaf_ranks.size()));
-    const int64_t rank = leaf_ranks[leaf];
-    if (kind == kTensor ? rank != static_cast<int64_t>(payload) : rank != -1) {
-      return mismatch(
-          "leaf " + std::to_string(leaf) + " is " +
-          (kind == kTensor ? "a tensor of rank " + std::to_string(payload) : std::string("a constant")) +
-          " in the key but " +
-          (rank < 0 ? std::string("a constant") : "a tensor of rank " + std::to_string(rank)) +
-          " in the spec");
-    }
-    ++leaf;
-  }
-  if (leaf != leaf_ranks.size())
-    return mismatch(std::to_string(leaf) + " leaves, the input spec " + std::to_string(leaf_ranks.size()));
-  return Status::Ok();
-}
-
 Status check_profiles(const json& profiles, const std::string& where, const std::vector<size_t>& ranks) {
   if (profiles.size() != ranks.size()) {
     return bad(where, "one range per tensor input (" + std::to_string(ranks.size()) + ")", profiles);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "checkpoint/backend_names.h"
 #include "common/status.h"
@@ -65,5 +66,15 @@ Status check_files(const json& manifest, Context* ctx);
 // `manifest.sha512` (LocalTorchStorage(sha_type="512")): absent, null or an object mapping listed
 // entries to 128 hex digits.
 Status check_sha512(const json& manifest, const Context& ctx);
+
+// `<where>.key_tokens` (spec/graph_key.cc) against the graph they name (`leaf_ranks`: each input
+// leaf's rank, -1 for a constant; `phase`: its llm_phase or ""): a key that no call of this graph
+// can produce would load and then refuse every call (GraphNotFound). Tokens come in pairs, a tag
+// (low 8 bits; a container's kind above them) and a payload. An LLM graph's key is its phase
+// alone; any other opens with the arguments container, and its leaf tokens (a tensor's rank, a
+// value's hash) follow the input spec's leaves in order. Without a stored sample the key's names
+// and counts cannot be recomputed (Python's ait.load recomputes the whole key from one).
+Status check_key_tokens(const json& tokens, const std::vector<int64_t>& leaf_ranks, const std::string& phase,
+                        const std::string& where);
 
 }  // namespace aitune::schema

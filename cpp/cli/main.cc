@@ -2,6 +2,8 @@
 // checkpoints. Exit codes: 0 ok; 1 runtime/backend error; 2 usage; 3 corrupt or unsupported checkpoint;
 // 4 incompatible environment; 5 graph not runnable natively; 6 numeric check failed;
 // 7 input outside profile or unknown graph.
+#include <c10/util/Exception.h>
+
 #include <exception>
 #include <iostream>
 #include <string>
@@ -51,6 +53,10 @@ int main(int argc, char** argv) {
     if (command == "inspect") return inspect(argc - 2, argv + 2);
     if (command == "run") return run(argc - 2, argv + 2);
     if (command == "bench") return bench(argc - 2, argv + 2);
+  } catch (const c10::Error& e) {
+    // torch's message without its backtrace: the frames say nothing to a user of the CLI.
+    std::cerr << "aitune " << command << ": internal error: " << e.what_without_backtrace() << "\n";
+    return kExitError;
   } catch (const std::exception& e) {
     std::cerr << "aitune " << command << ": internal error: " << e.what() << "\n";
     return kExitError;

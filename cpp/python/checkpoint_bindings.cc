@@ -181,6 +181,14 @@ void register_checkpoint_bindings(py::module_& m) {
             ok_or_throw(s);
           },
           py::arg("manifest"))
+      .def(
+          "abandon",
+          [](PyArchiveWriter& w) {
+            std::lock_guard<std::mutex> lock(w.mu);
+            w.writer.abandon();
+          },
+          "Removes the temporary file of an unfinished writer now (a no-op after finish()); the writer is "
+          "spent. An error or Ctrl-C half-way keeps the writer alive as long as its traceback.")
       .def_property_readonly("path", [](const PyArchiveWriter& w) { return w.writer.final_path(); })
       .def_property_readonly("temp_path", [](const PyArchiveWriter& w) { return w.writer.temp_path(); });
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <variant>
 
+#include "checkpoint/state_schema.h"
 #include "checkpoint/zip_archive.h"
 #include "errors.h"
 
@@ -167,6 +168,22 @@ void register_manifest_bindings(py::module_& m) {
       py::arg("text"),
       "The typed manifest of manifest.json's text after the schema check (CorruptCheckpointError, "
       "UnsupportedCheckpointError otherwise); ArchiveReader.read_manifest reads an archive's.");
+  m.def(
+      "read_state_manifest",
+      [](const std::string& text) {
+        StatusOr<nlohmann::json> read = Status(StatusCode::kInternal, "not read");
+        std::string checked_text;
+        {
+          py::gil_scoped_release no_gil;
+          read = parse_state_manifest(text);
+          if (read.ok()) checked_text = read->dump();
+        }
+        checked(std::move(read), "");
+        return decoded(checked_text);
+      },
+      py::arg("text"),
+      "A LocalTorchStorage state dict's manifest.json after its schema check (state_schema.h), as a dict; "
+      "CorruptCheckpointError or UnsupportedCheckpointError otherwise.");
   m.def(
       "read_graph_spec",
       [](const std::string& text) {

@@ -5,7 +5,9 @@
     python tests/fuzz/checkpoint_fuzz.py --seed 7 --seconds 120            # CI (./run test)
 
 Seeds are valid checkpoints made at start (an eager MLP; a module with kwargs, a constant and a
-dict output; optionally, with --aot, an AOTInductor package). Each mutant is one of:
+dict output; a custom backend with its own to_dict()/from_dict() state naming an artifact file, an
+artifact folder, tensors and a plain path; a LocalTorchStorage state dict with the same; optionally,
+with --aot, an AOTInductor package). Each mutant is one of:
 
 - damage: bytes of the file flipped, overwritten, truncated, extended or duplicated. Every byte
   that matters is covered by the manifest's CRC-32 or an entry's SHA-256, so a damaged file must
@@ -14,12 +16,15 @@ dict output; optionally, with --aot, an AOTInductor package). Each mutant is one
   strings, deep nesting; keys deleted; list items dropped or duplicated) or a member replaced, and
   the archive re-packed with correct hashes, as a careful editor would. A crafted file is a valid
   archive that says something else: it must be refused with a documented error or load, and
-  never crash, hang, escape or import.
+  never crash, hang, escape or import. A third of the crafted edits aim at the fields that name
+  files (artifact folders and relative paths, state tensors, artifacts, file records, digests),
+  with absolute paths to real files outside the archive, `..` climbs and reserved names.
 
 Loads run in a worker process (a crash ends the worker, not the fuzzer: the mutant is recorded and
 a new worker starts) with a per-mutant deadline (a hang). Failures: a crash, a hang, an exception
 outside aitune's documented errors, or a damaged file that loads and serves different outputs
-(a silent wrong load). Every --cli-every-th mutant also goes through `aitune inspect` and
+(a silent wrong load), or an escape: a load that hands a backend's from_dict, or returns from
+LocalTorchStorage.load, a path outside the extraction folder. Every --cli-every-th mutant also goes through `aitune inspect` and
 `aitune run`: no signal, and an exit code from the documented table. Exit status 1 when anything
 failed; the report (--out) lists every failure with its seed and index, so `--only INDEX`
 replays one.
@@ -50,234 +55,17 @@ DOCUMENTED_VALUE_ERRORS = (
 )
 CLI_EXIT_CODES = {0, 2, 3, 4, 5, 6, 7}  # 1 (runtime error) is allowed when no C++ backtrace is printed
 
-
-# -- seeds (made in the parent) ------------------------------------------------------------------
-def make_seeds(folder: Path, aot: bool) -> list[dict[str, Any]]:
-    import logging
-
-    import torch
-
-    import aitune.torch as ait
-    from aitune.torch.backend import TorchEagerBackend, TorchInductorAotBackend
-    from aitune.torch.config import config
-
-    config.cache_dir = folder / "seed-cache"
-    logging.getLogger("aitune").setLevel(logging.WARNING)
-
-    def strategy(b):
-        return ait.OneBackendStrategy(b).enable_performance_validation(False).enable_find_max_batch_size(False)
-
-    seeds = []
-
-    torch.manual_seed(0)
-    mlp = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
-    m = ait.Module(mlp, "mlp", strategy=strategy(TorchEagerBackend()))
-    ait.tune(m, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2], device="cpu")
-    seeds.append({"name": "eager-mlp", "path": str(ait.save(m, folder / "eager-mlp.ait")), "model": "mlp"})
-
-    m2 = ait.Module(KwargsNet().eval(), "kw", strategy=strategy(TorchEagerBackend()))
-    ait.tune(
-        lambda x: m2(x, scale=2.0, extra={"bias": torch.ones(3)}),
-        [torch.randn(6) for _ in range(2)],
-        batch_sizes=[1, 2],
-        device="cpu",
-    )
-    seeds.append({"name": "eager-kwargs", "path": str(ait.save(m2, folder / "eager-kwargs.ait")), "model": "kwargs"})
-
-    if aot:
-        # A model of its own: after an AOT tune the wrapped model's weights go to
-        # config.device_after_tuning ('meta'), which would leave the eager seed's model empty.
-        torch.manual_seed(0)
-        aot_mlp = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
-        m3 = ait.Module(aot_mlp, "aot", strategy=strategy(TorchInductorAotBackend()))
-        ait.tune(m3, [torch.randn(6) for _ in range(4)], batch_sizes=[1, 2], device="cpu")
-        seeds.append({"name": "aot-mlp", "path": str(ait.save(m3, folder / "aot-mlp.ait")), "model": "mlp"})
-    return seeds
-
-
-class KwargsNet:  # defined lazily below (torch is imported only where needed)
-    pass
-
-
-def _define_models() -> None:
-    import torch
-
-    class _KwargsNet(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.linear = torch.nn.Linear(6, 3)
-
-        def forward(self, x, scale: float = 1.0, extra=None):
-            y = self.linear(x) * scale + extra["bias"]
-            return {"y": y, "norm": (y.norm(dim=-1),)}
-
-    global KwargsNet
-    KwargsNet = _KwargsNet  # type: ignore[misc]
-
-
-def model_and_call(kind: str, seed_state: Path | None = None) -> tuple[Any, Any]:
-    """A fresh target module for a seed and the call that exercises it."""
-    import torch
-
-    _define_models()
-    torch.manual_seed(0)
-    if kind == "mlp":
-        model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).eval()
-        x = torch.randn(2, 6, generator=torch.Generator().manual_seed(1))
-        return model, lambda m: m(x)
-    model = KwargsNet().eval()
-    x = torch.randn(2, 6, generator=torch.Generator().manual_seed(1))
-    return model, lambda m: m(x, scale=2.0, extra={"bias": torch.ones(3)})
-
-
-# -- mutation (in the parent) -------------------------------------------------------------------
-INTERESTING = [
-    None,
-    True,
-    False,
-    0,
-    -1,
-    1,
-    2**31,
-    -(2**63),
-    2**64,
-    1e308,
-    float("nan"),
-    "",
-    "..",
-    "../../etc/passwd",
-    "/abs/path",
-    "a/b",
-    "__class__",
-    "x" * 300,
-    "\u202e\u0000",
-    [],
-    {},
-    [[[]]],
-    {"tuple": ["a", 1]},
-    "float32",
-    "cuda:0",
-    "cuda:9",
-    "meta",
-    "fp16",
-    "torch",
-]
-
-
-def _nodes(value: Any, path: tuple = ()) -> list[tuple]:
-    out = [path]
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out += _nodes(v, path + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out += _nodes(v, path + (i,))
-    return out
-
-
-def _get(value: Any, path: tuple) -> Any:
-    for p in path:
-        value = value[p]
-    return value
-
-
-def mutate_manifest(manifest: dict, rng: random.Random, edits: list[str]) -> str:
-    """1-3 edits of the manifest (as text: some edits are not JSON values, e.g. deep nesting),
-    each described in `edits`."""
-    if rng.random() < 0.03:  # nesting deep enough to overflow a recursive parser's stack
-        edits.append("a null replaced by 50,000 nested lists")
-        return json.dumps(manifest).replace("null", "[" * 50000 + "]" * 50000, 1)
-    for _ in range(rng.choice([1, 1, 1, 2, 3])):
-        paths = [p for p in _nodes(manifest) if p]
-        if not paths:
-            break
-        path = rng.choice(paths)
-        parent, key = _get(manifest, path[:-1]), path[-1]
-        before = json.dumps(parent[key])[:60]
-        op = rng.random()
-        if op < 0.5:
-            parent[key] = rng.choice(INTERESTING)
-        elif op < 0.65 and isinstance(parent, dict):
-            del parent[key]
-        elif op < 0.75 and isinstance(parent, list):
-            parent.insert(key, parent[key])
-        elif op < 0.85 and isinstance(parent, list):
-            parent.pop(key)
-        elif op < 0.92:
-            parent[key] = _nested(rng.choice([63, 65, 200]))
-        elif isinstance(parent[key], int) and not isinstance(parent[key], bool):
-            parent[key] += rng.choice([-1, 1, 2**32, -(2**32)])
-        elif isinstance(parent[key], str):
-            parent[key] += rng.choice(["/..", "x", "\n", '"', ".0"])
-        after = (
-            json.dumps(parent[key])[:60]
-            if isinstance(parent, dict) and key in parent or isinstance(parent, list) and key < len(parent)
-            else "(removed)"
-        )
-        edits.append(f"{'.'.join(map(str, path))}: {before} -> {after}")
-    return json.dumps(manifest, allow_nan=True)
-
-
-def _nested(depth: int) -> list:
-    out: list = []
-    for _ in range(depth - 1):
-        out = [out]
-    return out
-
-
-def damage(data: bytes, rng: random.Random) -> bytes:
-    buf = bytearray(data)
-    op = rng.randrange(6)
-    if op == 0:  # bit flips
-        for _ in range(rng.randint(1, 8)):
-            at = rng.randrange(len(buf))
-            buf[at] ^= 1 << rng.randrange(8)
-    elif op == 1:  # an overwritten range
-        at = rng.randrange(len(buf))
-        for i in range(at, min(len(buf), at + rng.randint(1, 64))):
-            buf[i] = rng.randrange(256)
-    elif op == 2:  # truncation
-        del buf[rng.randrange(len(buf)) :]
-    elif op == 3:  # garbage appended
-        buf += bytes(rng.randrange(256) for _ in range(rng.randint(1, 200)))
-    elif op == 4:  # a chunk duplicated
-        at = rng.randrange(len(buf))
-        buf[at:at] = buf[at : at + rng.randint(1, 200)]
-    else:  # zeroed range
-        at = rng.randrange(len(buf))
-        buf[at : at + rng.randint(1, 512)] = bytes(min(len(buf) - at, rng.randint(1, 512)))
-    return bytes(buf)
-
-
-def make_mutant(seed: dict, index: int, base_seed: int, folder: Path) -> dict[str, Any]:
-    from checkpoint_tools import read_archive, write_archive
-
-    rng = random.Random(f"{base_seed}:{index}")
-    path = folder / f"mutant-{index}.ait"
-    raw = Path(seed["path"]).read_bytes()
-    kind = "damage" if rng.random() < 0.45 else "crafted"
-    edits: list[str] = []
-    if kind == "damage":
-        path.write_bytes(damage(raw, rng))
-    else:
-        manifest, members = read_archive(Path(seed["path"]))
-        if rng.random() < 0.8 or not members:
-            write_archive(path, mutate_manifest(manifest, rng, edits), members, fix_records=False)
-        else:  # a member replaced, records fixed: a well-formed archive with other content
-            name = rng.choice(sorted(members))
-            if name.endswith("model.pt2"):  # native code with valid hashes is trusted (docs: threat model)
-                name = next((m for m in sorted(members) if not m.endswith("model.pt2")), name)
-            members[name] = damage(members[name], rng) if members[name] else b"x"
-            edits.append(f"member {name} replaced")
-            write_archive(path, manifest, members)
-    return {
-        "index": index,
-        "kind": kind,
-        "seed": seed["name"],
-        "path": str(path),
-        "model": seed["model"],
-        "edits": edits,
-    }
+from fuzz_mutations import make_mutant  # noqa: E402 - beside this file (sys.path[0] when run as a script)
+from fuzz_seeds import (  # noqa: E402
+    _define_models,
+    _flat,
+    _is_outside,
+    _state_escapes,
+    _state_summary,
+    make_outside_files,
+    make_seeds,
+    model_and_call,
+)
 
 
 # -- the worker (one process, many loads) ---------------------------------------------------------
@@ -292,21 +80,34 @@ def worker() -> None:
     from aitune.torch.config import config
 
     logging.getLogger("aitune").setLevel(logging.ERROR)
+    from own_state_backend import OwnStateBackend  # registers the seed's custom backend
+
+    from aitune.torch.checkpoint.storage import LocalTorchStorage
+
+    def load(path: str, kind: str) -> tuple[Any, Any]:
+        """(what the load returned, the outputs or state summary to compare)."""
+        if kind == "state_dict":
+            return LocalTorchStorage(Path(path).parent).load(path), None
+        model, call = model_and_call(kind)
+        loaded = ait.load(model, path)
+        return loaded, call
+
     references: dict[str, Any] = {}
     for line in sys.stdin:
         job = json.loads(line)
         if "reference" in job:  # {"reference": seed name, "path", "model"}: the original's outputs
-            model, call = model_and_call(job["model"])
+            loaded, call = load(job["path"], job["model"])
             with torch.no_grad():
-                references[job["reference"]] = _flat(call(ait.load(model, job["path"])))
+                references[job["reference"]] = _state_summary(loaded) if call is None else _flat(call(loaded))
             module_registry.clear()
             print(json.dumps({"ok": True}), flush=True)
             continue
         config.cache_dir = job["cache"]
         result: dict[str, Any] = {"index": job["index"]}
-        model, call = model_and_call(job["model"])
+        OwnStateBackend.restored_paths.clear()
+        OwnStateBackend.restored_tensors.clear()
         try:
-            loaded = ait.load(model, job["path"])
+            loaded, call = load(job["path"], job["model"])
         except errors.AITuneError as e:
             result.update(outcome="refused", type=type(e).__name__, message=str(e)[:300])
         except ValueError as e:
@@ -322,25 +123,34 @@ def worker() -> None:
         except Exception as e:  # noqa: BLE001 - the finding
             result.update(outcome="undocumented", type=type(e).__name__, message=str(e)[:300])
         else:
-            try:
-                with torch.no_grad():
-                    out = _flat(call(loaded))
-                ref = references[job["seed"]]
-                same = len(out) == len(ref) and all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(out, ref))
-                result.update(outcome="loaded", same_output=same)
-            except errors.AITuneError as e:
-                result.update(outcome="loaded_refuses_calls", type=type(e).__name__, message=str(e)[:300])
-            except Exception as e:  # noqa: BLE001 - a load that serves broken calls
-                result.update(outcome="loaded_broken", type=type(e).__name__, message=str(e)[:300])
+            if job["model"] == "state_dict":
+                OwnStateBackend.restored_paths.extend(_state_escapes(loaded, Path(job["cache"])))
+                try:
+                    result.update(outcome="loaded", same_output=_state_summary(loaded) == references[job["seed"]])
+                except Exception as e:  # noqa: BLE001 - a state whose artifacts cannot be read
+                    result.update(outcome="loaded_broken", type=type(e).__name__, message=str(e)[:300])
+            else:
+                try:
+                    with torch.no_grad():
+                        out = _flat(call(loaded))
+                    ref = references[job["seed"]]
+                    same = len(out) == len(ref) and all(
+                        a.shape == b.shape and torch.equal(a, b) for a, b in zip(out, ref)
+                    )
+                    result.update(outcome="loaded", same_output=same)
+                except errors.AITuneError as e:
+                    result.update(outcome="loaded_refuses_calls", type=type(e).__name__, message=str(e)[:300])
+                except Exception as e:  # noqa: BLE001 - a load that serves broken calls
+                    result.update(outcome="loaded_broken", type=type(e).__name__, message=str(e)[:300])
+        # An escape whatever the outcome: a path outside the extraction folder (or a tensor read
+        # from the fuzzer's outside file) reached a backend's from_dict or the caller.
+        root = (Path(job["cache"]) / "checkpoints").resolve()
+        outside = [str(p) for p in OwnStateBackend.restored_paths if root not in Path(p).resolve().parents]
+        outside += ["a tensor of the outside file" for t in OwnStateBackend.restored_tensors if _is_outside(t)]
+        if outside:
+            result["escaped"] = outside[:3]
         module_registry.clear()
         print(json.dumps(result), flush=True)
-
-
-def _flat(out: Any) -> list:
-    import torch
-    from torch.utils._pytree import tree_leaves
-
-    return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
 class Worker:
@@ -469,6 +279,7 @@ def fuzz(args: argparse.Namespace, folder: Path) -> int:
     os.environ.setdefault("AITUNE_PROGRESS", "0")
     _define_models()
     seeds = make_seeds(folder, args.aot)
+    outside = make_outside_files(folder)
     worker_ = Worker(seeds)
     counts: dict[str, int] = {}
     failures: list[dict[str, Any]] = []
@@ -483,13 +294,15 @@ def fuzz(args: argparse.Namespace, folder: Path) -> int:
         # AOT mutants are a few in a hundred: each new archive digest re-extracts and re-probes.
         weights = [1.0 if not s["name"].startswith("aot") else 0.03 for s in seeds]
         seed = random.Random(f"{args.seed}:{index}:seed").choices(seeds, weights)[0]
-        mutant = make_mutant(seed, index, args.seed, folder)
+        mutant = make_mutant(seed, index, args.seed, folder, outside)
         cache = folder / f"cache-{index % 4}"  # a few caches, reused: extractions are shared like a user's
         answer = worker_.send({**mutant, "cache": str(cache)}, args.timeout)
         outcome = answer if isinstance(answer, str) else answer["outcome"]
         failed = None
         if isinstance(answer, str):
             failed = answer
+        elif answer.get("escaped"):
+            failed = f"escape: {answer['escaped']} reached the loader ({outcome})"
         elif outcome == "undocumented":
             failed = f"undocumented {answer['type']}: {answer['message']}"
         elif mutant["kind"] == "damage" and outcome == "loaded" and not answer["same_output"]:

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -224,6 +225,36 @@ at::Tensor resize_sample(const at::Tensor& t, const std::vector<int64_t>& shape)
   return out.contiguous();
 }
 
+// Makes one measured input of `shape` for `leaf` with `make`, refusing a size no tensor can have
+// (the element count or the bytes overflow 64 bits: a recorded minimum of 2^48 in several axes)
+// and turning an allocation the machine cannot make into a typed error instead of an exception
+// with a backtrace (docs/reference/native.md#command-line, bench: InvalidArgument, exit 2).
+template <typename Make>
+StatusOr<at::Tensor> make_input(const LeafInfo& leaf, const std::string& graph,
+                                const std::vector<int64_t>& shape, c10::ScalarType type, Make make) {
+  const auto too_large = [&](const std::string& why) {
+    return invalid_argument("bench input '" + leaf.name + "' (" + leaf.semantic_path + ") of graph '" +
+                            graph + "' cannot be made at shape " + dims_str(shape) + ": " + why +
+                            "; pass a smaller --shape or --batch-size, or --inputs");
+  };
+  uint64_t elements = 1;
+  for (const int64_t d : shape) {
+    if (d < 0) return too_large("a negative size");
+    if (d != 0 && elements > static_cast<uint64_t>(INT64_MAX) / static_cast<uint64_t>(d))
+      return too_large("it has more than 2^63 elements");
+    elements *= static_cast<uint64_t>(d);
+  }
+  const uint64_t item = c10::elementSize(type);
+  if (elements > static_cast<uint64_t>(INT64_MAX) / item) return too_large("it takes more than 2^63 bytes");
+  try {
+    return make();
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    return too_large(std::to_string(elements * item) + " bytes could not be allocated (" +
+                     what.substr(0, what.find('\n')) + ")");
+  }
+}
+
 // A random input for `leaf`: floats from randn; bool inputs, and integer inputs whose name or path
 // says "mask", from [0, 2); other integers from [0, 100) (token ids, indices: small and valid for
 // most vocabularies and tables).
@@ -295,11 +326,17 @@ int bench(int argc, char** argv) {
     const std::vector<int64_t> shape =
         target_shape(leaf, base, shapes.count(i) ? shapes.at(i) : nullptr, o.batch_size);
     if (o.source == Source::kRandom) {
-      auto t = random_input(leaf, shape);
+      auto type = dtype_from_name(leaf.dtype);
+      if (!type.ok()) return fail("bench", type.status());
+      auto t = make_input(leaf, graph->name, shape, *type, [&] { return random_input(leaf, shape); });
       if (!t.ok()) return fail("bench", t.status());
       inputs[leaf.name] = *t;
     } else if (stored != nullptr) {
-      inputs[leaf.name] = shape == base ? *stored : resize_sample(*stored, shape);
+      auto t = make_input(leaf, graph->name, shape, stored->scalar_type(), [&]() -> StatusOr<at::Tensor> {
+        return shape == base ? *stored : resize_sample(*stored, shape);
+      });
+      if (!t.ok()) return fail("bench", t.status());
+      inputs[leaf.name] = *t;
     }
   }
 

@@ -26,6 +26,17 @@ NameIssue classify_entry_name(std::string_view name) {
   return issue;
 }
 
+bool is_reserved_entry_name(std::string_view name) {
+  for (const std::string_view own : {".complete", ".stamps"}) {
+    if (name == own ||
+        (name.size() > own.size() && name.substr(0, own.size()) == own && name[own.size()] == '.'))
+      return true;
+  }
+  const size_t slash = name.rfind('/');
+  const std::string_view last = slash == std::string_view::npos ? name : name.substr(slash + 1);
+  return last.find(".probed-") != std::string_view::npos;
+}
+
 Status escapes(std::string_view name) {
   return {StatusCode::kCorrupt, "Entry '" + std::string(name) + "' resolves outside checkpoint"};
 }

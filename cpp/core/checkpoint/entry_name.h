@@ -16,6 +16,13 @@ enum class NameIssue {
 
 NameIssue classify_entry_name(std::string_view name);
 
+// A name that aitune's own files take in an extraction folder
+// (docs/reference/checkpoint.md#extraction-cache): the top-level `.complete` marker and `.stamps` list and
+// their temporary files (`.complete.tmp-…`), and the AOTInductor load-check record beside a package
+// (`<file>.probed-<device>`). An archive entry of such a name would be extracted over them, so every reader
+// refuses it as a corrupt checkpoint.
+bool is_reserved_entry_name(std::string_view name);
+
 // kCorrupt "Entry '<name>' resolves outside checkpoint" (for the reader).
 Status escapes(std::string_view name);
 

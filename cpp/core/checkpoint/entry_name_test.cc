@@ -29,5 +29,16 @@ TEST(EntryNameTest, EmptyOrDotPartsAndOversizedNamesAreMalformed) {
   EXPECT_EQ(classify_entry_name(std::string(0xFFFF, 'a')), NameIssue::kNone);
 }
 
+TEST(EntryNameTest, NamesOfTheExtractionCachesOwnFilesAreReserved) {
+  for (const char* name : {".complete", ".stamps", ".complete.tmp-12-0", ".stamps.tmp-1-2",
+                           "modules/0/graphs/0/backend/model.pt2.probed--1", "model.pt2.probed-0"}) {
+    EXPECT_TRUE(is_reserved_entry_name(name)) << name;
+  }
+  for (const char* name :
+       {"modules/0/.complete", "a/.stamps", ".completed", ".complete_x", "probed-0", "x.probe"}) {
+    EXPECT_FALSE(is_reserved_entry_name(name)) << name;
+  }
+}
+
 }  // namespace
 }  // namespace aitune::zip

@@ -15,6 +15,8 @@
 #include <map>
 #include <utility>
 
+#include "checkpoint/entry_name.h"
+
 namespace aitune {
 namespace {
 
@@ -196,9 +198,12 @@ StatusOr<std::string> extract_all(const ArchiveReader& reader, const std::vector
                                   const std::string& cache_root, bool verify_full) {
   AITUNE_CHECK_ARG(!cache_root.empty(), "Extraction cache root must not be empty");
   for (const auto& f : files) {
-    AITUNE_CHECK_ARG(
-        f.path != kExtractionMarker && f.path != kExtractionStamps,
-        std::string("Checkpoint entry '") + f.path + "' clashes with the extraction cache's own files");
+    // The schema refuses these names already (schema_rules.cc check_files); a second guard for
+    // callers that pass records of their own.
+    if (zip::is_reserved_entry_name(f.path)) {
+      return Status(StatusCode::kCorrupt,
+                    "Checkpoint entry '" + f.path + "' clashes with the extraction cache's own files");
+    }
   }
   std::error_code ec;
   fs::create_directories(cache_root, ec);

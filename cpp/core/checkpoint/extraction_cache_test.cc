@@ -222,7 +222,10 @@ TEST_F(ExtractionCacheTest, BadRecordsFailWithoutMarker) {
 
   auto marker = wanted_;
   marker.push_back({".complete", 1, std::string(64, '0')});
-  EXPECT_EQ(extract_all(*reader_, marker, root_, false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(extract_all(*reader_, marker, root_, false).status().code(), StatusCode::kCorrupt);
+  auto probed = wanted_;
+  probed.push_back({"model.pt2.probed-0", 1, std::string(64, '0')});
+  EXPECT_EQ(extract_all(*reader_, probed, root_, false).status().code(), StatusCode::kCorrupt);
 
   // A good call afterwards still works.
   EXPECT_EQ(extract(false), root_ + "/" + reader_->digest());

@@ -10,126 +10,18 @@
 #include <vector>
 
 #include "checkpoint/backend_names.h"
+#include "checkpoint/schema_rules.h"
+#include "checkpoint/state_schema.h"
 
 namespace aitune {
 namespace {
 
 using json = nlohmann::json;
+using namespace schema;  // NOLINT: the schema's building blocks
 
 constexpr size_t kMaxRank = 64;           // tensor rank
 constexpr size_t kMaxName = 255;          // bytes of a module or graph name (a folder name)
 constexpr uint64_t kMaxDim = 1ULL << 48;  // any real tensor dimension is far below this
-
-std::string show(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-}
-
-Status bad(const std::string& where, const std::string& expected, const json& actual) {
-  return {StatusCode::kCorrupt,
-          "manifest.json is corrupt: " + where + " must be " + expected + ", got " + show(actual)};
-}
-
-Status bad_text(const std::string& where, const std::string& problem) {
-  return {StatusCode::kCorrupt, "manifest.json is corrupt: " + where + " " + problem};
-}
-
-enum class Kind { kObject, kArray, kString, kBool, kInt, kNumber, kAny };
-
-bool is(const json& v, Kind kind) {
-  switch (kind) {
-    case Kind::kObject: return v.is_object();
-    case Kind::kArray: return v.is_array();
-    case Kind::kString: return v.is_string();
-    case Kind::kBool: return v.is_boolean();
-    case Kind::kInt: return v.is_number_integer();
-    case Kind::kNumber: return v.is_number();
-    case Kind::kAny: return true;
-  }
-  return false;
-}
-
-const char* kind_text(Kind kind) {
-  switch (kind) {
-    case Kind::kObject: return "an object";
-    case Kind::kArray: return "an array";
-    case Kind::kString: return "a string";
-    case Kind::kBool: return "true or false";
-    case Kind::kInt: return "an integer";
-    case Kind::kNumber: return "a number";
-    case Kind::kAny: return "a value";
-  }
-  return "a value";
-}
-
-// `obj[key]` of the given kind (or null when `nullable`); `out` points at it (or is null for a
-// null value).
-Status get(const json& obj, const std::string& where, const char* key, Kind kind, const json** out,
-           bool nullable = false) {
-  const std::string at = where + "." + key;
-  const auto it = obj.find(key);
-  if (it == obj.end()) return bad_text(at, "is missing");
-  if (it->is_null() && nullable) {
-    *out = nullptr;
-    return Status::Ok();
-  }
-  if (!is(*it, kind)) return bad(at, std::string(kind_text(kind)) + (nullable ? " or null" : ""), *it);
-  *out = &*it;
-  return Status::Ok();
-}
-
-Status get_string_in(const json& obj, const std::string& where, const char* key,
-                     std::initializer_list<const char*> allowed, std::string* out, bool nullable = false) {
-  const json* v = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(obj, where, key, Kind::kString, &v, nullable));
-  if (v == nullptr) {
-    out->clear();
-    return Status::Ok();
-  }
-  const std::string s = v->get<std::string>();
-  std::string list;
-  for (const char* a : allowed) {
-    if (s == a) {
-      *out = s;
-      return Status::Ok();
-    }
-    list += (list.empty() ? "" : ", ") + std::string("\"") + a + "\"";
-  }
-  return bad(where + "." + key, "one of " + list, *v);
-}
-
-// An archive entry path as the writer makes them: relative, '/'-separated, no empty, '.' or '..'
-// component (the ArchiveReader enforces the same on the archive's own names).
-bool is_entry_path(const std::string& p) {
-  if (p.empty() || p.size() > 4096 || p.front() == '/' || p == "manifest.json") return false;
-  size_t start = 0;
-  while (start <= p.size()) {
-    const size_t end = std::min(p.find('/', start), p.size());
-    const std::string_view part(p.data() + start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    start = end + 1;
-  }
-  return std::none_of(p.begin(), p.end(), [](char c) { return c == '\\' || c == '\0'; });
-}
-
-bool is_hex64(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c); });
-}
-
-// An integer the typed manifest holds as int64_t (nlohmann keeps a non-negative one as unsigned).
-bool is_int64(const json& v) {
-  return v.is_number_integer() &&
-         !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
-}
-
-// An integer the typed manifest holds as uint64_t.
-bool is_uint64(const json& v) {
-  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
 
 // A module prefix: "" or dot-separated attribute names (identifier characters or digits, as
 // nn.Module child names are), none starting with "__": ait.load walks and assigns these
@@ -181,20 +73,6 @@ const std::set<std::string>& dtype_names() {
                                               "quint8",
                                               "qint32"};
   return names;
-}
-
-// What the rest of the manifest needs to check its references.
-struct Context {
-  std::unordered_set<std::string> files;  // listed entry paths
-  int64_t format_version = kManifestFormatMax;
-};
-
-Status check_listed(const Context& ctx, const std::string& where, const std::string& entry,
-                    const std::string& folder) {
-  if (!ctx.files.count(entry)) return bad_text(where, "names '" + entry + "', which is not a listed file");
-  if (!starts_with(entry, folder))
-    return bad_text(where, "names '" + entry + "', which is outside " + folder);
-  return Status::Ok();
 }
 
 // `expected`: the one entry ait.save writes a weights file to.
@@ -309,8 +187,9 @@ Status check_leaf(const json& leaf, const std::string& where, bool* is_tensor, s
   return Status::Ok();
 }
 
-// Tensor leaves' ranks, in order.
-Status check_spec(const json& graph, const std::string& where, const char* key, std::vector<size_t>* ranks) {
+// Tensor leaves' ranks, in order; `leaf_ranks` (when given): every leaf's, -1 for a constant.
+Status check_spec(const json& graph, const std::string& where, const char* key, std::vector<size_t>* ranks,
+                  std::vector<int64_t>* leaf_ranks = nullptr) {
   const json* spec = nullptr;
   const json* leaves = nullptr;
   AITUNE_RETURN_IF_ERROR(get(graph, where, key, Kind::kObject, &spec));
@@ -327,6 +206,7 @@ Status check_spec(const json& graph, const std::string& where, const char* key, 
       return bad_text(at + ".semantic_path", show((*leaves)[i]["semantic_path"]) + " appears twice");
     }
     if (tensor) ranks->push_back(rank);
+    if (leaf_ranks) leaf_ranks->push_back(tensor ? static_cast<int64_t>(rank) : -1);
   }
   return Status::Ok();
 }
@@ -388,7 +268,11 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
   AITUNE_RETURN_IF_ERROR(get(*b, at, "native", Kind::kBool, &native));
   *is_jit = jit->get<bool>();
   if (b->contains("runtime")) AITUNE_RETURN_IF_ERROR(get(*b, at, "runtime", Kind::kObject, &v));
-  if (b->contains("own_state")) AITUNE_RETURN_IF_ERROR(get(*b, at, "own_state", Kind::kBool, &v));
+  bool own_state = false;
+  if (b->contains("own_state")) {
+    AITUNE_RETURN_IF_ERROR(get(*b, at, "own_state", Kind::kBool, &v));
+    own_state = v->get<bool>();
+  }
   const json* requires_ = nullptr;
   AITUNE_RETURN_IF_ERROR(get(*b, at, "requires", Kind::kArray, &requires_));
   for (const json& r : *requires_) {
@@ -416,6 +300,10 @@ Status check_backend(const Context& ctx, const json& graph, const std::string& w
     if (tensors)
       AITUNE_RETURN_IF_ERROR(
           check_listed(ctx, at + ".state_tensors", tensors->get<std::string>(), folder + "/backend/"));
+  }
+  if (own_state) {  // its to_dict() state: every artifact it names is inside the graph's backend folder
+    if (!b->contains("state")) return bad_text(at + ".state", "is missing");
+    AITUNE_RETURN_IF_ERROR(check_state_node(ctx, (*b)["state"], at + ".state", folder + "/backend/"));
   }
   const json* order = nullptr;
   AITUNE_RETURN_IF_ERROR(get(*b, at, "input_order", Kind::kArray, &order, /*nullable=*/true));
@@ -472,8 +360,10 @@ Status check_graph_spec(const json& g, const std::string& where, std::vector<siz
   for (const json& t : *tokens) {
     if (!is_uint64(t)) return bad(where + ".key_tokens[]", "an integer from 0 to 2^64-1", t);
   }
-  AITUNE_RETURN_IF_ERROR(check_spec(g, where, "input_spec", inputs));
-  return check_spec(g, where, "output_spec", outputs);
+  std::vector<int64_t> leaf_ranks;
+  AITUNE_RETURN_IF_ERROR(check_spec(g, where, "input_spec", inputs, &leaf_ranks));
+  AITUNE_RETURN_IF_ERROR(check_spec(g, where, "output_spec", outputs));
+  return check_key_tokens(*tokens, leaf_ranks, phase, where);
 }
 
 Status check_graph(const Context& ctx, const json& g, const std::string& where,
@@ -552,27 +442,6 @@ Status check_module(const Context& ctx, const json& m, size_t index, bool result
                     "is null, but the module's " +
                         std::string(policy == "eager" ? "eager fallback" : "JIT or eager backends") +
                         " serve its weights, which a checkpoint then always holds");
-  }
-  return Status::Ok();
-}
-
-Status check_files(const json& manifest, Context* ctx) {
-  const json* files = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(manifest, "manifest", "files", Kind::kArray, &files));
-  for (size_t i = 0; i < files->size(); ++i) {
-    const json& f = (*files)[i];
-    const std::string at = "files[" + std::to_string(i) + "]";
-    if (!f.is_object()) return bad(at, "an object", f);
-    const json* v = nullptr;
-    AITUNE_RETURN_IF_ERROR(get(f, at, "path", Kind::kString, &v));
-    const std::string path = v->get<std::string>();
-    if (!is_entry_path(path)) return bad(at + ".path", "a relative entry path", *v);
-    if (!ctx->files.insert(path).second) return bad_text(at + ".path", "'" + path + "' is listed twice");
-    AITUNE_RETURN_IF_ERROR(get(f, at, "size", Kind::kInt, &v));
-    if (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0)
-      return bad(at + ".size", "a size in bytes", *v);
-    AITUNE_RETURN_IF_ERROR(get(f, at, "sha256", Kind::kString, &v));
-    if (!is_hex64(v->get<std::string>())) return bad(at + ".sha256", "64 hex digits", *v);
   }
   return Status::Ok();
 }
@@ -668,19 +537,7 @@ Status validate_manifest(const json& m) {
   Context ctx;
   ctx.format_version = version->get<int64_t>();
   AITUNE_RETURN_IF_ERROR(check_files(m, &ctx));
-  if (m.contains("sha512") &&
-      !m["sha512"].is_null()) {  // LocalTorchStorage(sha_type="512"): per-entry SHA-512
-    const json* sha512 = nullptr;
-    AITUNE_RETURN_IF_ERROR(get(m, "manifest", "sha512", Kind::kObject, &sha512));
-    for (const auto& [entry, digest] : sha512->items()) {
-      AITUNE_RETURN_IF_ERROR(check_listed(ctx, "sha512", entry, ""));
-      const std::string hex = digest.is_string() ? digest.get<std::string>() : std::string();
-      if (hex.size() != 128 ||
-          !std::all_of(hex.begin(), hex.end(), [](unsigned char c) { return std::isxdigit(c); })) {
-        return bad("sha512[\"" + entry + "\"]", "128 hex digits", digest);
-      }
-    }
-  }
+  AITUNE_RETURN_IF_ERROR(check_sha512(m, ctx));
   const json* root = nullptr;
   AITUNE_RETURN_IF_ERROR(get(m, "manifest", "root", Kind::kObject, &root));
   std::string root_kind;

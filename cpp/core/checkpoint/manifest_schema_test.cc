@@ -24,6 +24,11 @@ json tensor_leaf(const std::string& name, std::vector<int64_t> lo, std::vector<i
           {"dtype", "float32"},    {"dtypes", {"float32"}}};
 }
 
+// The key of a call f(x, scale) with a rank-2 tensor x and a constant scale (spec/graph_key.cc):
+// the arguments container (tag 1, kind 1) with 2 children, the two parameter names (tag 2, their
+// hashes), then the leaves: a tensor of rank 2 (tag 4) and a value (tag 5, its hash).
+json call_key() { return {257, 2, 2, 111, 2, 18446744073709551615ULL, 4, 2, 5, 333}; }
+
 // A manifest as ait.save writes it: an eager graph with weights and a sample, and a native
 // (AOTInductor) graph with its package.
 json valid() {
@@ -65,7 +70,7 @@ json valid() {
   aot["device"] = "cuda:0";
   json graph0 = {{"name", "0"},
                  {"llm_phase", nullptr},
-                 {"key_tokens", {1, 2, 18446744073709551615ULL}},
+                 {"key_tokens", call_key()},
                  {"input_spec", spec},
                  {"output_spec", out},
                  {"backend", eager},
@@ -307,6 +312,91 @@ TEST(ManifestSchema, AnOwnStateBackendsTensorsAreOneOfItsListedFiles) {
   expect_refused(
       [](json& v) { graph(v, 1)["backend"]["state_tensors"] = "modules/0/graphs/0/samples/0.json"; },
       "which is outside modules/0/graphs/1/backend/");
+}
+
+TEST(ManifestSchema, KeyTokensMustDescribeTheGraphsInputs) {
+  expect_refused(
+      [](json& m) { graph(m, 0)["key_tokens"] = json::array(); },
+      "key_tokens do not match the graph's input spec: it does not open with the call's arguments");
+  expect_refused([](json& m) { graph(m, 0)["key_tokens"] = {257, 2, 2}; }, "an odd number of tokens (3)");
+  expect_refused([](json& m) { graph(m, 0)["key_tokens"][6] = 9; }, "token 6 (9) is not a key element");
+  expect_refused([](json& m) { graph(m, 0)["key_tokens"][7] = 3; },
+                 "leaf 0 is a tensor of rank 3 in the key but a tensor of rank 2 in the spec");
+  expect_refused([](json& m) { graph(m, 0)["key_tokens"][8] = 4; },
+                 "leaf 1 is a tensor of rank 333 in the key but a constant in the spec");
+  expect_refused(
+      [](json& m) {
+        graph(m, 0)["key_tokens"].push_back(4);
+        graph(m, 0)["key_tokens"].push_back(1);
+      },
+      "more leaves than the input spec's 2");
+  expect_refused([](json& m) { graph(m, 0)["input_spec"]["leaves"].erase(1); },
+                 "more leaves than the input spec's 1");
+  // An LLM graph's key is its phase alone (1: prefill, 0: decode), and says the same as llm_phase.
+  json m = valid();
+  graph(m, 0)["key_tokens"] = {7, 1};
+  graph(m, 0)["llm_phase"] = "prefill";
+  EXPECT_TRUE(validate_manifest(m).ok()) << validate_manifest(m).message();
+  graph(m, 0)["llm_phase"] = "decode";
+  EXPECT_NE(validate_manifest(m).message().find("an LLM phase key (1) for llm_phase 'decode'"),
+            std::string::npos);
+  graph(m, 0)["llm_phase"] = nullptr;
+  EXPECT_EQ(validate_manifest(m).code(), StatusCode::kCorrupt);
+}
+
+TEST(ManifestSchema, NamesOfTheExtractionCachesOwnFilesAreRefused) {
+  for (const char* name : {".complete", ".stamps", "modules/0/graphs/1/backend/model.pt2.probed-0"}) {
+    expect_refused(
+        [&](json& m) {
+          m["files"].push_back({{"path", name}, {"size", 1}, {"sha256", kHash}});
+        },
+        std::string("'") + name + "' is a name the extraction cache reserves for its own files");
+  }
+}
+
+TEST(ManifestSchema, AnOwnStateBackendsArtifactsStayInItsBackendFolder) {
+  auto own_state = [](json& m, const json& artifact) {
+    m["files"].push_back({{"path", "modules/0/graphs/0/backend/0/model.ts"}, {"size", 1}, {"sha256", kHash}});
+    graph(m, 0)["backend"]["own_state"] = true;
+    graph(m, 0)["backend"]["state"] = {
+        {"dict", json::array({json::array({"artifact", {{"artifact", artifact}}})})}};
+  };
+  json m = valid();
+  own_state(m, {{"folder", "modules/0/graphs/0/backend/0"}, {"relative_path", "model.ts"}});
+  EXPECT_TRUE(validate_manifest(m).ok()) << validate_manifest(m).message();
+  m = valid();
+  own_state(m, {{"folder", "modules/0/graphs/0/backend/0"}, {"relative_path", "."}});  // a folder artifact
+  EXPECT_TRUE(validate_manifest(m).ok()) << validate_manifest(m).message();
+  const std::vector<std::pair<json, std::string>> refused = {
+      {{{"folder", "/tmp/evil"}, {"relative_path", "model.ts"}}, "folder must be an entry folder under"},
+      {{{"folder", "modules/0/graphs/0/backend/0/../../../../.."}, {"relative_path", "x"}},
+       "folder must be an entry folder under"},
+      {{{"folder", "modules/0/graphs/1/backend"}, {"relative_path", "model.pt2"}},
+       "folder must be an entry folder under modules/0/graphs/0/backend/"},
+      {{{"folder", "modules/0/graphs/0/backend/0"}, {"relative_path", "../../../samples/0.json"}},
+       "relative_path must be a relative path inside its folder"},
+      {{{"folder", "modules/0/graphs/0/backend/0"}, {"relative_path", "/etc/passwd"}},
+       "relative_path must be a relative path inside its folder"},
+      {{{"folder", "modules/0/graphs/0/backend/0"}, {"relative_path", "missing.ts"}},
+       "which is neither a listed file nor a folder of listed files"},
+      {{{"folder", "modules/0/graphs/0/backend/0"}}, "must be {\"folder\": ..., \"relative_path\": ...}"},
+      {"modules/0/graphs/0/backend/0/model.ts", "must be {\"folder\": ..., \"relative_path\": ...}"},
+  };
+  for (const auto& [artifact, fragment] : refused) {
+    expect_refused([&](json& v) { own_state(v, artifact); }, fragment);
+  }
+  expect_refused(
+      [&](json& v) {
+        own_state(v, {{"folder", "modules/0/graphs/0/backend/0"}, {"relative_path", "model.ts"}});
+        graph(v, 0)["backend"]["state"] = {{"dict", json::array({json::array({"a", {{"pickle", "x"}}})})}};
+      },
+      "state.dict[0][1] must be a state node");
+  expect_refused(
+      [&](json& v) {
+        own_state(v, {{"folder", "modules/0/graphs/0/backend/0"}, {"relative_path", "model.ts"}});
+        graph(v, 0)["backend"].erase("state");
+      },
+      "backend.state is missing");
 }
 
 TEST(ManifestSchema, AGraphSpecAloneGetsTheGraphsChecks) {

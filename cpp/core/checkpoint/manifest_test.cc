@@ -54,7 +54,8 @@ json manifest(int version) {
                    leaf("y", {2}, {2}),
                    {{"semantic_path", "scale"}, {"access_path", "scale"}, {"value", {{"value", 2}}}}}}};
   json graph = {{"name", "g"},
-                {"key_tokens", json::array()},
+                // f(x, y) with tensors x (rank 2) and y (rank 1) and a constant (spec/graph_key.cc).
+                {"key_tokens", {257, 2, 2, 11, 2, 12, 4, 2, 4, 1, 5, 13}},
                 {"input_spec", inputs},
                 {"output_spec", {{"leaves", {leaf("out", {1}, {8})}}}},
                 {"backend", backend},
@@ -143,7 +144,7 @@ TEST(Manifest, ReadsEveryFieldPythonReads) {
   mod["strict_mode"] = false;
   mod["dynamic_shapes"] = {{"x", {{"0", "batch"}}}};
   json& g = mod["graphs"][0];
-  g["key_tokens"] = {3, 18446744073709551615ULL};
+  g["key_tokens"][3] = 18446744073709551615ULL;
   g["llm_phase"] = "decode";
   g["input_spec"]["leaves"][0]["multipliers"] = {nullptr, 2};
   g["input_spec"]["leaves"][0]["dtypes"] = {"float32", "float16"};
@@ -176,7 +177,8 @@ TEST(Manifest, ReadsEveryFieldPythonReads) {
   EXPECT_TRUE(module.forward_signature[1].has_default);
   EXPECT_FALSE(module.forward_signature[0].has_default);
   const ManifestGraph& graph = module.graphs[0];
-  EXPECT_EQ(graph.key_tokens, (std::vector<uint64_t>{3, 18446744073709551615ULL}));
+  EXPECT_EQ(graph.key_tokens,
+            (std::vector<uint64_t>{257, 2, 2, 18446744073709551615ULL, 2, 12, 4, 2, 4, 1, 5, 13}));
   EXPECT_EQ(graph.llm_phase, "decode");
   const ManifestLeaf& x = graph.inputs[0];
   EXPECT_TRUE(x.semantic_steps.is_tuple);
@@ -204,6 +206,7 @@ TEST(Manifest, AbsentAndNullFieldsReadAsTheirDefaults) {
   json raw = manifest(2);
   json& g = raw["modules"][0]["graphs"][0];
   g["input_spec"]["leaves"] = json::array({g["input_spec"]["leaves"][0]});
+  g["key_tokens"] = {257, 1, 2, 11, 4, 2};
   json& b = g["backend"];
   b.erase("extra");
   b["artifacts"] = json::object();  // no package: a graph Python serves, without native order

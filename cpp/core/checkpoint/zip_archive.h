@@ -71,6 +71,11 @@ class ArchiveWriter {
   // end record; fsyncs and renames onto the final path. The writer is spent afterwards.
   Status finish(std::string_view manifest_json);
 
+  // Closes and removes the temporary file of an unfinished writer now (after finish(), nothing);
+  // the writer is spent. For a caller that stops half-way and cannot wait for the destructor
+  // (Python's writer lives as long as the traceback of the error that stopped it).
+  void abandon();
+
   const std::string& final_path() const { return final_path_; }
   const std::string& temp_path() const { return temp_path_; }
 
@@ -85,7 +90,6 @@ class ArchiveWriter {
 
   ArchiveWriter(std::string final_path, std::string temp_path, int fd, ZipWriteOptions options);
   Status check_new_name(const std::string& entry_name) const;
-  void abandon();
 
   std::string final_path_;
   std::string temp_path_;

@@ -169,7 +169,8 @@ std::string write_fake_kind_checkpoint(const std::string& path) {
                   {"output_paths", {"out"}},
                   {"profiles", nullptr}};
   json graph = {{"name", "g"},
-                {"key_tokens", json::array()},
+                // f(x) with a rank-2 tensor x: the arguments container, the name, the tensor.
+                {"key_tokens", {257, 1, 2, 7, 4, 2}},
                 {"input_spec", {{"leaves", {leaf("x")}}}},
                 {"output_spec", {{"leaves", {leaf("out")}}}},
                 {"backend", backend},

@@ -36,6 +36,7 @@ DEFAULT_MAX_NUM_SAMPLES_STORED = 1
 DEFAULT_DEVICE_AFTER_TUNING = "meta"
 DEFAULT_CUDA_GRAPH_CACHE_SIZE = 8
 DEFAULT_MAX_BATCH_SEARCH_S = 20.0
+DEFAULT_AOTI_LOAD_CHECK_TIMEOUT_S = 120.0
 FALLBACK_POLICIES = ("raise", "eager")
 MAX_CUDA_INDEX = 127
 
@@ -93,6 +94,20 @@ def _optional_path(value: Optional[PathLike]) -> Optional[Path]:
     return None if value is None else Path(value).expanduser()
 
 
+def _env_seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment (unset or empty: `default`)."""
+    text = env_str(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise InvalidValueError(f"Environment variable {name} must be a number of seconds > 0, got {text!r}.")
+    return value
+
+
 def _require_int(name: str, value: Any, minimum: int) -> int:
     """Validate an integer knob; ``bool`` is rejected although it is an ``int``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -123,6 +138,9 @@ class AITuneConfig:
         self.reuse_tuning_results: bool = env_bool("AITUNE_REUSE_TUNING_RESULTS", True)
         self.max_batch_search_s = DEFAULT_MAX_BATCH_SEARCH_S
         self.tuning_budget_s = env_float("AITUNE_TUNING_BUDGET_S", None)
+        self.aoti_load_check_timeout_s = _env_seconds(
+            "AITUNE_AOTI_LOAD_CHECK_TIMEOUT_S", DEFAULT_AOTI_LOAD_CHECK_TIMEOUT_S
+        )
         self.mode = AITuneMode.DECLARATIVE
 
     # -- paths ---------------------------------------------------------------
@@ -236,6 +254,17 @@ class AITuneConfig:
             raise ValueError(f"tuning_budget_s must be a number of seconds > 0 or None, got {value!r}")
         self._tuning_budget_s = None if value is None or math.isinf(value) else float(value)
 
+    def aoti_load_check_timeout_s(self) -> float:
+        """Seconds an AOTInductor package's load check (its load and first call in a child
+        process) may take before the package is refused (docs/guide.md "Threat model")."""
+        return self._aoti_load_check_timeout_s
+
+    @aoti_load_check_timeout_s.setter
+    def aoti_load_check_timeout_s(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ValueError(f"aoti_load_check_timeout_s must be a number of seconds > 0, got {value!r}")
+        self._aoti_load_check_timeout_s = float(value)
+
     @property
     def mode(self) -> AITuneMode:
         """Declarative (``ait.tune``) or JIT tuning."""
@@ -269,6 +298,7 @@ class AITuneConfig:
             "reuse_tuning_results": self.reuse_tuning_results,
             "max_batch_search_s": self.max_batch_search_s,
             "tuning_budget_s": self.tuning_budget_s,
+            "aoti_load_check_timeout_s": self.aoti_load_check_timeout_s,
             "mode": self.mode.value,
         }
 

@@ -31,9 +31,9 @@ from aitune.torch.backend.common.export_shapes import (
     prepare_export_sample,
     var_keyword_names,
 )
+from aitune.torch.backend.torch_inductor_aot.input_order import spec_paths
 from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import (
     PACKAGE_NAME,
-    _spec_paths,
     make_export_adapter,
 )
 from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
@@ -195,7 +195,7 @@ def test_varargs_and_var_keyword_export_and_input_order():
     adapter = make_export_adapter(m.module, var_keyword_names=var_keyword_names(graph))
     exported = torch.export.export(adapter, args, kwargs, dynamic_shapes=shapes)
     backend = TorchInductorAotBackend()
-    backend._in_paths = _spec_paths(exported.call_spec.in_spec)
+    backend._in_paths = spec_paths(exported.call_spec.in_spec)
     order = backend.compute_input_order(graph)
     assert [paths[i] for i in order] == ["a", ("xs", 0), ("xs", 1), ("extra", "zz"), ("extra", "aa")]
     torch.testing.assert_close(exported.module()(*args, **kwargs), m.module._aitune_original_forward(*args, **kwargs))

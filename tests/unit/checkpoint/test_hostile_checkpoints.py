@@ -398,6 +398,26 @@ def test_cli_refuses_an_inputs_file_whose_shape_overflows(aot_ckpt, tmp_path):
     assert "more elements than 2^64" in r.stderr and "Exception raised from" not in r.stderr
 
 
+@pytest.mark.parametrize("min_shape", [[2**48, 6], [2**48, 2**48]], ids=["too-large", "overflows"])
+def test_cli_bench_random_on_a_huge_recorded_shape_is_a_usage_error(aot_ckpt, tmp_path, min_shape):
+    """Issue 27: a recorded minimum of 2^48 made `bench --random` print an internal error with a
+    24-frame backtrace; it is InvalidArgument (exit 2) naming the input, the shape and the fix."""
+    manifest, members = read_archive(aot_ckpt)
+    graph = _graph(manifest)
+    graph["input_spec"]["leaves"][0].update(min_shape=min_shape, max_shape=min_shape)
+    graph["backend"]["profiles"] = None
+    for prefix in graph.pop("samples"):
+        members.pop(prefix + ".json")
+        members.pop(prefix + ".safetensors")
+    graph["samples"] = []
+    bad = write_archive(tmp_path / "huge.ait", manifest, members)
+    r = _cli("bench", bad, "--device", "cpu", "--random", "--iterations", "1", cache=tmp_path / "c")
+    assert r.returncode == 2, (r.returncode, r.stdout[-300:], r.stderr[-600:])
+    assert "InvalidArgument: bench input 'input_input'" in r.stderr and "cannot be made at shape" in r.stderr, r.stderr
+    assert "pass a smaller --shape or --batch-size" in r.stderr
+    assert "Exception raised from" not in r.stderr and "frame #" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("value", ["4294967297", "-1", "1e3", "99999999999"])
 def test_cli_integer_options_do_not_wrap(aot_ckpt, tmp_path, value):
     r = _cli("bench", aot_ckpt, "--device", "cpu", "--batch-size", value, cache=tmp_path / "c")

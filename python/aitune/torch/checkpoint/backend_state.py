@@ -19,6 +19,7 @@ from safetensors.torch import load_file as load_safetensors_file
 from safetensors.torch import save as save_safetensors
 
 from aitune.torch.checkpoint.artifact import ArtifactPath
+from aitune.torch.checkpoint.paths import resolve_entry
 from aitune.torch.checkpoint.structure import NotRepresentable, decode, encode
 
 _TENSORS = "state.safetensors"
@@ -92,17 +93,22 @@ def save_backend_state(owner: str, state: dict[str, Any], writer: Any, prefix: s
     return {"state": skeleton, "state_tensors": tensors_entry, "artifacts": {name: name for name in encoder.entries}}
 
 
-def load_backend_state(entry: dict[str, Any], extracted: Path | None) -> dict[str, Any]:
-    """The state dict to pass to `from_dict`, with ArtifactPaths under the extracted folder."""
+def load_backend_state(entry: dict[str, Any], extracted: Path | None, what: str = "backend state") -> dict[str, Any]:
+    """The state dict to pass to `from_dict`, with ArtifactPaths under the extracted folder. Every
+    path the state names (its tensors' entry, each artifact's folder and relative path) goes
+    through checkpoint/paths.py: one that leads outside the extraction folder, or names nothing
+    extracted, is a CorruptCheckpointError naming `what` and the field."""
     tensors: dict[str, torch.Tensor] = {}
     if entry.get("state_tensors"):
-        tensors = load_safetensors_file(str(Path(extracted) / entry["state_tensors"]))
+        tensors = load_safetensors_file(str(resolve_entry(extracted, entry["state_tensors"], f"{what}: state_tensors")))
 
     def walk(node: Any) -> Any:
         if "artifact" in node:
             spec = node["artifact"]
-            return ArtifactPath(Path(extracted) / spec["folder"], spec["relative_path"])
-        if "path" in node:
+            where = f"{what}: artifact"
+            resolve_entry(extracted, spec["folder"], where, spec["relative_path"])  # inside, and present
+            return ArtifactPath(resolve_entry(extracted, spec["folder"], where), spec["relative_path"])
+        if "path" in node:  # a plain path value: handed to from_dict as is, never opened by aitune
             return Path(node["path"])
         if "device" in node:
             return torch.device(node["device"])

@@ -9,26 +9,25 @@ is only ever mapped to a name, never imported (backend/registry.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from aitune._native import _C
 from aitune.exceptions import (
-    AITuneError,
     CheckpointNotFoundError,
-    CorruptCheckpointError,
     UnsupportedCheckpointError,
 )
 from aitune.torch.backend import registry
 from aitune.torch.backend.backend import ArtifactPath, Backend, ServingPlan
 from aitune.torch.checkpoint.backend_state import load_backend_state, save_backend_state
+from aitune.torch.checkpoint.corrupt import as_corrupt
+from aitune.torch.checkpoint.paths import resolve_entry
 from aitune.torch.checkpoint.storage import verify_sha512
 from aitune.torch.config import config
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
@@ -304,24 +303,8 @@ class OpenedCheckpoint:
     def extract_all(self) -> Path:
         root = Path(config.cache_dir) / "checkpoints"
         folder = Path(self.reader.extract_all(list(self.records.values()), str(root), self.verify_full))
-        verify_sha512(self.sha512, lambda name: (folder / name).read_bytes(), set(self.records))
+        verify_sha512(self.sha512, lambda name: resolve_entry(folder, name, "sha512").read_bytes(), set(self.records))
         return folder
-
-
-@contextlib.contextmanager
-def as_corrupt(path: Path, passed: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
-    """Anything but aitune's documented errors (and `passed`) while a checkpoint is read and checked
-    means the file is damaged: CorruptCheckpointError, naming the file and the original error
-    (docs/guide.md "Threat model")."""
-    try:
-        yield
-    except (AITuneError, *passed):
-        raise
-    except RecursionError as e:
-        raise CorruptCheckpointError(f"Checkpoint {path} is corrupt: a structure nests too deeply ({e})") from e
-    except Exception as e:  # noqa: BLE001 - KeyError, TypeError, SafetensorError, UnicodeDecodeError, ...
-        first = (str(e).strip().splitlines() or [""])[0][:300]
-        raise CorruptCheckpointError(f"Checkpoint {path} is corrupt: {type(e).__name__}: {first}") from e
 
 
 def config_of(cls: type[Backend], entry: BackendEntry) -> Any:
@@ -367,21 +350,23 @@ def _restore_backend(
 ) -> Backend:
     """AOT artifacts load from the extracted files; JIT and eager backends (and graphs re-tuned
     after an incompatibility) build again from the module and the stored samples."""
+    where = (f"Checkpoint {path}: " if path else "") + f"module '{module_name}' graph '{graph.name}'"
     if entry.own_state and not retune:
-        # A backend written to AITune's contract restores itself (checkpoint/backend_state.py).
+        # A backend written to AITune's contract restores itself (checkpoint/backend_state.py); what
+        # its from_dict makes of the checkpoint's files fails as the file's error, like a restore.
         with as_corrupt(path or Path("?")):
-            state = load_backend_state({"state": entry.state, "state_tensors": entry.state_tensors}, artifacts_root)
-        backend = cls.from_dict(module, state)
-        backend.deploy(device)
+            state = load_backend_state(
+                {"state": entry.state, "state_tensors": entry.state_tensors}, artifacts_root, f"{where} backend state"
+            )
+            backend = cls.from_dict(module, state)
+            backend.deploy(device)
         return backend
     artifacts = {}
     if artifacts_root is not None:
-        root = artifacts_root.resolve()
         for key, entry_path in entry.artifacts.items():
-            artifact = (artifacts_root / entry_path).resolve()
-            if root not in artifact.parents:  # the schema allows none; a second guard for a path that is opened
-                raise CorruptCheckpointError(f"Entry '{entry_path}' resolves outside checkpoint")
-            artifacts[key] = artifact
+            # The schema allows only listed entries of the graph's folder; the resolver also checks
+            # the extracted file system (links) before anything is opened.
+            artifacts[key] = resolve_entry(artifacts_root, entry_path, f"{where} backend artifact '{key}'")
     if artifacts and not retune and cls.restores_from_artifacts:
         with as_corrupt(path or Path("?")):
             backend = cls.restore(config, artifacts, graph, device)

@@ -210,8 +210,16 @@ def _read_everything(ckpt: OpenedCheckpoint, manifest: Manifest, located: list) 
 def _check_sample_fits(graph: GraphSpec, sample: Sample, strict: bool) -> None:
     """A stored sample flattens to the leaves the graph's input spec lists (same count, tensors
     where it has tensors): a spec edited apart from its key would otherwise pair the call's leaves
-    with the wrong rules. The dispatcher checks the same on every call (for files without samples)."""
-    _, leaves = _C.flatten_call(_C.Signature(graph.forward_params), sample.args, sample.kwargs, strict, -1)
+    with the wrong rules. The dispatcher checks the same on every call (for files without samples).
+    Its key is the graph's key: a key no call of the graph makes would load, then refuse every call
+    (GraphNotFoundError); the schema checks what it can of the key without a sample."""
+    key, leaves = _C.flatten_call(_C.Signature(graph.forward_params), sample.args, sample.kwargs, strict, -1)
+    if graph.llm_phase is None and list(key.tokens) != list(graph.key.tokens):
+        raise CorruptCheckpointError(
+            f"graph '{graph.name}': its key_tokens do not match its stored sample's call (the manifest is "
+            f"inconsistent); expected {len(key.tokens)} tokens starting {list(key.tokens)[:6]}, got "
+            f"{len(graph.key.tokens)} starting {list(graph.key.tokens)[:6]}"
+        )
     expected = [isinstance(leaf, TensorLeaf) for leaf in graph.input_spec.leaves]
     if [bool(is_tensor) for _, _, is_tensor, _ in leaves] != expected:
         raise CorruptCheckpointError(

@@ -16,7 +16,7 @@ from aitune._native import _C
 from aitune.torch.checkpoint.fingerprint import current_fingerprint
 from aitune.torch.checkpoint.format import FORMAT, backend_entry, manifest_format_version
 from aitune.torch.checkpoint.graphs import graph_to_json, sample_to_entries
-from aitune.torch.checkpoint.storage import LocalTorchStorage, Sha512Recorder
+from aitune.torch.checkpoint.storage import LocalTorchStorage, Sha512Recorder, abandoned_on_error
 from aitune.torch.checkpoint.weights import pack_state_dict
 from aitune.torch.config import config
 from aitune.torch.graph.dynamic_shapes import to_json as dynamic_shapes_to_json
@@ -74,6 +74,23 @@ def save(
     target.parent.mkdir(parents=True, exist_ok=True)
     # sha_type="512" adds a SHA-512 of every entry to the manifest (SHA-256 is always there).
     writer = Sha512Recorder(_C.ArchiveWriter(str(target)), enabled=storage.sha_type == "512")
+    with abandoned_on_error(writer):  # an error or Ctrl-C half-way leaves no temporary file
+        _write_archive(writer, module, tuned, include_samples, include_weights)
+    size = target.stat().st_size
+    logger.info("✅ Checkpoint saved to %s [%s]", target, _human(size))
+    return target
+
+
+def _human(size: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{size} B"
+        size /= 1024
+    return f"{size} B"
+
+
+def _write_archive(writer: Any, module: Any, tuned: list, include_samples: bool, include_weights: bool) -> None:
+    """Every entry of the checkpoint of `tuned` (found in `module`), then its manifest."""
     version = manifest_format_version()
     modules = []
     first_device = None
@@ -145,14 +162,3 @@ def save(
     if writer.enabled:
         manifest["sha512"] = writer.digests
     writer.finish(json.dumps(manifest, indent=1))
-    size = target.stat().st_size
-    logger.info("✅ Checkpoint saved to %s [%s]", target, _human(size))
-    return target
-
-
-def _human(size: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{size} B"
-        size /= 1024
-    return f"{size} B"

@@ -3,21 +3,22 @@ docs/guide.md, "Coming from AITune")."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from aitune._native import _C
 from aitune.exceptions import (
-    AITuneError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
     InvalidValueError,
-    UnsupportedCheckpointError,
 )
 from aitune.torch.checkpoint.backend_state import load_backend_state, save_backend_state
+from aitune.torch.checkpoint.corrupt import as_corrupt
+from aitune.torch.checkpoint.paths import resolve_entry
 from aitune.torch.config import config
 
 SHA_TYPES = ("256", "512")
@@ -58,16 +59,17 @@ class LocalTorchStorage:
             raise FileExistsError(f"Folder {target} already exists")
         target.parent.mkdir(parents=True, exist_ok=True)
         writer = Sha512Recorder(_C.ArchiveWriter(str(target)), enabled=self.sha_type == "512")
-        stored = save_backend_state("state_dict", state_dict, writer, "state")
-        manifest = {
-            "format": STATE_FORMAT,
-            "format_version": 1,
-            "sha_type": self.sha_type,
-            **stored,
-            "sha512": writer.digests if self.sha_type == "512" else None,
-            "files": writer.files(),
-        }
-        writer.finish(json.dumps(manifest, indent=1))
+        with abandoned_on_error(writer):
+            stored = save_backend_state("state_dict", state_dict, writer, "state")
+            manifest = {
+                "format": STATE_FORMAT,
+                "format_version": 1,
+                "sha_type": self.sha_type,
+                **stored,
+                "sha512": writer.digests if self.sha_type == "512" else None,
+                "files": writer.files(),
+            }
+            writer.finish(json.dumps(manifest, indent=1))
         return target
 
     def load(self, path: str | Path) -> dict[str, Any]:
@@ -77,27 +79,34 @@ class LocalTorchStorage:
         if not target.exists():
             raise CheckpointNotFoundError(f"Checkpoint file not found: {target}")
         reader = _C.ArchiveReader(str(target))
-        text = reader.manifest()
-        _C.check_json_nesting(text, "manifest.json")  # a recursive parser must not meet a nesting bomb
-        manifest = json.loads(text)
-        if not isinstance(manifest, dict) or manifest.get("format") != STATE_FORMAT:
-            raise UnsupportedCheckpointError(
-                f"{target} is not a state dict saved by LocalTorchStorage.save; load tuned modules with ait.load"
-            )
-        try:
+        # The C++ schema of state dicts (cpp/core/checkpoint/state_schema.h), as ait.load runs the
+        # checkpoint schema: format, version, every file listed once, every path the state names
+        # (tensors, artifact folders and relative paths) a listed entry under state/.
+        manifest = _C.read_state_manifest(reader.manifest())
+        with as_corrupt(target):
             records = list(manifest["files"])
             reader.check_listed(records)
             extracted = None
             if records:
                 extracted = Path(reader.extract_all(records, str(Path(config.cache_dir) / "checkpoints"), True))
                 verify_sha512(
-                    manifest.get("sha512"), lambda name: (extracted / name).read_bytes(), {r["path"] for r in records}
+                    manifest.get("sha512"),
+                    lambda name: resolve_entry(extracted, name, "sha512").read_bytes(),
+                    {r["path"] for r in records},
                 )
-            return load_backend_state(manifest, extracted)
-        except AITuneError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any other failure reading the file means it is damaged
-            raise CorruptCheckpointError(f"Checkpoint {target} is corrupt: {type(e).__name__}: {e}") from e
+            return load_backend_state(manifest, extracted, f"Checkpoint {target}: state dict")
+
+
+@contextlib.contextmanager
+def abandoned_on_error(writer: Any) -> Iterator[Any]:
+    """An archive writer whose temporary file is removed at once when anything -- an error,
+    Ctrl-C -- stops the write half-way (not when the traceback holding the writer is freed):
+    nothing half-written stays beside the target."""
+    try:
+        yield writer
+    except BaseException:
+        writer.abandon()
+        raise
 
 
 class Sha512Recorder:
@@ -127,6 +136,9 @@ class Sha512Recorder:
 
     def finish(self, manifest: str) -> None:
         self.writer.finish(manifest)
+
+    def abandon(self) -> None:
+        self.writer.abandon()
 
 
 def verify_sha512(digests: dict[str, str] | None, read: Any, listed: set[str] | None = None) -> None:

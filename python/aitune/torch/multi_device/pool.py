@@ -24,6 +24,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 from typing import Any, Iterator
 
 import torch
@@ -49,6 +50,16 @@ def device_pool(devices: list[torch.device]) -> Iterator[DevicePool]:
         yield pool
     finally:
         pool.close()
+
+
+def _ended(exitcode: int | None) -> str:
+    """How a worker process ended: a negative exit code is the signal that killed it."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name} (exit code {exitcode})"
+        except ValueError:
+            pass
+    return f"exited with code {exitcode}"
 
 
 def sibling_groups(candidates: list[Backend]) -> list[list[int]]:
@@ -229,7 +240,7 @@ class DevicePool:
             for w in self._workers:
                 if w.index in busy and not w.alive():
                     self._release_turn_of(w)
-                    reason = f"the worker process on {w.device} exited with code {w.process.exitcode}"
+                    reason = f"the worker process on {w.device} {_ended(w.process.exitcode)}"
                     self._fail_group(w, busy.pop(w.index), candidates, records, reason)
                     baselines.setdefault(w.index, {})
                     if pending:

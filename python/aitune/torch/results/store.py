@@ -38,6 +38,7 @@ from aitune.torch.checkpoint.format import (
     restore_backend,
 )
 from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
+from aitune.torch.checkpoint.storage import abandoned_on_error
 from aitune.torch.config import config
 from aitune.torch.graph.signature import KIND_NAMES
 from aitune.torch.task.numeric import reference_outputs
@@ -317,35 +318,38 @@ class ResultsStore:
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         writer = _C.ArchiveWriter(str(target))  # temporary file, renamed over `target` by finish()
-        entry = graph_to_json(graph)
-        entry["backend"] = backend_entry(backend, writer, f"modules/0/graphs/{graph.name}").to_json(version)
-        entry["samples"] = []
-        cls = type(self.module)
-        module_entry = {
-            "name": self.module_name,
-            "prefix": "",
-            "class": f"{cls.__module__}.{cls.__qualname__}",
-            "strict_mode": bool(config.strict_mode),
-            "fallback_policy": self.fallback_policy,
-            "weights": None,
-            "forward_signature": _signature(self.forward_params),
-            "dynamic_shapes": None,
-            "graphs": [entry],
-        }
-        manifest = {
-            "format": FORMAT,
-            "format_version": version,
-            "kind": STORE_KIND,
-            "results_key": key,
-            "aitune_version": aitune.__version__,
-            "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "fingerprint": current_fingerprint(backend.device or self.device),
-            "config": {"device_after_tuning": config.device_after_tuning},
-            "root": {"kind": "module", "class": module_entry["class"], "weights": None},
-            "modules": [module_entry],
-            "files": writer.files(),
-        }
-        writer.finish(json.dumps(manifest, indent=1))
+        # An error or Ctrl-C half-way removes the temporary file at once: the store never holds a
+        # partial file, and no leftover waits for the traceback to be freed.
+        with abandoned_on_error(writer):
+            entry = graph_to_json(graph)
+            entry["backend"] = backend_entry(backend, writer, f"modules/0/graphs/{graph.name}").to_json(version)
+            entry["samples"] = []
+            cls = type(self.module)
+            module_entry = {
+                "name": self.module_name,
+                "prefix": "",
+                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "strict_mode": bool(config.strict_mode),
+                "fallback_policy": self.fallback_policy,
+                "weights": None,
+                "forward_signature": _signature(self.forward_params),
+                "dynamic_shapes": None,
+                "graphs": [entry],
+            }
+            manifest = {
+                "format": FORMAT,
+                "format_version": version,
+                "kind": STORE_KIND,
+                "results_key": key,
+                "aitune_version": aitune.__version__,
+                "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "fingerprint": current_fingerprint(backend.device or self.device),
+                "config": {"device_after_tuning": config.device_after_tuning},
+                "root": {"kind": "module", "class": module_entry["class"], "weights": None},
+                "modules": [module_entry],
+                "files": writer.files(),
+            }
+            writer.finish(json.dumps(manifest, indent=1))
         logger.debug("Tuning result of module `%s` graph `%s` stored in %s", self.module_name, graph.name, target)
         return target
 

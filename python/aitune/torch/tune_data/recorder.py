@@ -79,8 +79,8 @@ def run_span(mode: str = "ahead_of_time", write_html: bool = True) -> Iterator[R
     run = _new_run(mode)
     _state.run, _state.module, _state.graph, _state.build = run, None, None, None
     writer.reset_failure_log()
-    _flush()
     try:
+        _flush()  # inside: a full disk (DiskSpaceError) must not leave this run behind as the current one
         yield run
     except BaseException as e:
         run.exception = error_dict(e)

@@ -33,6 +33,7 @@ from aitune.torch.tune_strategy.context import Baseline, GraphContext, installed
 from aitune.torch.tune_strategy.outcome import CandidateTally
 from aitune.torch.tune_strategy.records import BuiltCandidate, CandidateRecord
 from aitune.torch.tune_strategy.siblings import SiblingBuilds
+from aitune.torch.utils.memory import clear_failed_build, is_disk_full, is_out_of_memory, release_memory
 from aitune.torch.utils.progress import CandidateProgress, LiveLine, set_candidate
 from aitune.torch.validation import ToleranceSetting, resolve_tolerance
 
@@ -534,9 +535,14 @@ class TuneStrategy(abc.ABC):
             ):  # a compiler re-raised the interrupt as its own
                 self._abandon(backend, ctx, e, log_file, result)
                 return None
-            build_dir.mkdir(parents=True, exist_ok=True)
-            with open(log_file, "a") as f:
-                f.write("\n" + "".join(traceback.format_exception(e)))
+            if is_disk_full(e):  # nothing half-written stays, and the space goes to the next candidate
+                clear_failed_build(build_dir, keep=log_file)
+            try:
+                build_dir.mkdir(parents=True, exist_ok=True)
+                with open(log_file, "a") as f:
+                    f.write("\n" + "".join(traceback.format_exception(e)))
+            except OSError as log_error:  # e.g. the disk is full: the failure is still this candidate's
+                logger.debug("Could not append to %s: %s", log_file, log_error)
             first_line = (str(e).strip().splitlines() or [""])[0]
             self._log("❌ backend failed (log file: %s): %s: %s", log_file, type(e).__name__, first_line)
             result["error"] = f"{type(e).__name__}: {e}"
@@ -552,6 +558,10 @@ class TuneStrategy(abc.ABC):
                 if getattr(e, "log_path", "absent") is None:
                     e.log_path = log_file  # type: ignore[attr-defined]
                 raise
+            if is_out_of_memory(e):  # what it held goes before the next candidate starts
+                del backend
+                release_memory(e)
+                self._log("⏭️ %s ran out of memory: memory released, trying the next candidate", blueprint.describe())
             return None
         finally:
             self._log("⏱️ completed in %s", format_duration(time.perf_counter() - start))

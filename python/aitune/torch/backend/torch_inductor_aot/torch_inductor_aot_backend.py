@@ -15,14 +15,10 @@ are rebuilt by the shared OutputStructure (backend/common/serving_plan.py).
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 import torch.utils._pytree as pytree
@@ -39,6 +35,8 @@ from aitune.torch.backend.common.export_shapes import (
     prepare_export_sample,
     var_keyword_names,
 )
+from aitune.torch.backend.torch_inductor_aot import load_check
+from aitune.torch.backend.torch_inductor_aot.input_order import input_order, leaf_paths, spec_paths
 from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_libstdcxx
 from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_config import TorchInductorAotBackendConfig
 from aitune.torch.graph.graph_spec import GraphSpec
@@ -46,14 +44,14 @@ from aitune.torch.graph.tree import canonical_call
 
 PACKAGE_NAME = "model.pt2"
 NUM_INPUTS_METADATA_KEY = "aitune_num_inputs"  # read by the C++ runner (AotiRunner::kNumInputsMetadataKey)
-# Set to 0 to skip the out-of-process load check of freshly built packages.
-LOAD_PROBE_ENV = "AITUNE_AOTI_LOAD_PROBE"
-_PROBE_SCRIPT = (
-    "import sys, torch\n"
-    "from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_libstdcxx\n"
-    "promote_libstdcxx()\n"
-    "torch._C._aoti.AOTIModelPackageLoader(sys.argv[1], 'model', False, 1, int(sys.argv[2]))"
-)
+LOAD_PROBE_ENV = load_check.LOAD_PROBE_ENV  # 0: no load check (load_check.py)
+
+
+def _device_index(device: torch.device) -> int:
+    """AotiRunner's device index: -1 for the CPU."""
+    if device.type != "cuda":
+        return -1
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 def _file_stamp(path: Path) -> str:
@@ -61,55 +59,43 @@ def _file_stamp(path: Path) -> str:
     return f"{st.st_size} {st.st_ino} {st.st_dev} {st.st_mtime_ns} {st.st_ctime_ns}"
 
 
-def probe_package_load_once(path: Path, device_index: int = -1) -> None:
-    """probe_package_load for a package loaded from a checkpoint: a package whose library crashes
-    on load (a damaged or hostile .so with valid hashes) becomes an error instead of taking the
-    process down. The probe costs a child process (a few seconds), so a successful one is
-    remembered beside the extracted file, keyed by the file's stamp (any write to the file
-    changes it); in a read-only cache it runs on every load."""
-    if os.environ.get(LOAD_PROBE_ENV, "1") == "0":
+def probe_package_load_once(path: Path, device_index: int = -1, graph: GraphSpec | None = None) -> None:
+    """The load check (load_check.py) of a package loaded from a checkpoint, its first call made
+    on the graph's first stored sample (zeros of the recorded minimum shapes without one): a
+    damaged or hostile library with valid hashes becomes a CorruptCheckpointError instead of
+    taking the process down or stalling it. The check costs a child process (a few seconds), so
+    a passed one is remembered beside the extracted file, keyed by the file's stamp (any write to
+    the file changes it) and whether the first call was made; in a read-only cache it runs on
+    every load."""
+    if not load_check.enabled():
         return
     marker = path.with_name(path.name + f".probed-{device_index}")
-    stamp = _file_stamp(path)
+    stamp = _file_stamp(path) + ("\nfirst call" if graph is not None else "")
     try:
-        if marker.read_text() == stamp:
+        if marker.read_text() in (stamp, _file_stamp(path) + "\nfirst call"):
             return
     except OSError:
         pass
-    probe_package_load(path, device_index)
+    sample = graph.samples[0] if graph is not None and graph.samples else None
+    load_check.check_package(path, device_index, graph, sample, from_checkpoint=True)
     try:
         marker.write_text(stamp)
     except OSError:
-        pass  # read-only cache: probe again next time
+        pass  # read-only cache: checked again next time
 
 
-def probe_package_load(path: Path | str, device_index: int = -1, timeout_s: float = 600) -> None:
-    """Loads `path` with torch's AOTIModelPackageLoader in a child process. A package whose load
-    crashes (seen with some compiler/libstdc++ combinations: the generated model library faults
-    in its constructor) would otherwise take the tuning process down; here it becomes an error."""
-    try:
-        result = subprocess.run(
-            [sys.executable, "-c", _PROBE_SCRIPT, str(path), str(device_index)],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
-    except subprocess.TimeoutExpired as e:
-        raise RuntimeError(f"Loading AOTInductor package {path} did not finish within {timeout_s:.0f} s") from e
-    if result.returncode == 0:
-        return
-    if result.returncode < 0:
-        try:
-            name = signal.Signals(-result.returncode).name
-        except ValueError:
-            name = f"signal {-result.returncode}"
-        raise RuntimeError(
-            f"Loading AOTInductor package {path} crashes ({name}) in a probe process: torch's "
-            "AOTIModelPackageLoader cannot load packages built in this environment, so TorchInductorAotBackend "
-            f"cannot serve it. Set {LOAD_PROBE_ENV}=0 to skip this check."
-        )
-    tail = "\n".join(result.stderr.strip().splitlines()[-5:])
-    raise RuntimeError(f"Loading AOTInductor package {path} failed in a probe process:\n{tail}")
+def probe_package_load(
+    path: Path | str,
+    device_index: int = -1,
+    timeout_s: float | None = None,
+    graph: GraphSpec | None = None,
+    sample: Any = None,
+) -> None:
+    """The load check (load_check.py) of a package just built: loaded in a child process and,
+    with `graph`, called there once on `sample`. A package whose load or first call crashes or
+    hangs (seen with some compiler/libstdc++ combinations: the generated model library faults in
+    its constructor) would otherwise take the tuning process down; here it is a RuntimeError."""
+    load_check.check_package(Path(path), device_index, graph, sample, from_checkpoint=False, timeout_s=timeout_s)
 
 
 class _ForwardAdapter(torch.nn.Module):
@@ -146,63 +132,6 @@ def make_export_adapter(
     adapter_forward.__signature__ = signature.replace(parameters=[self_param, *params])  # type: ignore[attr-defined]
     cls = type(f"AITuneExport_{type(module).__name__}", (_ForwardAdapter,), {"forward": adapter_forward})
     return cls(module, forward)
-
-
-# -- pytree paths ---------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class _Slot:
-    index: int
-
-
-def _leaf_paths(obj: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
-    """(path, leaf) pairs: tuples and lists (namedtuples included) by index and dicts by key,
-    like aitune's flattener; other pytree nodes by leaf index."""
-    if isinstance(obj, (tuple, list)):
-        for i, item in enumerate(obj):
-            yield from _leaf_paths(item, path + (i,))
-    elif isinstance(obj, dict):
-        for key, item in obj.items():
-            yield from _leaf_paths(item, path + (key,))
-    elif type(obj) in pytree.SUPPORTED_NODES:
-        for i, item in enumerate(pytree.tree_leaves(obj)):
-            yield path + (i,), item
-    else:
-        yield path, obj
-
-
-def _spec_paths(in_spec: Any) -> list[tuple]:
-    """For each leaf of `in_spec` (over (args, kwargs)), in order, its path as raw keys:
-    (0, i, ...) for positional args, (1, name, ...) for kwargs (see _leaf_paths)."""
-    tree = pytree.tree_unflatten([_Slot(i) for i in range(in_spec.num_leaves)], in_spec)
-    paths: list[tuple] = [()] * in_spec.num_leaves
-    for path, slot in _leaf_paths(tree):
-        if isinstance(slot, _Slot):
-            paths[slot.index] = path
-    return paths
-
-
-def _semantic_path(call_path: tuple, params: list) -> tuple:
-    """(0, i, ...) / (1, name, ...) of the canonical call -> the semantic path as a tuple
-    (docs/reference/recording.md#binding-flattening-and-names: parameter name first; *args and **kwargs contents under
-    their own name)."""
-    if len(call_path) < 2:
-        return call_path
-    top, key, rest = call_path[0], call_path[1], call_path[2:]
-    if top == 0:
-        positional = [name for name, kind, _ in params if kind in (0, 1)]
-        if key < len(positional):
-            return (positional[key], *rest)
-        varargs = next((name for name, kind, _ in params if kind == 2), "args")
-        return (varargs, key - len(positional), *rest)
-    named = {name for name, kind, _ in params if kind in (1, 3)}
-    if key in named:
-        return (key, *rest)
-    varkw = next((name for name, kind, _ in params if kind == 4), "kwargs")
-    return (varkw, key, *rest)
-
-
-def _semantic_tuple(path: Any) -> tuple:
-    return path if isinstance(path, tuple) else (path,)
 
 
 @register_backend("torch_inductor_aot")
@@ -269,7 +198,9 @@ class TorchInductorAotBackend(Backend):
         del exported
         self._params = graph.forward_params
         self._signature = _C.Signature(graph.forward_params)
-        self._load(self._package.path, device, probe=True)
+        if load_check.enabled():
+            probe_package_load(self._package.path, _device_index(device), graph=graph, sample=data[0])
+        self._load(self._package.path, device)
         self._input_order = self.compute_input_order(graph)
         if len(self._input_order) != num_inputs:
             raise RuntimeError(
@@ -277,30 +208,30 @@ class TorchInductorAotBackend(Backend):
                 f"{len(self._input_order)} matched the graph's tensor inputs"
             )
 
-    def _load(self, path: Path, device: torch.device, probe: bool = False, probe_once: bool = False) -> None:
-        index = -1
-        if device.type == "cuda":
-            index = device.index if device.index is not None else torch.cuda.current_device()
-        if probe and os.environ.get(LOAD_PROBE_ENV, "1") != "0":
-            probe_package_load(path, index)
-        elif probe_once:
-            probe_package_load_once(Path(path), index)
+    def _load(self, path: Path, device: torch.device, probe_once: bool = False, graph: GraphSpec | None = None) -> None:
+        index = _device_index(device)
+        if probe_once:
+            probe_package_load_once(Path(path), index, graph)
         promote_libstdcxx()  # see global_libstdcxx.py: packages can crash without it
-        self._runner = _C.AotiRunner.load(str(path), index)
+        self._adopt_runner(_C.AotiRunner.load(str(path), index))
+
+    def _adopt_runner(self, runner: Any) -> None:
+        """Serves through a loaded aitune._C.AotiRunner (its call spec gives the input paths)."""
+        self._runner = runner
         in_spec, out_spec = self._runner.call_spec
         self._in_spec = pytree.treespec_loads(in_spec)
         self._outputs = OutputStructure.of_treespec(pytree.treespec_loads(out_spec))
-        self._in_paths = _spec_paths(self._in_spec)
+        self._in_paths = spec_paths(self._in_spec)
         self._run_device = torch.device(self._runner.device)
 
     def _restore(self, artifacts: dict[str, Path], graph: GraphSpec, device: torch.device) -> None:
-        """A checkpoint's extracted `model.pt2` (ait.load): probed in a child process first (once
-        per extracted file), since the package's library is native code."""
+        """A checkpoint's extracted `model.pt2` (ait.load): loaded and called once in a child
+        process first (once per extracted file), since the package's library is native code."""
         self._open_package(Path(artifacts["package"]), device, graph, probe_once=True)
 
     def _open_package(self, path: Path, device: torch.device, graph: GraphSpec | None, probe_once: bool) -> None:
         self._package = ArtifactPath.from_existing(path, path.parent)
-        self._load(path, device, probe_once=probe_once)
+        self._load(path, device, probe_once=probe_once, graph=graph)
         if graph is not None:
             self._params = graph.forward_params
             self._signature = _C.Signature(graph.forward_params)
@@ -310,19 +241,7 @@ class TorchInductorAotBackend(Backend):
     def compute_input_order(self, graph: GraphSpec) -> list[int]:
         """For each AOTInductor input position, the index of the graph tensor leaf (in
         graph.input_spec.tensors order) that feeds it."""
-        tensors = {_semantic_tuple(t.semantic_path): i for i, t in enumerate(graph.input_spec.tensors)}
-        constants = {_semantic_tuple(c.semantic_path) for c in graph.input_spec.constants}
-        order = []
-        for call_path in self._in_paths:
-            semantic = _semantic_path(call_path, graph.forward_params)
-            if semantic in tensors:
-                order.append(tensors[semantic])
-            elif semantic not in constants:
-                raise RuntimeError(
-                    f"AOTInductor package input {semantic!r} does not match any input of graph {graph.name} "
-                    f"({graph.input_spec.describe_structure()})"
-                )
-        return order
+        return input_order(self._in_paths, graph)
 
     def _native_plan(self) -> ServingPlan | None:
         """The bound aitune._C.AotiRunner, served without Python: input_order[k] is the index, among
@@ -353,7 +272,7 @@ class TorchInductorAotBackend(Backend):
     def _flat_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
         if self._signature is not None:
             args, kwargs = canonical_call(self._params, self._signature.bind(tuple(args), dict(kwargs)))
-        by_path = dict(_leaf_paths((tuple(args), dict(kwargs))))
+        by_path = dict(leaf_paths((tuple(args), dict(kwargs))))
         device = self._run_device
         inputs = []
         for path in self._in_paths:

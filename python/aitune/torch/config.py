@@ -254,6 +254,7 @@ class AITuneConfig:
             raise ValueError(f"tuning_budget_s must be a number of seconds > 0 or None, got {value!r}")
         self._tuning_budget_s = None if value is None or math.isinf(value) else float(value)
 
+    @property
     def aoti_load_check_timeout_s(self) -> float:
         """Seconds an AOTInductor package's load check (its load and first call in a child
         process) may take before the package is refused (docs/guide.md "Threat model")."""

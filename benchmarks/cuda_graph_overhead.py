@@ -226,7 +226,7 @@ def main() -> None:
         torch.cuda.synchronize()
         result["fresh_tensors_outputs_match"] = all(torch.allclose(kept[i], eager(xs[i]), atol=1e-5) for i in range(3))
     # Whether the dispatcher returns the single output itself or calls the Python rebuild.
-    result["native_rebuild_in_python"] = serving.native()[2] is not None
+    result["native_rebuild_in_python"] = serving.plan().rebuild is not None
     stats = with_clone.tuned_module.backends[0][1].cuda_graph_stats
     result["cuda_graph_stats"] = stats
     # Which modules really copied inside the graph (in + out with cloning, in only without).

@@ -47,7 +47,7 @@ def _named(output) -> dict[str, torch.Tensor]:
 def _tune_and_save(path: Path, device: str, use_cuda_graphs: bool = False) -> Path:
     backend = TorchInductorAotBackend(TorchInductorAotBackendConfig(use_cuda_graphs=use_cuda_graphs))
     strategy = ait.OneBackendStrategy(backend).enable_performance_validation(False).enable_find_max_batch_size(False)
-    m = ait.Module(TwoInTwoOut().eval(), "two", strategy=strategy)
+    m = ait.Module(TwoInTwoOut().eval().to(device), "two", strategy=strategy)  # recording runs it on the device
     data = [(torch.randn(6), torch.randn(3)) for _ in range(4)]
     ait.tune(m, data, batch_sizes=[1, 2, 4], device=device)
     return ait.save(m, path)

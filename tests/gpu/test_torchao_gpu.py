@@ -58,13 +58,14 @@ def test_preset_builds_serves_through_cuda_graphs_and_round_trips(preset, tmp_pa
     strategy = ait.OneBackendStrategy(TorchAOBackend(config)).enable_find_max_batch_size(False)
     strategy.enable_performance_validation(False)
     m = ait.Module(model, f"block-{preset}", strategy=strategy)
-    dataset = [torch.randn(16, 256, dtype=torch.bfloat16) for _ in range(2)]
+    # 32 rows per matmul: int8dq's int8 GEMM (torch._int_mm) refuses 16 rows or fewer on CUDA.
+    dataset = [torch.randn(32, 256, dtype=torch.bfloat16) for _ in range(2)]
     ait.tune(m, dataset, batch_sizes=[1, 2], device="cuda:0")
     assert m.state is ModuleState.TUNED
     [(_, backend)] = m.tuned_module.backends
     assert backend.validated_precision["precision_class"] == ("int8" if preset.startswith("int8") else "fp8")
 
-    x = torch.randn(2, 16, 256, dtype=torch.bfloat16, device="cuda")
+    x = torch.randn(2, 32, 256, dtype=torch.bfloat16, device="cuda")
     with torch.no_grad():
         tuned, eager = m(x), reference(x)
     stats = backend.cuda_graph_stats

@@ -49,7 +49,7 @@ def test_a_real_cuda_out_of_memory_is_skipped_and_its_memory_released(aitune_log
         ).enable_find_max_batch_size(False)
         strategy.enable_performance_validation(False)
         torch.manual_seed(0)
-        m = ait.Module(SleepyLinear(0.0).eval(), "m", strategy=strategy)
+        m = ait.Module(SleepyLinear(0.0).eval().to(device), "m", strategy=strategy)  # recording runs it on the device
         ait.tune(m, [torch.randn(8) for _ in range(4)], batch_sizes=[1, 2], device="cuda:0")
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0, device)

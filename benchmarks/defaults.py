@@ -196,12 +196,17 @@ def child(args: argparse.Namespace) -> None:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
+    cache_log = FxCacheLog() if args.row in AITUNE_ROWS else None
     result: dict[str, Any] = {}
     try:
         measure(args.row, args.model, args.device, result, args.strategy_budget_s)
     except Exception as e:  # noqa: BLE001 - becomes this row's error entry
         result["error"] = f"{type(e).__name__}: {e}"[:1500]
         result["traceback_tail"] = traceback.format_exc()[-2500:]
+    if cache_log is not None:
+        # Why a warm row compiled again: the FX-graph cache's keys, hits, misses and bypasses, and the
+        # key details (the inputs of each hash: diff a cold and a warm row's to find what changed).
+        result["fx_cache_log"] = cache_log.records
     if args.row in AITUNE_ROWS:
         result.update(telemetry_outcome())
         if log_path.exists():
@@ -223,6 +228,30 @@ def child(args: argparse.Namespace) -> None:
                 result["compile_times"] = f"unavailable: {e}"
             result["log_warnings"] = [line[:300] for line in lines if " - WARNING - " in line][:20]
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+
+
+class FxCacheLog:
+    """Collects torch._inductor.codecache's messages about its FX-graph cache (hits, misses,
+    bypasses and each key's hash details, truncated) without changing how anything else logs."""
+
+    MAX_RECORDS = 12
+    MAX_CHARS = 20000
+
+    def __init__(self) -> None:
+        import logging
+
+        self.records: list[str] = []
+        outer = self
+
+        class _Handler(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                message = record.getMessage()
+                if "fx graph cache" in message.lower() and len(outer.records) < outer.MAX_RECORDS:
+                    outer.records.append(message[: outer.MAX_CHARS])
+
+        source = logging.getLogger("torch._inductor.codecache")
+        source.addHandler(_Handler(level=logging.DEBUG))
+        source.setLevel(logging.DEBUG)
 
 
 def telemetry_outcome() -> dict[str, Any]:

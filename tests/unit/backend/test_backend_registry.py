@@ -18,6 +18,7 @@ from aitune import exceptions as errors
 from aitune._native import _C
 from aitune.torch.backend import Backend, TorchEagerBackend, TorchInductorAotBackend
 from aitune.torch.backend import registry
+from aitune.torch.backend.torch_inductor_aot import cpu_isa
 from aitune.torch.backend.registry import BackendRegistryError, register_backend
 from aitune.torch.checkpoint import format as ckpt_format
 from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
@@ -246,6 +247,13 @@ def test_a_format1_eager_checkpoint_loads_and_serves_the_reference():
 
 def test_a_format1_inductor_aot_checkpoint_loads_and_serves_the_reference(aoti_loads):
     x, y = _reference()
+    # The package was compiled on an AVX-512 (VNNI) CPU: elsewhere the load refuses it up front
+    # instead of dying of SIGILL (cpu_isa.py).
+    flags = cpu_isa.cpu_flags() or set()
+    if not {"avx512f", "avx512_vnni"} <= flags:
+        with pytest.raises(errors.IncompatibleCheckpointError, match=r"AVX512 AVX512_VNNI .*lacks .*avx512"):
+            ait.load(_mlp(seed=5), V1 / "torch_inductor_aot.ait")
+        return
     loaded = ait.load(_mlp(seed=5), V1 / "torch_inductor_aot.ait")  # the package holds the weights
     assert isinstance(loaded.tuned_module.backends[0][1], TorchInductorAotBackend)
     with torch.no_grad():

@@ -35,7 +35,7 @@ from aitune.torch.backend.common.export_shapes import (
     prepare_export_sample,
     var_keyword_names,
 )
-from aitune.torch.backend.torch_inductor_aot import load_check
+from aitune.torch.backend.torch_inductor_aot import cpu_isa, load_check
 from aitune.torch.backend.torch_inductor_aot.input_order import input_order, leaf_paths, spec_paths
 from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_libstdcxx
 from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_config import TorchInductorAotBackendConfig
@@ -66,7 +66,9 @@ def probe_package_load_once(path: Path, device_index: int = -1, graph: GraphSpec
     taking the process down or stalling it. The check costs a child process (a few seconds), so
     a passed one is remembered beside the extracted file, keyed by the file's stamp (any write to
     the file changes it) and whether the first call was made; in a read-only cache it runs on
-    every load."""
+    every load. First, without running native code, a CPU package compiled for instructions this
+    CPU lacks is refused (cpu_isa.py): an AVX-512 package would die of SIGILL on an AVX2 CPU."""
+    cpu_isa.check_cpu_package(path)
     if not load_check.enabled():
         return
     marker = path.with_name(path.name + f".probed-{device_index}")

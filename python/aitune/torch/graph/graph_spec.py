@@ -54,10 +54,11 @@ class TensorsSpec:
     def from_flat(cls, flat_leaves: list, batch_size: int | None, is_output: bool) -> TensorsSpec:
         spec = cls(is_output)
         root = "output" if is_output else None
-        for steps, value, is_tensor, needs_eq in flat_leaves:
-            path = semantic_path(steps) if steps else ()
-            display = access_path(steps, root)
-            if is_tensor:
+        for flat in flat_leaves:
+            value = flat.value
+            path = semantic_path(flat.path) if flat.path else ()
+            display = access_path(flat.path, root)
+            if flat.is_tensor:
                 spec.leaves.append(
                     TensorLeaf(
                         path,
@@ -69,16 +70,17 @@ class TensorsSpec:
                     )
                 )
             else:
-                spec.leaves.append(ConstantLeaf(path, display, value, needs_eq))
+                spec.leaves.append(ConstantLeaf(path, display, value, flat.needs_eq))
         return spec
 
     def update(self, flat_leaves: list, batch_size: int | None) -> list[str]:
         """Widens every tensor's lattice with a new sample of the same graph. Returns warnings
         (e.g. a dtype that differs from the first sample's)."""
         warnings = []
-        for leaf, (_, value, is_tensor, _) in zip(self.leaves, flat_leaves):
-            if not is_tensor or not isinstance(leaf, TensorLeaf):
+        for leaf, flat in zip(self.leaves, flat_leaves):
+            if not flat.is_tensor or not isinstance(leaf, TensorLeaf):
                 continue
+            value = flat.value
             leaf.spec.update(list(value.shape), batch_size)
             if value.dtype not in leaf.dtypes:
                 leaf.dtypes.append(value.dtype)

@@ -62,9 +62,9 @@ class Recorder:
     def find_graph(self, key: Any, leaves: list) -> GraphSpec | None:
         for graph in self._by_key.get(key, ()):
             if all(
-                values_equal(leaf[1], const.value)
+                values_equal(leaf.value, const.value)
                 for leaf, const in zip(leaves, graph.input_spec.leaves)
-                if leaf[3] and not leaf[2]
+                if leaf.needs_eq and not leaf.is_tensor
             ):
                 return graph
         return None
@@ -75,7 +75,7 @@ class Recorder:
         key, leaves = self.flatten(args, kwargs)
         batch_size = current_batch_size()
         if self._native_defs is not None:
-            tensors = [(repr(_path(steps)), list(value.shape)) for steps, value, is_tensor, _ in leaves if is_tensor]
+            tensors = [(repr(_path(leaf.path)), list(leaf.value.shape)) for leaf in leaves if leaf.is_tensor]
             _C.check_call_against_defs(self.module_name, self._native_defs, tensors)
         graph = self.find_graph(key, leaves)
         sample_needed = graph is None or len(graph.samples) < config.max_num_samples_stored
@@ -102,7 +102,7 @@ class Recorder:
         llm_phase = None
         if self.llm_param >= 0:
             name = self.params[self.llm_param][0]
-            position = next((v for steps, v, is_tensor, _ in leaves if is_tensor and steps[0][1] == name), None)
+            position = next((leaf.value for leaf in leaves if leaf.is_tensor and leaf.path[0][1] == name), None)
             if position is not None:
                 llm_phase = "prefill" if position.numel() == 0 or int(position.reshape(-1)[0]) == 0 else "decode"
         graph = GraphSpec(

@@ -46,7 +46,8 @@ class SampleMetadata:
     @staticmethod
     def _from_leaves(leaves: list, root: str | None, strict: bool, batch_size: int | None) -> SampleMetadata:
         tensors, others = [], []
-        for steps, value, is_tensor, _ in leaves:
+        for flat in leaves:
+            steps, value, is_tensor = flat.path, flat.value, flat.is_tensor
             locator = LeafLocator(access_path(steps, root), semantic_path(steps) if steps else ())
             if is_tensor:
                 tensors.append((locator, TensorSpec.from_tensor(value, batch_size)))

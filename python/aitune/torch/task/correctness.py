@@ -19,7 +19,8 @@ from aitune.torch.graph.tree import map_tensors
 
 def check_finite(output: Any) -> None:
     _, leaves = _C.flatten_value(output)
-    for steps, value, is_tensor, _ in leaves:
+    for flat in leaves:
+        steps, value, is_tensor = flat.path, flat.value, flat.is_tensor
         name = access_path(steps, "output")
         if is_tensor:
             if not (value.is_floating_point() or value.is_complex()):
@@ -34,7 +35,7 @@ def check_finite(output: Any) -> None:
 
 def check_output_structure(graph: GraphSpec, output: Any) -> None:
     _, leaves = _C.flatten_value(output)
-    actual = {semantic_path(steps) if steps else (): value for steps, value, is_tensor, _ in leaves if is_tensor}
+    actual = {semantic_path(leaf.path) if leaf.path else (): leaf.value for leaf in leaves if leaf.is_tensor}
     expected: list[TensorLeaf] = graph.output_spec.tensors
     errors = []
     if len(actual) != len(expected):
@@ -85,7 +86,7 @@ def check_correctness(backend: Any, graph: GraphSpec, data: list[Sample], descri
                 try:
                     output = backend.infer(*args, **kwargs)
                     _, leaves = _C.flatten_value(output)
-                    if sum(1 for leaf in leaves if leaf[2]) != len(graph.output_spec.tensors):
+                    if sum(1 for leaf in leaves if leaf.is_tensor) != len(graph.output_spec.tensors):
                         raise ValueError("the number of output tensors differs from the recorded output spec")
                 except Exception as e:  # noqa: BLE001 - any failure at the boundary shapes is the finding
                     raise CorrectnessDynamicShapeError(

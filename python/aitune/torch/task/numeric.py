@@ -65,12 +65,15 @@ def reference_outputs(
             if precise is not None:
                 try:
                     _, exact = _C.flatten_value(precise(sample))
-                    precise_leaves = {(semantic_path(s) if s else ()): v for s, v, t, _ in exact if t}
+                    precise_leaves = {
+                        (semantic_path(leaf.path) if leaf.path else ()): leaf.value for leaf in exact if leaf.is_tensor
+                    }
                 except Exception as e:  # noqa: BLE001 - the bound is then left out for this graph
                     log_no_precise_reference(graph_name, e)
                     precise = None
             ref: dict[tuple, ReferenceLeaf] = {}
-            for steps, value, is_tensor, _ in leaves:
+            for flat in leaves:
+                steps, value, is_tensor = flat.path, flat.value, flat.is_tensor
                 path = semantic_path(steps) if steps else ()
                 leaf = ReferenceLeaf(_to_host(value), access_path(steps, "output"), is_tensor)
                 exact_value = precise_leaves.get(path)
@@ -190,7 +193,8 @@ def check_numeric(
             args, kwargs = copy.deepcopy((sample.args, sample.kwargs))
             output = infer(*args, **kwargs)
             _, leaves = _C.flatten_value(output)
-            for steps, value, is_tensor, _ in leaves:
+            for flat in leaves:
+                steps, value, is_tensor = flat.path, flat.value, flat.is_tensor
                 path = semantic_path(steps) if steps else ()
                 if path not in ref:
                     continue  # structure problems are reported by the structural check

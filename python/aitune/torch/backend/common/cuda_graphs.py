@@ -71,7 +71,7 @@ class CudaGraphServing:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The served path from Python (Backend.infer): the same runner and rebuild as the plan's."""
         _, leaves = _C.flatten_call(self._signature, args, kwargs, config.strict_mode, -1)
-        tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
+        tensors = [leaf.value for leaf in leaves if leaf.is_tensor]
         return self.outputs.rebuild(self.runner.run([tensors[i] for i in self._input_order]))
 
     def stats(self) -> dict[str, int]:

@@ -184,7 +184,7 @@ class ONNXRuntimeBackend(Backend):
     # -- serving -----------------------------------------------------------------------------
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         _, leaves = _C.flatten_call(self._signature, args, kwargs, aitune_config.strict_mode, -1)
-        tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
+        tensors = [leaf.value for leaf in leaves if leaf.is_tensor]
         outputs = self._session.run([tensors[i] for i in self._input_leaves])
         return self._outputs.rebuild(outputs)
 

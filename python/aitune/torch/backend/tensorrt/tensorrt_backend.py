@@ -293,7 +293,7 @@ class TensorRTBackend(Backend):
         if self._runner is None:
             raise RuntimeError("Engine not loaded. Call build() first.")
         _, leaves = _C.flatten_call(self._signature, tuple(args), dict(kwargs), False, -1)
-        tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
+        tensors = [leaf.value for leaf in leaves if leaf.is_tensor]
         outputs = self._runner.run(tensors)
         flat = [outputs[name] for name in self._output_names]
         if self._cast_back is not None:  # engine I/O in another precision than the model's outputs

@@ -47,7 +47,7 @@ def first_call_inputs(graph: Any, sample: Any | None) -> list[torch.Tensor]:
     of the recorded minimum shape and first dtype when there is no sample."""
     if sample is not None:
         _, leaves = _C.flatten_call(_C.Signature(graph.forward_params), sample.args, sample.kwargs, False, -1)
-        tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
+        tensors = [leaf.value for leaf in leaves if leaf.is_tensor]
         if len(tensors) == len(graph.input_spec.tensors):
             return [t.detach().to("cpu").contiguous() for t in tensors]
     return [

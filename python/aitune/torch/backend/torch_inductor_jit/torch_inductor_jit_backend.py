@@ -63,8 +63,10 @@ def shape_key(args: tuple, kwargs: dict) -> tuple:
     order) and its scalar constants. Dynamo's static guards specialise on both."""
     _, leaves = _C.flatten_value((args, kwargs))
     return tuple(
-        tuple(value.shape) if is_tensor else (value if isinstance(value, _SCALARS) else type(value))
-        for _, value, is_tensor, _ in leaves
+        tuple(leaf.value.shape)
+        if leaf.is_tensor
+        else (leaf.value if isinstance(leaf.value, _SCALARS) else type(leaf.value))
+        for leaf in leaves
     )
 
 

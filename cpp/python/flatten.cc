@@ -315,4 +315,58 @@ py::tuple path_to_python(const std::vector<PathStep>& path) {
   return result;
 }
 
+namespace {
+
+py::object flat_to_python(const FlatCall& flat) {
+  py::list leaves;
+  for (size_t i = 0; i < flat.leaves.size(); ++i) {
+    const Leaf& leaf = flat.leaves[i];
+    py::object path = flat.paths.empty() ? py::none() : py::object(path_to_python(flat.paths[i]));
+    leaves.append(py::cast(PyLeaf{path, leaf.value, leaf.is_tensor, leaf.needs_eq}));
+  }
+  return py::make_tuple(flat.key, leaves);
+}
+
+}  // namespace
+
+void register_flatten_bindings(py::module_& m) {
+  py::class_<PyLeaf>(m, "Leaf", "One flattened leaf: its path, value and how the dispatcher checks it.")
+      .def(py::init<py::object, py::object, bool, bool>(), py::arg("path"), py::arg("value"),
+           py::arg("is_tensor"), py::arg("needs_eq") = false)
+      .def_readonly("path", &PyLeaf::path,
+                    "Tuple of (kind, key) steps: 'p' parameter, 'k' key, 'i' index, 'a' attribute.")
+      .def_readonly("value", &PyLeaf::value)
+      .def_readonly("is_tensor", &PyLeaf::is_tensor)
+      .def_readonly(
+          "needs_eq", &PyLeaf::needs_eq,
+          "A non-builtin constant the key summarises by type only: the dispatcher confirms it with ==.")
+      .def("__repr__", [](const PyLeaf& leaf) {
+        return "Leaf(path=" + py::repr(leaf.path).cast<std::string>() +
+               ", is_tensor=" + (leaf.is_tensor ? "True" : "False") +
+               ", needs_eq=" + (leaf.needs_eq ? "True" : "False") + ")";
+      });
+
+  m.def(
+      "flatten_call",
+      [](const Signature& sig, const py::tuple& args, const py::dict& kwargs, bool strict, int llm_param) {
+        std::vector<BoundArg> bound;
+        sig.bind(args, kwargs, bound);
+        FlatCall flat;
+        flatten_arguments(sig, bound, FlattenOptions{strict, true, llm_param}, flat);
+        return flat_to_python(flat);
+      },
+      py::arg("signature"), py::arg("args"), py::arg("kwargs"), py::arg("strict"), py::arg("llm_param") = -1,
+      "Binds and flattens a call: (GraphKey, [Leaf, ...]).");
+  m.def(
+      "flatten_value",
+      [](py::handle value) {
+        FlatCall flat;
+        flatten_value(value, FlattenOptions{false, true, -1}, flat);
+        return flat_to_python(flat);
+      },
+      py::arg("value"), "Flattens a forward's output: (GraphKey, [Leaf, ...]).");
+  m.def("set_type_rules", &set_type_rules, py::arg("classify"), py::arg("attributes"));
+  m.def("invalidate_type_rules", &invalidate_type_rules);
+}
+
 }  // namespace aitune::python

@@ -73,4 +73,15 @@ py::tuple path_to_python(const std::vector<PathStep>& path);
 // Module-exit cleanup of the Python objects the flattener caches.
 void clear_type_rules();
 
+// One leaf as Python sees it (`_C.Leaf`): fields by name, so Python never decodes a tuple by position.
+struct PyLeaf {
+  py::object path;  // tuple of (kind, key) steps
+  py::object value;
+  bool is_tensor = false;
+  bool needs_eq = false;
+};
+
+// Registers Leaf, flatten_call, flatten_value and the type-rule setters on `_C`.
+void register_flatten_bindings(py::module_& m);
+
 }  // namespace aitune::python

@@ -68,16 +68,6 @@ std::vector<InputShapeDef> shape_defs_from_python(const py::list& defs) {
   return out;
 }
 
-py::object flat_to_python(const FlatCall& flat) {
-  py::list leaves;
-  for (size_t i = 0; i < flat.leaves.size(); ++i) {
-    const Leaf& leaf = flat.leaves[i];
-    py::object path = flat.paths.empty() ? py::none() : py::object(path_to_python(flat.paths[i]));
-    leaves.append(py::make_tuple(path, leaf.value, leaf.is_tensor, leaf.needs_eq));
-  }
-  return py::make_tuple(flat.key, leaves);
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -111,28 +101,7 @@ PYBIND11_MODULE(_C, m) {
         return out;
       });
 
-  m.def(
-      "flatten_call",
-      [](const Signature& sig, const py::tuple& args, const py::dict& kwargs, bool strict, int llm_param) {
-        std::vector<BoundArg> bound;
-        sig.bind(args, kwargs, bound);
-        FlatCall flat;
-        flatten_arguments(sig, bound, FlattenOptions{strict, true, llm_param}, flat);
-        return flat_to_python(flat);
-      },
-      py::arg("signature"), py::arg("args"), py::arg("kwargs"), py::arg("strict"), py::arg("llm_param") = -1,
-      "Binds and flattens a call: (GraphKey, [(path, value, is_tensor, needs_eq), ...]).");
-  m.def(
-      "flatten_value",
-      [](py::handle value) {
-        FlatCall flat;
-        flatten_value(value, FlattenOptions{false, true, -1}, flat);
-        return flat_to_python(flat);
-      },
-      py::arg("value"),
-      "Flattens a forward's output: (GraphKey, [(path, value, is_tensor, needs_eq), ...]).");
-  m.def("set_type_rules", &set_type_rules, py::arg("classify"), py::arg("attributes"));
-  m.def("invalidate_type_rules", &invalidate_type_rules);
+  register_flatten_bindings(m);
 
   py::class_<TensorSpec>(m, "TensorSpec")
       .def_static(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence, Tuple, Union
+from typing import Iterable, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "AITuneError",
@@ -78,7 +78,7 @@ class AITuneError(Exception):
     def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self) -> Tuple[Any, ...]:
+    def __reduce__(self) -> Tuple[object, ...]:
         return _rebuild, (type(self), dict(self.__dict__))
 
 
@@ -113,7 +113,7 @@ class NoValidBackendError(AITuneError, RuntimeError):
     "kept eager" line (a :class:`aitune.torch.tune_strategy.outcome.KeptEager`); None otherwise.
     """
 
-    def __init__(self, message: str, log_path: Optional[PathLike] = None, outcome: Any = None) -> None:
+    def __init__(self, message: str, log_path: Optional[PathLike] = None, outcome: object = None) -> None:
         super().__init__(message, log_path)
         self.outcome = outcome
 
@@ -172,7 +172,7 @@ class UnsupportedCheckpointError(AITuneError, ValueError):
     reference raised ``ValueError`` for an unknown backend type."""
 
 
-Mismatch = Tuple[str, Any, Any]
+Mismatch = Tuple[str, object, object]
 
 
 class IncompatibleCheckpointError(AITuneError):
@@ -192,7 +192,7 @@ class IncompatibleCheckpointError(AITuneError):
 
     def __init__(
         self,
-        mismatches: Union[str, Iterable[Sequence[Any]]],
+        mismatches: Union[str, Iterable[Sequence[object]]],
         log_path: Optional[PathLike] = None,
     ) -> None:
         if isinstance(mismatches, str):

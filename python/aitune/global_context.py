@@ -6,7 +6,6 @@ function written for AITune (`global_context.get(BATCH_SIZE_KEY, 4)`) sees the s
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from aitune.torch.global_context import current_batch_size
 
@@ -21,7 +20,7 @@ class GlobalContext:
     layer and pops it on exit, so values set inside the block are gone after it."""
 
     def __init__(self) -> None:
-        self._layers: list[dict[str, Any]] = [{}]
+        self._layers: list[dict[str, object]] = [{}]
         self._lock = threading.Lock()
 
     def __enter__(self) -> GlobalContext:
@@ -29,17 +28,17 @@ class GlobalContext:
             self._layers.append(dict(self._layers[-1]))
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: object) -> bool:
         with self._lock:
             if len(self._layers) > 1:
                 self._layers.pop()
         return False
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, key: str, value: object) -> None:
         with self._lock:
             self._layers[-1][key] = value
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> object:
         """The value of `key`; while ait.tune runs the model, `BATCH_SIZE_KEY` is its batch size."""
         if key == BATCH_SIZE_KEY:
             published = current_batch_size()

@@ -13,8 +13,8 @@ import importlib
 import importlib.metadata
 import importlib.util
 import sys
+import types
 from pathlib import Path
-from typing import Any
 
 # Distributions that install the `tensorrt` module (the meta package and its parts, per CUDA major).
 DISTRIBUTIONS = (
@@ -28,7 +28,7 @@ DISTRIBUTIONS = (
 )
 
 
-def tensorrt_module(import_it: bool = True) -> Any | None:
+def tensorrt_module(import_it: bool = True) -> types.ModuleType | None:
     """The `tensorrt` module: the one already imported, else imported now (when `import_it`);
     None when it is not installed or does not import (its native libraries missing)."""
     module = sys.modules.get("tensorrt")
@@ -58,7 +58,7 @@ def _loaded_libraries(stem: str) -> list[str]:
     return sorted(found)
 
 
-def tensorrt_report() -> dict[str, Any]:
+def tensorrt_report() -> dict[str, object]:
     """What `python -m aitune doctor` says about TensorRT: version, major, module location, the
     distributions that installed it and the libnvinfer the process loaded."""
     module = tensorrt_module()

@@ -41,7 +41,7 @@ OUTPUT_NAMES = {'output["parts"][0]', 'output["parts"][1]', 'output["sum"]'}
 def _named(output) -> dict[str, torch.Tensor]:
     """An output object as (access path -> tensor), the C++ runtime's form."""
     _, leaves = _C.flatten_value(output)
-    return {access_path(steps, "output"): value for steps, value, is_tensor, _ in leaves if is_tensor}
+    return {access_path(leaf.path, "output"): leaf.value for leaf in leaves if leaf.is_tensor}
 
 
 def _tune_and_save(path: Path, device: str, use_cuda_graphs: bool = False) -> Path:

@@ -10,6 +10,7 @@ from typing import Any, Hashable
 import torch
 
 from aitune.dynamo.requests import BadRequest
+from aitune.torch.graph.graph_spec import GraphSpec
 
 
 @dataclasses.dataclass
@@ -33,7 +34,7 @@ class ItemShape:
         return f"[{', '.join(dims)}] (graph `{self.graph}`)"
 
 
-def tuned_batch_sizes(graph: Any, min_bs: int, max_bs: int) -> list[int]:
+def tuned_batch_sizes(graph: GraphSpec, min_bs: int, max_bs: int) -> list[int]:
     """The batch sizes the graph was tuned at (ait.tune's batch_sizes that reached it) and its
     max; after ait.load, where those are not stored, the powers of two within its range."""
     observed = {bs for bs in getattr(graph, "observed_batch_sizes", ()) or () if min_bs <= bs <= max_bs}

@@ -14,7 +14,7 @@ import os
 import re
 from enum import Enum
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Dict, Optional, Union
 
 import torch
 
@@ -108,7 +108,7 @@ def _env_seconds(name: str, default: float) -> float:
     return value
 
 
-def _require_int(name: str, value: Any, minimum: int) -> int:
+def _require_int(name: str, value: object, minimum: int) -> int:
     """Validate an integer knob; ``bool`` is rejected although it is an ``int``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -280,7 +280,7 @@ class AITuneConfig:
 
     # -- snapshot --------------------------------------------------------------
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> Dict[str, object]:
         """Return a JSON-serialisable snapshot for reports (paths as ``str``)."""
         max_stored = self.max_num_samples_stored
         return {

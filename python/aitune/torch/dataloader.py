@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import numbers
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -42,7 +42,9 @@ DatasetLike = Union[Sequence, Dataset]
 _LABEL_KEYS = ("label", "label_ids")
 
 
-def default_data_collator(items: Sequence[Any]) -> Union[List[Any], Dict[str, Any], Tuple[List[Any], Dict[str, Any]]]:
+def default_data_collator(
+    items: Sequence[object],
+) -> Union[List[object], Dict[str, object], Tuple[List[object], Dict[str, object]]]:
     """Collate unbatched items into one batch.
 
     * dict items -> dict collated per key; ``label``/``label_ids`` become ``labels``
@@ -69,7 +71,7 @@ def default_data_collator(items: Sequence[Any]) -> Union[List[Any], Dict[str, An
     return [_collate_field(items, "item")]
 
 
-def _is_args_kwargs(value: Any) -> bool:
+def _is_args_kwargs(value: object) -> bool:
     return (
         isinstance(value, (list, tuple))
         and len(value) == 2
@@ -78,26 +80,26 @@ def _is_args_kwargs(value: Any) -> bool:
     )
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, (numbers.Number, np.generic)) and not isinstance(value, (str, bytes))
 
 
-def _is_numeric_nested(value: Any) -> bool:
+def _is_numeric_nested(value: object) -> bool:
     """True for a number or a (nested) non-empty list/tuple of numbers, e.g. ``input_ids``."""
     if isinstance(value, (list, tuple)):
         return len(value) > 0 and all(_is_numeric_nested(v) for v in value)
     return _is_number(value)
 
 
-def _collate_positions(items: Sequence[Sequence[Any]], where: str) -> List[Any]:
+def _collate_positions(items: Sequence[Sequence[object]], where: str) -> List[object]:
     length = len(items[0])
     if any(len(item) != length for item in items):
         raise InvalidValueError(f"Cannot collate {where}: items have different lengths.")
     return [_collate_field([item[i] for item in items], f"{where}[{i}]") for i in range(length)]
 
 
-def _collate_mapping(items: Sequence[Mapping], where: str, rename_labels: bool = False) -> Dict[str, Any]:
-    batch: Dict[str, Any] = {}
+def _collate_mapping(items: Sequence[Mapping], where: str, rename_labels: bool = False) -> Dict[str, object]:
+    batch: Dict[str, object] = {}
     for key in items[0]:
         try:
             values = [item[key] for item in items]
@@ -112,7 +114,7 @@ def _collate_mapping(items: Sequence[Mapping], where: str, rename_labels: bool =
     return batch
 
 
-def _collate_field(values: Sequence[Any], where: str) -> Any:
+def _collate_field(values: Sequence[object], where: str) -> object:
     """Collate one field across items; ``where`` names it in errors."""
     first = values[0]
     try:
@@ -140,14 +142,14 @@ def _collate_field(values: Sequence[Any], where: str) -> Any:
 class SingleBatchDatasetWrapper(Dataset):
     """Presents exactly ``batch_size`` items by cycling a shorter dataset (one full batch)."""
 
-    def __init__(self, dataset: Any, batch_size: int) -> None:
+    def __init__(self, dataset: DatasetLike, batch_size: int) -> None:
         self.dataset = dataset
         self.batch_size = batch_size
 
     def __len__(self) -> int:
         return self.batch_size
 
-    def __getitem__(self, index: int) -> Any:
+    def __getitem__(self, index: int) -> object:
         return self.dataset[index % len(self.dataset)]
 
 
@@ -162,7 +164,7 @@ class DataLoaderFactory:
         num_workers: Passed to the ``DataLoader``.
     """
 
-    def __init__(self, dataset: Any, collate_fn: Optional[Callable] = None, num_workers: int = 0) -> None:
+    def __init__(self, dataset: object, collate_fn: Optional[Callable] = None, num_workers: int = 0) -> None:
         if not hasattr(dataset, "__getitem__") and not isinstance(dataset, IterableDataset):
             if not isinstance(dataset, Iterable):
                 raise InvalidTypeError(f"Dataset of type {type(dataset).__name__} is not indexable or iterable.")
@@ -197,7 +199,7 @@ class DataLoaderFactory:
         return self.create(batch_size)
 
 
-def _to_call(batch: Any) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+def _to_call(batch: object) -> Tuple[Tuple[object, ...], Dict[str, object]]:
     """Map a collated batch to ``(args, kwargs)`` for ``func(*args, **kwargs)``."""
     if isinstance(batch, Mapping):
         return (), dict(batch)
@@ -209,10 +211,10 @@ def _to_call(batch: Any) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
 
 
 def samples_generator(
-    dataset: Any,
+    dataset: object,
     batch_sizes: Iterable[int],
     max_num_batches_per_batch_size: Optional[int] = None,
-) -> Iterator[Tuple[int, Tuple[Any, ...], Dict[str, Any]]]:
+) -> Iterator[Tuple[int, Tuple[object, ...], Dict[str, object]]]:
     """Yield ``(batch_size, args, kwargs)`` for each batch of each batch size.
 
     A ``torch.Tensor`` dataset is a single unbatched sample; a
@@ -238,7 +240,7 @@ def samples_generator(
             yield batch_size, args, kwargs
 
 
-def ensure_enough_samples(dataset: Any, number_of_samples: int) -> Any:
+def ensure_enough_samples(dataset: object, number_of_samples: int) -> Union[List[object], DataLoaderFactory]:
     """A list of exactly ``number_of_samples`` items, cycling the dataset when it is shorter and
     trimming it when longer (a ``DataLoaderFactory`` keeps its settings and gets such a list). A
     ``torch.Tensor`` is one item."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any
 
 logger = logging.getLogger("aitune")
 
@@ -21,7 +20,7 @@ class ModuleRegistry(OrderedDict):
 MODULE_REGISTRY: ModuleRegistry = ModuleRegistry()
 
 
-def register(name: str, module: Any) -> None:
+def register(name: str, module: object) -> None:
     if name in MODULE_REGISTRY and MODULE_REGISTRY[name] is not module:
         logger.warning("A module named '%s' was already registered; the new one replaces it.", name)
     MODULE_REGISTRY[name] = module

@@ -5,7 +5,7 @@ batch size every item is repeated to fill a batch of its own: one batch per dist
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch.utils.data import Dataset
@@ -64,7 +64,7 @@ class MinMaxRandomDataset(DynamicShapeDataset):
             items = [self._item(lambda cfg: cfg.min_input), self._item(lambda cfg: cfg.max_input), *items[:-2]]
         super().__init__(items)
 
-    def _item(self, shape_of: Callable[[InputConfig], Sequence[int]]) -> Any:
+    def _item(self, shape_of: Callable[[InputConfig], Sequence[int]]) -> dict[str, torch.Tensor] | list[torch.Tensor]:
         tensors = [
             torch.empty(tuple(shape_of(cfg)), dtype=cfg.dtype).uniform_(cfg.min_value, cfg.max_value)
             for cfg in self.input_configs
@@ -78,7 +78,7 @@ class MinMaxRandomDataset(DynamicShapeDataset):
         return [int(torch.randint(lo, hi + 1, ()).item()) for lo, hi in zip(cfg.min_input, cfg.max_input)]
 
     @property
-    def samples(self) -> list[Any]:
+    def samples(self) -> list[dict[str, torch.Tensor] | list[torch.Tensor]]:
         return list(self)
 
 
@@ -86,12 +86,12 @@ class RepeatEachItem(Dataset):
     """Presents each item of `dataset` `batch_size` times in a row, so every batch holds copies
     of one item (one shape)."""
 
-    def __init__(self, dataset: Sequence[Any], batch_size: int) -> None:
+    def __init__(self, dataset: Sequence[object], batch_size: int) -> None:
         self.dataset = dataset
         self.batch_size = batch_size
 
     def __len__(self) -> int:
         return len(self.dataset) * self.batch_size
 
-    def __getitem__(self, index: int) -> Any:
+    def __getitem__(self, index: int) -> object:
         return self.dataset[index // self.batch_size]

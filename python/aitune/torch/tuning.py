@@ -7,7 +7,7 @@ import contextlib
 import logging
 import shutil
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Union
 
 import torch
 import torch.utils._pytree
@@ -24,12 +24,17 @@ from aitune.torch.tune_strategy.budget import session_started as budget_session_
 from aitune.torch.tune_strategy.context import installed as executor_installed
 from aitune.torch.utils.tensors import to_device
 
+if TYPE_CHECKING:
+    from aitune.torch.module.wrapper import Module
+
+Device = Union[str, torch.device]
+
 logger = logging.getLogger("aitune")
 DEFAULT_BATCH_SIZES = [1, 2]
 _RULE = "═" * 100
 
 
-def _resolve_device(device: Any) -> torch.device:
+def _resolve_device(device: Device) -> torch.device:
     device = normalize_device(device)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError("CUDA is not available. Please check your CUDA installation.")
@@ -69,7 +74,7 @@ def dataset_hint(error: Exception, batch_size: int, args: tuple, kwargs: dict) -
     )
 
 
-def _resolve_devices(devices: Iterable[Any]) -> list[torch.device]:
+def _resolve_devices(devices: Iterable[Device]) -> list[torch.device]:
     """ait.tune's `devices`: one type for all (their measurements are compared), each usable."""
     if isinstance(devices, (str, torch.device)):
         raise InvalidValueError(f"devices must be a list of devices, e.g. ['cuda:0', 'cuda:1'], got {devices!r}")
@@ -92,15 +97,15 @@ def _resolve_devices(devices: Iterable[Any]) -> list[torch.device]:
 
 def tune(
     func: Callable,
-    dataset: Any,
+    dataset: object,
     batch_sizes: Iterable[int] | None = None,
     max_num_batches_per_batch_size: int | None = None,
-    device: Any = "cuda:0",
+    device: Device = "cuda:0",
     dry_run: bool = False,
     disable_external_logging: bool = False,
     clear_cache: bool = False,
     ignore_failing_modules: bool = True,
-    devices: Iterable[Any] | None = None,
+    devices: Iterable[Device] | None = None,
 ) -> None:
     """Runs `func` over `dataset` at each batch size so wrapped modules record their calls,
     then tunes each registered module in registration order and activates the results.
@@ -132,10 +137,10 @@ def tune(
 
 def _tune(
     func: Callable,
-    dataset: Any,
+    dataset: object,
     batch_sizes: Iterable[int] | None,
     max_num_batches_per_batch_size: int | None,
-    device: Any,
+    device: Device,
     dry_run: bool,
     ignore_failing_modules: bool,
     pool_devices: list[torch.device],
@@ -224,7 +229,7 @@ def _tune_modules(modules: list, device: torch.device, dry_run: bool, ignore_fai
             _failed(module, e, ignore_failing_modules)
 
 
-def _failed(module: Any, error: Exception, ignore_failing_modules: bool) -> None:
+def _failed(module: Module, error: Exception, ignore_failing_modules: bool) -> None:
     """An unexpected failure: re-raised unless ignore_failing_modules, else a WARNING and passthrough."""
     tune_data.record_module_outcome(module.name, "failed")
     if isinstance(error, DiskSpaceError) or not ignore_failing_modules:

@@ -133,17 +133,18 @@ def test_dict_order_does_not_change_the_key():
 def test_parameter_is_a_tensor_leaf():
     param = torch.nn.Parameter(torch.ones(2, 2))
     key, leaves = _C.flatten_call(X_Y, (param,), {}, True)
-    [(path, value, is_tensor, needs_eq)] = leaves
-    assert is_tensor and not needs_eq
-    assert value is param
-    assert path == (("p", "x"),)
+    [leaf] = leaves
+    assert isinstance(leaf, _C.Leaf)
+    assert leaf.is_tensor and not leaf.needs_eq
+    assert leaf.value is param
+    assert leaf.path == (("p", "x"),)
     assert key == _key(X_Y, (torch.ones(3, 3),))
 
 
 def test_nested_leaf_paths():
     sig = _sig(("inputs", POS_OR_KW, False))
     _, leaves = _C.flatten_call(sig, ({"b": [torch.ones(1), 3], "a": torch.ones(1)},), {}, True)
-    assert [(path, is_tensor) for path, _, is_tensor, _ in leaves] == [
+    assert [(leaf.path, leaf.is_tensor) for leaf in leaves] == [
         ((("p", "inputs"), ("k", "a")), True),
         ((("p", "inputs"), ("k", "b"), ("i", 0)), True),
         ((("p", "inputs"), ("k", "b"), ("i", 1)), False),
@@ -157,7 +158,15 @@ class Color(enum.Enum):
 
 def test_non_builtin_constants_are_confirmed_with_eq():
     _, leaves = _C.flatten_call(X_Y, (torch.ones(1), Color.RED), {}, True)
-    assert [(is_tensor, needs_eq) for _, _, is_tensor, needs_eq in leaves] == [(True, False), (False, True)]
+    assert [(leaf.is_tensor, leaf.needs_eq) for leaf in leaves] == [(True, False), (False, True)]
+
+
+def test_a_leaf_is_read_by_name_not_by_position():
+    _, [leaf] = _C.flatten_value({"scale": 2.5})
+    assert (leaf.path, leaf.value, leaf.is_tensor, leaf.needs_eq) == ((("k", "scale"),), 2.5, False, False)
+    assert repr(leaf) == "Leaf(path=(('k', 'scale'),), is_tensor=False, needs_eq=False)"
+    with pytest.raises(TypeError):
+        _path, _value, _is_tensor, _needs_eq = leaf  # not a tuple: the fields have names
 
 
 # -- serving ----------------------------------------------------------------------------------

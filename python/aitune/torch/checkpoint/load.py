@@ -221,10 +221,10 @@ def _check_sample_fits(graph: GraphSpec, sample: Sample, strict: bool) -> None:
             f"{len(graph.key.tokens)} starting {list(graph.key.tokens)[:6]}"
         )
     expected = [isinstance(leaf, TensorLeaf) for leaf in graph.input_spec.leaves]
-    if [bool(is_tensor) for _, _, is_tensor, _ in leaves] != expected:
+    if [leaf.is_tensor for leaf in leaves] != expected:
         raise CorruptCheckpointError(
             f"graph '{graph.name}': its stored sample has {len(leaves)} input leaves "
-            f"({sum(1 for leaf in leaves if leaf[2])} tensors) but its input spec lists {len(expected)} "
+            f"({sum(1 for leaf in leaves if leaf.is_tensor)} tensors) but its input spec lists {len(expected)} "
             f"({sum(expected)} tensors): the manifest is inconsistent"
         )
 

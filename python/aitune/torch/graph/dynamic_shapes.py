@@ -4,10 +4,11 @@ core so the messages are the same wherever a definition is checked."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Union
+from typing import Mapping, Union
 
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError, InvalidValueError
+from aitune.utils.json_types import JSON, JSONDict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +27,7 @@ class DynamicDim:
         except AITuneUserInputError as e:  # AITune raises ValueError here: InvalidValueError is both
             raise InvalidValueError(str(e)) from None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """AITune's serialisable form: {"type": "BatchDim" | "DynamicDim", "name", "min", "max", "opt"}."""
         return {"type": type(self).__name__, **dataclasses.asdict(self)}
 
@@ -37,10 +38,12 @@ class BatchDim(DynamicDim):
 
 
 ShapeDefinition = tuple[Union[int, DynamicDim], ...]
+# An input named in a definition: a parameter name, or a tuple of keys and indices into it.
+InputPath = Union[str, tuple]
 
 
 def _dim_tuple(dim: DynamicDim) -> tuple:
-    def _int(value: Any, field: str) -> int:
+    def _int(value: object, field: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise _user_error(f"Dynamic dimension {dim.name!r} field {field} must be an int, got {value!r}.")
         return value
@@ -55,7 +58,7 @@ def _user_error(message: str) -> Exception:
     return InvalidValueError(message)
 
 
-def to_native(dynamic_shapes: Mapping[Any, ShapeDefinition]) -> list[tuple[str, list]]:
+def to_native(dynamic_shapes: Mapping[InputPath, ShapeDefinition]) -> list[tuple[str, list]]:
     """[(path_repr, axes)] in the form aitune._C expects; validates the whole set."""
     defs = []
     for path, shape in dynamic_shapes.items():
@@ -78,7 +81,7 @@ def to_native(dynamic_shapes: Mapping[Any, ShapeDefinition]) -> list[tuple[str, 
     return defs
 
 
-def to_json(dynamic_shapes: Mapping[Any, ShapeDefinition] | None) -> Any:
+def to_json(dynamic_shapes: Mapping[InputPath, ShapeDefinition] | None) -> JSON:
     """JSON form for logs and checkpoints."""
     if dynamic_shapes is None:
         return None
@@ -94,7 +97,7 @@ def to_json(dynamic_shapes: Mapping[Any, ShapeDefinition] | None) -> Any:
     return out
 
 
-def from_json(data: Any) -> dict[Any, ShapeDefinition] | None:
+def from_json(data: JSON) -> dict[InputPath, ShapeDefinition] | None:
     """The mapping `to_json` wrote (a checkpoint's `dynamic_shapes`), checked as a user's definition
     is. A file is hostile: anything malformed raises a plain ValueError naming the entry (the
     loader reports the checkpoint as corrupt), never a KeyError or a user-input error."""
@@ -104,14 +107,14 @@ def from_json(data: Any) -> dict[Any, ShapeDefinition] | None:
         raise ValueError(f"dynamic_shapes: {e}") from None
 
 
-def _from_json(data: Any) -> dict[Any, ShapeDefinition] | None:
+def _from_json(data: JSON) -> dict[InputPath, ShapeDefinition] | None:
     if data is None:
         return None
     if not isinstance(data, list):
         raise ValueError(
             f"dynamic_shapes: expected a list of {{path, shape}} entries or null, got {type(data).__name__}"
         )
-    out: dict[Any, ShapeDefinition] = {}
+    out: dict[InputPath, ShapeDefinition] = {}
     for i, entry in enumerate(data):
         if not isinstance(entry, dict) or set(entry) != {"path", "shape"} or not isinstance(entry["shape"], list):
             raise ValueError(f"dynamic_shapes[{i}]: expected {{'path': ..., 'shape': [...]}}, got {entry!r:.200}")
@@ -127,7 +130,7 @@ def _from_json(data: Any) -> dict[Any, ShapeDefinition] | None:
     return out
 
 
-def _axis_from_json(axis: Any, where: str) -> int | DynamicDim:
+def _axis_from_json(axis: JSON, where: str) -> int | DynamicDim:
     if isinstance(axis, int) and not isinstance(axis, bool):
         return axis
     fields = {"kind", "name", "min", "max", "opt"}

@@ -4,13 +4,16 @@ docs/reference/recording.md)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Mapping
 
 import torch
 from tabulate import tabulate
 
 from aitune._native import _C
 from aitune.torch.graph.locator import SemanticPath, access_path, semantic_path, tensor_name
+
+if TYPE_CHECKING:
+    from aitune.torch.graph.dynamic_shapes import InputPath, ShapeDefinition
 
 
 @dataclasses.dataclass
@@ -19,7 +22,7 @@ class TensorLeaf:
 
     semantic_path: SemanticPath
     access_path: str
-    spec: Any  # aitune._C.TensorSpec
+    spec: _C.TensorSpec
     dtypes: list[torch.dtype]  # every dtype seen, first is the spec's dtype
 
     @property
@@ -31,7 +34,7 @@ class TensorLeaf:
 class ConstantLeaf:
     semantic_path: SemanticPath
     access_path: str
-    value: Any
+    value: object
     needs_eq: bool = False  # the graph key summarises it by type only; the dispatcher compares it
 
 
@@ -51,13 +54,14 @@ class TensorsSpec:
         return [leaf for leaf in self.leaves if isinstance(leaf, ConstantLeaf)]
 
     @classmethod
-    def from_flat(cls, flat_leaves: list, batch_size: int | None, is_output: bool) -> TensorsSpec:
+    def from_flat(cls, flat_leaves: list[_C.Leaf], batch_size: int | None, is_output: bool) -> TensorsSpec:
         spec = cls(is_output)
         root = "output" if is_output else None
-        for steps, value, is_tensor, needs_eq in flat_leaves:
-            path = semantic_path(steps) if steps else ()
-            display = access_path(steps, root)
-            if is_tensor:
+        for flat in flat_leaves:
+            value = flat.value
+            path = semantic_path(flat.path) if flat.path else ()
+            display = access_path(flat.path, root)
+            if flat.is_tensor:
                 spec.leaves.append(
                     TensorLeaf(
                         path,
@@ -69,16 +73,17 @@ class TensorsSpec:
                     )
                 )
             else:
-                spec.leaves.append(ConstantLeaf(path, display, value, needs_eq))
+                spec.leaves.append(ConstantLeaf(path, display, value, flat.needs_eq))
         return spec
 
-    def update(self, flat_leaves: list, batch_size: int | None) -> list[str]:
+    def update(self, flat_leaves: list[_C.Leaf], batch_size: int | None) -> list[str]:
         """Widens every tensor's lattice with a new sample of the same graph. Returns warnings
         (e.g. a dtype that differs from the first sample's)."""
         warnings = []
-        for leaf, (_, value, is_tensor, _) in zip(self.leaves, flat_leaves):
-            if not is_tensor or not isinstance(leaf, TensorLeaf):
+        for leaf, flat in zip(self.leaves, flat_leaves):
+            if not flat.is_tensor or not isinstance(leaf, TensorLeaf):
                 continue
+            value = flat.value
             leaf.spec.update(list(value.shape), batch_size)
             if value.dtype not in leaf.dtypes:
                 leaf.dtypes.append(value.dtype)
@@ -154,11 +159,11 @@ class GraphSpec:
     def __init__(
         self,
         name: str,
-        key: Any,
+        key: _C.GraphKey,
         inputs: TensorsSpec,
         outputs: TensorsSpec,
         forward_params: list,
-        dynamic_shapes: Any = None,
+        dynamic_shapes: Mapping[InputPath, ShapeDefinition] | None = None,
         llm_phase: str | None = None,
     ) -> None:
         self.name = name
@@ -169,7 +174,7 @@ class GraphSpec:
         self.dynamic_shapes = dynamic_shapes
         self.llm_phase = llm_phase
         self.samples: list[Sample] = []
-        self.reference_outputs: list[Any] = []  # eager outputs of the samples (host), set when tuning
+        self.reference_outputs: list[object] = []  # eager outputs of the samples (host), set when tuning
         self.num_calls = 0
         # The batch sizes ait.tune published for the calls recorded here (the caller's batch_sizes
         # that reached this graph): the FirstWins gate measures at these. Empty in JIT mode.
@@ -213,7 +218,7 @@ def resize_to(tensor: torch.Tensor, shape: list[int]) -> torch.Tensor:
     return out.contiguous()
 
 
-def values_equal(a: Any, b: Any) -> bool:
+def values_equal(a: object, b: object) -> bool:
     """== for graph identity (docs/reference/recording.md#graph-identity): element-wise results (numpy arrays) count as
     equal only when all elements are; a comparison that raises means "different"."""
     try:

@@ -12,14 +12,15 @@ import collections
 import dataclasses
 import re
 import threading
-from typing import Any
+from typing import Union
 
 from aitune._native import _C
 
 # Rule numbers understood by the native walker (cpp/python/flatten.h).
 _LEAF, _IGNORE, _MAPPING_DATA, _FIELDS, _USER_TYPE = 0, 1, 2, 3, 4
 
-SemanticPath = Any  # a str for a top-level leaf, a tuple when nested, () for a whole output
+# A str for a top-level leaf, a tuple of keys and indices when nested, () for a whole output.
+SemanticPath = Union[str, tuple]
 
 
 class Locator:
@@ -73,7 +74,7 @@ class Locator:
         return _LEAF, None
 
     @classmethod
-    def _user_type_attributes(cls, obj: Any) -> list[str]:
+    def _user_type_attributes(cls, obj: object) -> list[str]:
         import torch
 
         only_tensors = next((flag for t, flag in cls._user_types.items() if isinstance(obj, t)), False)

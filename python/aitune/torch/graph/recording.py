@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Callable
+from typing import Callable, Mapping, TypeVar
 
 from aitune._native import _C
 from aitune.torch.graph import dynamic_shapes as dyn
 from aitune.torch.config import config
 from aitune.torch.global_context import current_batch_size
 from aitune.torch.graph.graph_spec import GraphSpec, Sample, TensorsSpec, values_equal
-from aitune.torch.graph.locator import semantic_path
+from aitune.torch.graph.locator import SemanticPath, semantic_path
 from aitune.torch.graph.signature import forward_params
 from aitune.torch.graph.tree import canonical_call
 
 logger = logging.getLogger("aitune")
+T = TypeVar("T")
 
 
 def copy_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -43,39 +44,44 @@ def llm_param_index(params: list) -> int:
 class Recorder:
     """Per-module recording state: the signature, the graphs in discovery order, and samples."""
 
-    def __init__(self, module_name: str, forward: Callable, dynamic_shapes: Any = None) -> None:
+    def __init__(
+        self,
+        module_name: str,
+        forward: Callable,
+        dynamic_shapes: Mapping[dyn.InputPath, dyn.ShapeDefinition] | None = None,
+    ) -> None:
         self.module_name = module_name
         self.params = forward_params(forward)
         self.signature = _C.Signature(self.params)
         self.dynamic_shapes = dynamic_shapes
         self._native_defs = dyn.to_native(dynamic_shapes) if dynamic_shapes else None
         self.graphs: list[GraphSpec] = []
-        self._by_key: dict[Any, list[GraphSpec]] = {}
+        self._by_key: dict[_C.GraphKey, list[GraphSpec]] = {}
 
     @property
     def llm_param(self) -> int:
         return llm_param_index(self.params)
 
-    def flatten(self, args: tuple, kwargs: dict) -> tuple[Any, list]:
+    def flatten(self, args: tuple, kwargs: dict) -> tuple[_C.GraphKey, list[_C.Leaf]]:
         return _C.flatten_call(self.signature, args, kwargs, config.strict_mode, self.llm_param)
 
-    def find_graph(self, key: Any, leaves: list) -> GraphSpec | None:
+    def find_graph(self, key: _C.GraphKey, leaves: list[_C.Leaf]) -> GraphSpec | None:
         for graph in self._by_key.get(key, ()):
             if all(
-                values_equal(leaf[1], const.value)
+                values_equal(leaf.value, const.value)
                 for leaf, const in zip(leaves, graph.input_spec.leaves)
-                if leaf[3] and not leaf[2]
+                if leaf.needs_eq and not leaf.is_tensor
             ):
                 return graph
         return None
 
-    def record(self, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
+    def record(self, args: tuple, kwargs: dict, run: Callable[[], T]) -> T:
         """Records one call: checks declared dynamic shapes, copies the inputs, runs the
         forward through `run`, then files the sample under its graph."""
         key, leaves = self.flatten(args, kwargs)
         batch_size = current_batch_size()
         if self._native_defs is not None:
-            tensors = [(repr(_path(steps)), list(value.shape)) for steps, value, is_tensor, _ in leaves if is_tensor]
+            tensors = [(repr(_path(leaf.path)), list(leaf.value.shape)) for leaf in leaves if leaf.is_tensor]
             _C.check_call_against_defs(self.module_name, self._native_defs, tensors)
         graph = self.find_graph(key, leaves)
         sample_needed = graph is None or len(graph.samples) < config.max_num_samples_stored
@@ -98,11 +104,13 @@ class Recorder:
             graph.samples.append(Sample(copied[0], copied[1], batch_size))
         return output
 
-    def _new_graph(self, key: Any, leaves: list, out_leaves: list, batch_size: int | None) -> GraphSpec:
+    def _new_graph(
+        self, key: _C.GraphKey, leaves: list[_C.Leaf], out_leaves: list[_C.Leaf], batch_size: int | None
+    ) -> GraphSpec:
         llm_phase = None
         if self.llm_param >= 0:
             name = self.params[self.llm_param][0]
-            position = next((v for steps, v, is_tensor, _ in leaves if is_tensor and steps[0][1] == name), None)
+            position = next((leaf.value for leaf in leaves if leaf.is_tensor and leaf.path[0][1] == name), None)
             if position is not None:
                 llm_phase = "prefill" if position.numel() == 0 or int(position.reshape(-1)[0]) == 0 else "decode"
         graph = GraphSpec(
@@ -132,5 +140,5 @@ class Recorder:
         _C.check_defs_observed(self.module_name, self._native_defs, sorted(recorded))
 
 
-def _path(steps: tuple) -> Any:
+def _path(steps: tuple) -> SemanticPath:
     return semantic_path(steps)

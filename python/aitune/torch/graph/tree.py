@@ -6,16 +6,17 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
-from typing import Any, Callable
+from typing import Callable, TypeVar
 
 import torch
 
 from aitune.torch.graph.locator import Locator
 
 KeyPath = tuple  # the keys of a leaf's path, e.g. ("x",) or ("options", "mask")
+T = TypeVar("T")
 
 
-def map_tensors(obj: Any, fn: Callable[[KeyPath, torch.Tensor], torch.Tensor], path: KeyPath = ()) -> Any:
+def map_tensors(obj: T, fn: Callable[[KeyPath, torch.Tensor], torch.Tensor], path: KeyPath = ()) -> T:
     """Returns `obj` with every tensor t at key path p replaced by fn(p, t); containers are
     rebuilt, other values are shared."""
     if isinstance(obj, torch.Tensor):

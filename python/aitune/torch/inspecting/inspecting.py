@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -20,12 +20,12 @@ DEFAULT_INSPECT_ITERATIONS = 10
 DEFAULT_WARMUP_ITERATIONS = 5
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
+def _check_int(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
 
 
-def _cycle(dataset: Any) -> Iterator[tuple[tuple, dict]]:
+def _cycle(dataset: object) -> Iterator[tuple[tuple, dict]]:
     """``(args, kwargs)`` batches of size 1, restarting the dataset whenever it runs out."""
     while True:
         empty = True
@@ -37,8 +37,8 @@ def _cycle(dataset: Any) -> Iterator[tuple[tuple, dict]]:
 
 
 def inspect(
-    obj: Any,
-    dataset: Any,
+    obj: object,
+    dataset: object,
     inference_function: Callable | None = None,
     number_of_iterations: int = DEFAULT_INSPECT_ITERATIONS,
     warmup_iterations: int = DEFAULT_WARMUP_ITERATIONS,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from tabulate import tabulate
 
 from aitune.exceptions import InvalidValueError
+
+if TYPE_CHECKING:
+    from aitune.torch.inspecting.module_inspector import Location
 
 COLUMNS = [
     "Module Name",
@@ -43,12 +46,12 @@ class ModuleInfo:
     forward_called: bool = False
     execution_count: int = 0
     total_execution_time: float = 0.0
-    input_types: list[dict[str, Any]] = field(default_factory=list, repr=False)
-    output_types: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    input_types: list[dict[str, object]] = field(default_factory=list, repr=False)
+    output_types: list[dict[str, object]] = field(default_factory=list, repr=False)
     object_path: str | None = None
     depth: int = 0
     execution_ratio: float = 0.0
-    location: Any = field(default=None, repr=False)  # where inspect found it (for wrap)
+    location: Location | None = field(default=None, repr=False)  # where inspect found it (for wrap)
 
     @property
     def module_type(self) -> type:
@@ -97,7 +100,7 @@ class ModuleInfo:
     def precision_names(self) -> list[str]:
         return sorted(_dtype_name(d) for d in self.precisions)
 
-    def row(self) -> list[Any]:
+    def row(self) -> list[object]:
         return [
             self.name,
             self.calls,

@@ -18,7 +18,7 @@ import types
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -60,7 +60,7 @@ _LEAF_TYPES = (
 )
 
 
-def unwrap(module: Any) -> Any:
+def unwrap(module: object) -> object:
     """The ``nn.Module`` behind an ``ait.Module`` proxy (the module itself otherwise)."""
     return module.__wrapped__ if isinstance(module, Module) else module
 
@@ -74,8 +74,8 @@ class Location:
     """Where a value lives: ``container[key]`` (``kind`` "item") or ``container.key`` ("attr")."""
 
     kind: str  # "root" | "attr" | "item"
-    container: Any
-    key: Any
+    container: object
+    key: object
 
 
 @dataclass
@@ -89,17 +89,17 @@ class FoundModule:
     ancestors: tuple[int, ...]  # ids of the modules on the path from the root, outermost first
 
 
-def _join(prefix: str, kind: str, key: Any) -> str:
+def _join(prefix: str, kind: str, key: object) -> str:
     if kind == "attr":
         return f"{prefix}.{key}" if prefix else str(key)
     return f"{prefix}[{key!r}]" if not isinstance(key, int) else f"{prefix}[{key}]"
 
 
-def _root_name(obj: Any) -> str:
+def _root_name(obj: object) -> str:
     return type(obj).__name__ if isinstance(obj, torch.nn.Module) else ""
 
 
-def _is_leaf(value: Any) -> bool:
+def _is_leaf(value: object) -> bool:
     if isinstance(value, _LEAF_TYPES):
         return True
     module = type(value).__module__ or ""
@@ -115,7 +115,7 @@ def _is_leaf(value: Any) -> bool:
     return False
 
 
-def _module_children(module: torch.nn.Module) -> Iterator[tuple[str, Any, Any]]:
+def _module_children(module: torch.nn.Module) -> Iterator[tuple[str, object, object]]:
     """``(kind, key, value)`` for an ``nn.Module``: its children, then its public plain attributes."""
     indexed = isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential))
     for child_name, child in module.named_children():
@@ -133,7 +133,7 @@ def _module_children(module: torch.nn.Module) -> Iterator[tuple[str, Any, Any]]:
         yield "attr", attr, value
 
 
-def _object_children(obj: Any) -> Iterator[tuple[str, Any, Any]]:
+def _object_children(obj: object) -> Iterator[tuple[str, object, object]]:
     if isinstance(obj, Mapping):
         for key, value in list(obj.items()):
             yield "item", key, value
@@ -160,7 +160,7 @@ def _object_children(obj: Any) -> Iterator[tuple[str, Any, Any]]:
             yield "attr", attr, value
 
 
-def find_modules(obj: Any, max_depth: int = 5) -> list[FoundModule]:
+def find_modules(obj: object, max_depth: int = 5) -> list[FoundModule]:
     """All ``nn.Module`` instances reachable from ``obj`` within ``max_depth`` steps, breadth first."""
     debug, debug_raise = _env_flag(DEBUG_ENV), _env_flag(DEBUG_RAISE_ENV)
     found: dict[int, FoundModule] = {}
@@ -210,20 +210,20 @@ class ModuleStats:
     calls: int = 0
     top_calls: int = 0  # calls made while no other inspected module was running
     total_time: float = 0.0
-    input_types: list[dict[str, Any]] = field(default_factory=list)  # one per measured call
-    output_types: list[dict[str, Any]] = field(default_factory=list)
+    input_types: list[dict[str, object]] = field(default_factory=list)  # one per measured call
+    output_types: list[dict[str, object]] = field(default_factory=list)
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     return type(value).__name__
 
 
-def describe_inputs(args: tuple, kwargs: dict) -> dict[str, Any]:
+def describe_inputs(args: tuple, kwargs: dict) -> dict[str, object]:
     """AITune's record of one call's argument types: {"args": [...], "kwargs": {...}}."""
     return {"args": [_type_name(a) for a in args], "kwargs": {k: _type_name(v) for k, v in kwargs.items()}}
 
 
-def describe_output(output: Any) -> dict[str, Any]:
+def describe_output(output: object) -> dict[str, object]:
     """AITune's record of one call's output type; sequences also list their elements' types."""
     if isinstance(output, (tuple, list)):
         return {"type": _type_name(output), "elements": [_type_name(x) for x in output]}
@@ -245,8 +245,8 @@ class ForwardTimer:
         self.modules = [unwrap(m) for m in modules]
         self.stats: dict[int, ModuleStats] = {id(m): ModuleStats() for m in self.modules}
         self.enabled = False
-        self._stack: list[tuple[int, float, dict[str, Any]]] = []
-        self._saved: list[tuple[torch.nn.Module, Any]] = []  # (module, its own instance forward or _NONE)
+        self._stack: list[tuple[int, float, dict[str, object]]] = []
+        self._saved: list[tuple[torch.nn.Module, object]] = []  # (module, its own instance forward or _NONE)
         self._sync = torch.cuda.is_available() and torch.cuda.is_initialized()
 
     def _synchronize(self) -> None:
@@ -254,12 +254,12 @@ class ForwardTimer:
             self._sync = True
             torch.cuda.synchronize()
 
-    def _pre_hook(self, module: torch.nn.Module, args: Any, kwargs: dict) -> None:
+    def _pre_hook(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         inputs = describe_inputs(args, kwargs) if self.enabled else {}
         self._synchronize()
         self._stack.append((id(module), time.perf_counter(), inputs))
 
-    def _post_hook(self, module: torch.nn.Module, args: Any, kwargs: dict, output: Any) -> None:
+    def _post_hook(self, module: torch.nn.Module, args: tuple, kwargs: dict, output: object) -> None:
         self._synchronize()
         end = time.perf_counter()
         # Pop this module's entry (the innermost one; tolerant of a forward that raised).
@@ -289,7 +289,7 @@ class ForwardTimer:
 
     def _timed(self, module: torch.nn.Module, forward: Callable) -> Callable:
         @functools.wraps(forward)
-        def timed_forward(*args: Any, **kwargs: Any) -> Any:
+        def timed_forward(*args: object, **kwargs: object) -> object:
             self._pre_hook(module, args, kwargs)
             output = None
             try:
@@ -311,7 +311,7 @@ class ForwardTimer:
             raise
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.remove()
 
     def remove(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Iterable
+from typing import Iterable, Union
 
 import torch
 
@@ -14,21 +14,25 @@ from aitune.torch import module_registry
 from aitune.torch.inspecting.module_info import InspectedModule, InspectedModulesInfo
 from aitune.torch.inspecting.module_inspector import FoundModule, Location, find_modules, unwrap
 from aitune.torch.logging_utils import setup_logging
-from aitune.torch.module.wrapper import Module
+from aitune.torch.module.wrapper import Module, Strategies
+from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 
 logger = logging.getLogger("aitune")
+
+# What ait.wrap takes as `modules`: handles from inspect, torch modules, or a mapping or iterable of them.
+Modules = Union[InspectedModulesInfo, InspectedModule, torch.nn.Module, Mapping[str, object], Iterable[object]]
 
 # How deep wrap looks for modules passed as plain nn.Module objects.
 _SEARCH_DEPTH = 16
 
 
-def _read(location: Location) -> Any:
+def _read(location: Location) -> object:
     if location.kind == "attr":
         return getattr(location.container, location.key)
     return location.container[location.key]
 
 
-def _write(location: Location, value: Any) -> bool:
+def _write(location: Location, value: object) -> bool:
     """Put ``value`` at ``location``; False when the container cannot be changed (a tuple)."""
     container, key = location.container, location.key
     if location.kind == "attr":
@@ -40,7 +44,7 @@ def _write(location: Location, value: Any) -> bool:
     return True
 
 
-def _as_list(modules: Any) -> list[Any]:
+def _as_list(modules: Modules) -> list[torch.nn.Module | InspectedModule]:
     if isinstance(modules, InspectedModulesInfo):
         return modules.get_modules()
     if isinstance(modules, (torch.nn.Module, InspectedModule)):
@@ -56,8 +60,13 @@ def _as_list(modules: Any) -> list[Any]:
 
 
 def wrap(
-    obj: Any, modules: Any, strategy: Any = None, strategies: Any = None, *, fallback_policy: str | None = None
-) -> Any:
+    obj: object,
+    modules: Modules,
+    strategy: TuneStrategy | None = None,
+    strategies: Strategies | None = None,
+    *,
+    fallback_policy: str | None = None,
+) -> object:
     """Clear the module registry and replace each of ``modules`` inside ``obj`` with an ``ait.Module``.
 
     ``modules`` holds handles from ``InspectedModulesInfo.get_modules()`` or ``nn.Module`` objects

@@ -9,10 +9,13 @@ import enum
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aitune.torch.tune_strategy import FirstWinsStrategy
 from aitune.torch.utils.env import env_str
+
+if TYPE_CHECKING:
+    from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 
 logger = logging.getLogger("aitune")
 
@@ -32,7 +35,7 @@ def _default_cache_dir() -> Path:
     return (Path(xdg).expanduser() if xdg is not None else Path.home() / ".cache") / "aitune.jit"
 
 
-def default_strategy() -> Any:
+def default_strategy() -> TuneStrategy:
     """FirstWins over its default candidates for the tuning device — TensorRT (dynamo, then
     trace export) and Inductor JIT, and on CUDA their CUDA-graph variants, Inductor AOT and eager
     with CUDA graphs first — with the eager performance gate (at batch size 1: a JIT call's batch
@@ -56,9 +59,9 @@ class Config:
     skip_modules: list[str] = dataclasses.field(default_factory=list)
     patch_exclude: tuple[str, ...] = ()
     cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
-    strategy: Any = None
+    strategy: TuneStrategy | None = None
 
-    def resolve_strategy(self) -> Any:
+    def resolve_strategy(self) -> TuneStrategy:
         """The user's `strategy`, or the default one (a fresh object each call)."""
         if self.strategy is not None:
             return self.strategy
@@ -89,7 +92,7 @@ class Config:
             )
         self.cache_dir = Path(os.fspath(self.cache_dir)).expanduser()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "strategy"}
         out["mode"] = self.mode.value if isinstance(self.mode, JITMode) else str(self.mode)
         out["cache_dir"] = str(self.cache_dir)

@@ -9,11 +9,11 @@ import datetime
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Callable, Protocol, Sequence
 
 import torch
 
-from aitune.torch.jit.state import runtime
+from aitune.torch.jit.state import JITModuleState, runtime
 from aitune.torch.tune_data.jit_inspect_html import render_inspection_html
 
 logger = logging.getLogger("aitune")
@@ -27,6 +27,24 @@ class CallStats:
     output_types: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
+class Inspected(Protocol):
+    """What inspection reads of a patched module (jit/patched_module.py's PatchedModule, which
+    imports this module, so it is named by its shape here)."""
+
+    name: str
+    module: torch.nn.Module
+    original_forward: Callable[..., object]
+    level: int
+    state: JITModuleState
+    stats: CallStats | None
+
+    @property
+    def children(self) -> Sequence[Inspected]: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+
 class _Reports:
     saved = False
 
@@ -34,7 +52,7 @@ class _Reports:
 _reports = _Reports()
 
 
-def describe_value(value: Any) -> str:
+def describe_value(value: object) -> str:
     """A short type description: tensors with dtype, rank and device; containers one level deep."""
     if isinstance(value, torch.Tensor):
         return f"Tensor[{str(value.dtype).removeprefix('torch.')}, {value.dim()}d, {value.device.type}]"
@@ -52,7 +70,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed_call(patched: Any, args: tuple, kwargs: dict) -> Any:
+def timed_call(patched: Inspected, args: tuple, kwargs: dict) -> object:
     stats = patched.stats
     if stats is None:
         stats = patched.stats = CallStats()
@@ -71,11 +89,11 @@ def timed_call(patched: Any, args: tuple, kwargs: dict) -> Any:
     return output
 
 
-def inspection_rows() -> list[dict[str, Any]]:
+def inspection_rows() -> list[dict[str, object]]:
     """One row per patched module in hierarchy order (a head, then its subtree)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
 
-    def walk(node: Any, head_time: float) -> None:
+    def walk(node: Inspected, head_time: float) -> None:
         stats = node.stats or CallStats()
         rows.append(
             {

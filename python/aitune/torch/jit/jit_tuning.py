@@ -13,7 +13,7 @@ import random
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -26,6 +26,7 @@ from aitune.torch.jit.state import JITModuleState, Patched, get_patched, runtime
 from aitune.torch.logging_utils import format_duration, setup_logging
 from aitune.torch.module.graph_tuning import tune_graphs
 from aitune.torch.results.store import model_fingerprint
+from aitune.utils.json_types import JSONDict
 
 if TYPE_CHECKING:
     from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
@@ -61,7 +62,7 @@ def _submodules(patched: Patched) -> list[Patched]:
     return found
 
 
-def _build_root(patched: Patched, fingerprint: dict[str, Any]) -> Path:
+def _build_root(patched: Patched, fingerprint: JSONDict) -> Path:
     cls = type(patched.module)
     qualified = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{cls.__module__}.{cls.__qualname__}")
     digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()

@@ -11,7 +11,7 @@ import copy
 import inspect
 import logging
 import time
-from typing import Any, Callable, ClassVar
+from typing import Callable, ClassVar
 
 import torch
 
@@ -20,7 +20,7 @@ from aitune.torch.backend.backend import Backend
 from aitune.torch.config import config
 from aitune.torch.jit.config import JITMode
 from aitune.torch.jit.config import config as jit_config
-from aitune.torch.jit.inspection import timed_call
+from aitune.torch.jit.inspection import CallStats, timed_call
 from aitune.torch.jit.jit_tuning import tune_patched
 from aitune.torch.jit.state import JITModuleState, clear_patched, get_patched, runtime, set_patched
 from aitune.torch.graph.recording import Recorder
@@ -58,7 +58,7 @@ class _Router:
         except (TypeError, ValueError):
             pass
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> object:
         dispatch = self.core.dispatch
         if dispatch is not None:  # TUNED: straight into the native dispatcher
             return dispatch(*args, **kwargs)
@@ -115,7 +115,7 @@ class PatchedModule:
         self.tuning_device: torch.device | None = None
         self.reason = ""  # why EAGER / SKIPPED / unpatched, for the exit diagnostics
         self.num_calls = 0
-        self.stats: Any = None  # inspection statistics (INSPECT mode)
+        self.stats: CallStats | None = None  # inspection statistics (INSPECT mode)
         self._dry_tuned = False
         self._router = _Router(self, self.original_forward)
         self.route()
@@ -178,7 +178,7 @@ class PatchedModule:
     def is_routed(self) -> bool:
         return self.module.__dict__.get("forward") is self._router
 
-    def _route(self, args: tuple, kwargs: dict) -> Any:
+    def _route(self, args: tuple, kwargs: dict) -> object:
         if runtime.suspended or _tracing():
             return self.original_forward(*args, **kwargs)
         if self.state is JITModuleState.INIT:
@@ -260,12 +260,12 @@ class PatchedModule:
         )
 
     # -- recording --------------------------------------------------------------------------
-    def _record(self, args: tuple, kwargs: dict) -> Any:
+    def _record(self, args: tuple, kwargs: dict) -> object:
         if self.recorder is None:  # INSPECT: statistics only
             return timed_call(self, args, kwargs)
         progress = {"started": False, "done": False, "output": None}
 
-        def run() -> Any:
+        def run() -> object:
             progress["started"] = True
             progress["output"] = self.original_forward(*args, **kwargs)
             progress["done"] = True
@@ -367,7 +367,7 @@ class PatchedModule:
         return text + (f"({extra}) " if extra else "") + f"call_count={self.num_calls}"
 
     @staticmethod
-    def print_hierarchy(sink: Callable[[str], Any] = print) -> None:
+    def print_hierarchy(sink: Callable[[str], object] = print) -> None:
         """Prints the tree of heads and children with their states, one line per module through
         `sink` (AITune's form, under PRINT_HIERARCHY_HEADER)."""
         if not runtime.heads:

@@ -12,7 +12,7 @@ import contextlib
 import functools
 import logging
 import weakref
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import torch
 
@@ -20,11 +20,11 @@ from aitune.torch.config import AITuneMode, config
 from aitune.torch.jit.config import config as jit_config
 from aitune.torch.jit.exit_report import at_exit
 from aitune.torch.jit.patched_module import attach
-from aitune.torch.jit.state import JITModuleState, get_patched, runtime
+from aitune.torch.jit.state import JITModuleState, Patched, get_patched, runtime
 from aitune.torch.logging_utils import setup_logging
 
 logger = logging.getLogger("aitune")
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 # Classes from these packages are torch's own machinery (tracing, compiling, exporting).
 BUILTIN_EXCLUDED_PACKAGES = (
@@ -74,7 +74,7 @@ def is_excluded(cls: type) -> bool:
     return False
 
 
-def _patched_init(self: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
+def _patched_init(self: torch.nn.Module, *args: object, **kwargs: object) -> None:
     _patcher.original_init(self, *args, **kwargs)  # type: ignore[misc]
     if runtime.suspended or get_patched(self) is not None:
         return
@@ -152,7 +152,7 @@ def patch_for_jit_tuning(func: F) -> F:
     """Decorator: the modules `func` constructs are patched for JIT tuning."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: object, **kwargs: object) -> object:
         with prepare_for_jit_tuning():
             return func(*args, **kwargs)
 
@@ -196,7 +196,7 @@ class Patcher:
         runtime.deferred_requested = bool(enable)
 
     @classmethod
-    def patched_modules_under(cls, root: torch.nn.Module) -> list[Any]:
+    def patched_modules_under(cls, root: torch.nn.Module) -> list[Patched]:
         """The PatchedModules of `root` and its submodules."""
         return [p for p in (get_patched(m) for m in root.modules()) if p is not None]
 

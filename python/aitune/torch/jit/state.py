@@ -8,7 +8,7 @@ import contextlib
 import enum
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence
 
 if TYPE_CHECKING:
     import torch
@@ -34,7 +34,7 @@ class Patched(Protocol):
     of them has to name it back."""
 
     module: torch.nn.Module
-    original_forward: Callable[..., Any]
+    original_forward: Callable[..., object]
     name: str
     state: JITModuleState
     reason: str  # why EAGER / SKIPPED / unpatched, for the exit diagnostics
@@ -89,12 +89,12 @@ class _Runtime:
         self.local = threading.local()  # .stack: patched modules whose forward runs on this thread
         self.suspended = 0  # > 0 while tuning: routers pass through and new modules stay plain
         self.deferred_requested = False
-        self.heads: list[Any] = []  # tunable heads in discovery order
+        self.heads: list[Patched] = []  # tunable heads in discovery order
         self.names: set[str] = set()
         self.history: list[tuple[float, str, str]] = []  # (time, module name, event)
         self.lock = threading.RLock()  # first-call decisions and tuning are serialised
 
-    def stack(self) -> list[Any]:
+    def stack(self) -> list[Patched]:
         stack = getattr(self.local, "stack", None)
         if stack is None:
             stack = self.local.stack = []

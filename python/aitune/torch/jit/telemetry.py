@@ -8,19 +8,20 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from aitune.torch.config import config
 from aitune.torch.jit.config import config as jit_config
 from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_data.html_report import render_html
+from aitune.torch.tune_data.model import RunReport
 from aitune.torch.utils.fs import atomic_write_text
 
 logger = logging.getLogger("aitune")
 
 
 class _Telemetry:
-    run: Any = None  # the merged RunReport (None until a module is tuned)
+    run: RunReport | None = None  # the merged run (None until a module is tuned)
     started: float = 0.0
 
 
@@ -33,7 +34,7 @@ def reset() -> None:
 
 @contextlib.contextmanager
 def jit_module_span(name: str) -> Iterator[None]:
-    spans: list[Any] = []
+    spans: list[RunReport] = []
     try:
         with tune_data.run_span("JIT", write_html=False) as run:
             spans.append(run)
@@ -44,7 +45,7 @@ def jit_module_span(name: str) -> Iterator[None]:
             _merge(spans[0])
 
 
-def _merge(run: Any) -> None:
+def _merge(run: RunReport) -> None:
     if _telemetry.run is None:
         _telemetry.run, _telemetry.started = run, time.perf_counter() - (run.duration_s or 0.0)
         with contextlib.suppress(Exception):

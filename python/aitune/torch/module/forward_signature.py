@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any
+from typing import Callable, Mapping
 
 from aitune.torch.graph.signature import KIND_NAMES, forward_params
 
@@ -23,20 +23,20 @@ class ForwardSignature:
     parameters: tuple[ForwardParameter, ...]
 
     @staticmethod
-    def from_callable(forward: Any) -> ForwardSignature:
+    def from_callable(forward: Callable) -> ForwardSignature:
         """The parameters of `forward` (a bound method's `self` left out)."""
         return ForwardSignature(
             tuple(ForwardParameter(name, KIND_NAMES[kind], default) for name, kind, default in forward_params(forward))
         )
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> ForwardSignature:
+    def from_dict(data: Mapping[str, list[dict[str, object]]]) -> ForwardSignature:
         return ForwardSignature(tuple(ForwardParameter(**p) for p in data["parameters"]))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, list[dict[str, object]]]:
         return {"parameters": [dataclasses.asdict(p) for p in self.parameters]}
 
-    def normalize(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+    def normalize(self, args: tuple[object, ...], kwargs: dict[str, object]) -> inspect.BoundArguments:
         """`args` and `kwargs` bound to the parameters (TypeError when they do not fit)."""
         # A parameter with a default gets a placeholder one: binding needs to know it may be left out.
         signature = inspect.Signature(

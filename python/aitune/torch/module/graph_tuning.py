@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from aitune.exceptions import DiskSpaceError, NoValidBackendError
 from aitune.torch.backend import TorchEagerBackend
 from aitune.torch.backend.common.compile_caches import keep_compile_caches_in_aitune
+from aitune.torch.backend.backend import Backend
 from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.graph.signature import Params
 from aitune.torch.results import ResultsStore
 from aitune.torch.tune_data import recorder as tune_data
+from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 
 logger = logging.getLogger("aitune")
 
@@ -24,10 +26,10 @@ def tune_graphs(
     module: torch.nn.Module,
     name: str,
     graphs: list[GraphSpec],
-    strategies: list[Any],
+    strategies: list[TuneStrategy | None],
     device: torch.device,
     fallback_policy: str,
-    forward_params: Any,
+    forward_params: Params,
     *,
     build_root: Path,
     results_root: Path | None,
@@ -134,7 +136,7 @@ def _serve_kept_graphs_eagerly(
     return [(graph, by_graph[id(graph)]) for graph in graphs if id(graph) in by_graph]
 
 
-def _reason_with_outcomes(error: NoValidBackendError, strategy: Any) -> str:
+def _reason_with_outcomes(error: NoValidBackendError, strategy: TuneStrategy) -> str:
     """The error with why each candidate lost, as the JIT exit diagnostics show it."""
     outcomes = [
         f"{r.get('backend')}: {r.get('error') or r.get('skipped') or 'not faster than eager'}"
@@ -144,7 +146,13 @@ def _reason_with_outcomes(error: NoValidBackendError, strategy: Any) -> str:
 
 
 def _record_reuse(
-    strategy: Any, name: str, graph: GraphSpec, device: torch.device, cache_dir: Path, backend: Any, path: Path
+    strategy: TuneStrategy,
+    name: str,
+    graph: GraphSpec,
+    device: torch.device,
+    cache_dir: Path,
+    backend: Backend,
+    path: Path,
 ) -> None:
     """A graph served from the results store still appears in the telemetry, with no builds and
     the stored file as its selection rule, so a report shows why nothing was built."""

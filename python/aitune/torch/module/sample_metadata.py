@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any
 
+import torch
 from tabulate import tabulate
 
 from aitune._native import _C
@@ -38,15 +38,16 @@ class SampleMetadata:
     """Build with `from_inputs` (a dict keyed by forward parameter) or `from_outputs`."""
 
     def __init__(
-        self, tensor_data: list[tuple[LeafLocator, TensorSpec]], other_data: list[tuple[LeafLocator, Any]]
+        self, tensor_data: list[tuple[LeafLocator, TensorSpec]], other_data: list[tuple[LeafLocator, object]]
     ) -> None:
         self._tensor_data = tensor_data
         self._other_data = other_data
 
     @staticmethod
-    def _from_leaves(leaves: list, root: str | None, strict: bool, batch_size: int | None) -> SampleMetadata:
+    def _from_leaves(leaves: list[_C.Leaf], root: str | None, strict: bool, batch_size: int | None) -> SampleMetadata:
         tensors, others = [], []
-        for steps, value, is_tensor, _ in leaves:
+        for flat in leaves:
+            steps, value, is_tensor = flat.path, flat.value, flat.is_tensor
             locator = LeafLocator(access_path(steps, root), semantic_path(steps) if steps else ())
             if is_tensor:
                 tensors.append((locator, TensorSpec.from_tensor(value, batch_size)))
@@ -55,7 +56,7 @@ class SampleMetadata:
         return SampleMetadata(tensors, others)
 
     @staticmethod
-    def from_inputs(inputs: dict[str, Any], strict: bool = False, batch_size: int | None = None) -> SampleMetadata:
+    def from_inputs(inputs: dict[str, object], strict: bool = False, batch_size: int | None = None) -> SampleMetadata:
         """`strict` also keeps the values that are not tensors (the "Other" table)."""
         if not isinstance(inputs, dict):
             raise TypeError(
@@ -66,7 +67,7 @@ class SampleMetadata:
         return SampleMetadata._from_leaves(leaves, None, strict, batch_size)
 
     @staticmethod
-    def from_outputs(output: Any, strict: bool = False, batch_size: int | None = None) -> SampleMetadata:
+    def from_outputs(output: object, strict: bool = False, batch_size: int | None = None) -> SampleMetadata:
         _, leaves = _C.flatten_value(output)
         return SampleMetadata._from_leaves(leaves, "output", strict, batch_size)
 
@@ -75,7 +76,7 @@ class SampleMetadata:
         return tuple(self._tensor_data)
 
     @property
-    def other_data(self) -> tuple[tuple[LeafLocator, Any], ...]:
+    def other_data(self) -> tuple[tuple[LeafLocator, object], ...]:
         return tuple(self._other_data)
 
     @property
@@ -100,12 +101,12 @@ class SampleMetadata:
         for (_, spec), (_, other_spec) in zip(self._tensor_data, other._tensor_data):
             spec.update_shapes_seen(other_spec)
 
-    def make_batch(self, inputs: dict[str, Any], batch_size: int) -> dict[str, Any]:
+    def make_batch(self, inputs: dict[str, object], batch_size: int) -> dict[str, object]:
         """A copy of `inputs` with every tensor's batch axes resized to `batch_size` (rows sliced
         off, or the first row repeated)."""
         specs = {_key_tuple(locator.path): spec for locator, spec in self._tensor_data}
 
-        def resize(path: tuple, tensor: Any) -> Any:
+        def resize(path: tuple, tensor: torch.Tensor) -> torch.Tensor:
             spec = specs.get(path)
             if spec is None or not spec.has_batch_axis():
                 return tensor

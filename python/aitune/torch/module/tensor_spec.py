@@ -6,7 +6,6 @@ the one the recorder builds graphs with)."""
 from __future__ import annotations
 
 import enum
-from typing import Any
 
 import torch
 
@@ -28,7 +27,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 class TensorSpec:
     """Build with `TensorSpec.from_tensor(tensor, batch_size)`; widen with `update_shapes_seen`."""
 
-    def __init__(self, native: Any, dtype: torch.dtype, samples: list[tuple[list[int], int | None]]) -> None:
+    def __init__(self, native: _C.TensorSpec, dtype: torch.dtype, samples: list[tuple[list[int], int | None]]) -> None:
         self._native = native
         self.dtype = dtype
         self._samples = samples  # (shape, batch size) of every sample seen, for merging
@@ -95,7 +94,7 @@ class TensorSpec:
             return f"shape={self.shape} min={self.min_shape} max={self.max_shape} dtype={self.dtype}"
         return f"shape={self.shape}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"shape": self.shape, "min_shape": self.min_shape, "max_shape": self.max_shape, "dtype": str(self.dtype)}
 
     def __repr__(self) -> str:

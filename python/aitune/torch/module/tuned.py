@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from typing import Callable
 
 from aitune._native import _C
 from aitune.exceptions import GraphNotFoundError
@@ -34,12 +34,12 @@ class TunedModule:
         self.backends = backends
         self.original_forward = original_forward
         self.fallback_policy = fallback_policy
-        self._warned: set[Any] = set()
+        self._warned: set[_C.GraphKey] = set()
         self._warn_lock = threading.Lock()
         self.strict = strict
         self.dispatcher = self._make_dispatcher()
 
-    def _make_dispatcher(self) -> Any:
+    def _make_dispatcher(self) -> _C.Dispatcher:
         """The dispatcher over the backends' current serving plans (rebuilt on activation, since a
         backend's runners are released when it is deactivated). Each graph is added exactly as the
         strategies' timing dispatcher adds it (backend/common/serving.py)."""
@@ -68,7 +68,7 @@ class TunedModule:
             max_shape,
         )
 
-    def _on_miss(self, *args: Any, **kwargs: Any) -> Any:
+    def _on_miss(self, *args: object, **kwargs: object) -> object:
         key, leaves = self.recorder.flatten(args, kwargs)
         call = TensorsSpec.from_flat(leaves, None, is_output=False)
         known = "\n".join(f"  graph {g.display_name}: {g.input_spec.describe_structure()}" for g, _ in self.backends)

@@ -8,7 +8,7 @@ the same way, so that part is written once here.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -47,7 +47,7 @@ class TunedState:
         self,
         module: torch.nn.Module,
         original_forward: Callable,
-        mirror: Callable[[Callable[..., Any] | None], None] | None = None,
+        mirror: Callable[[Callable[..., object] | None], None] | None = None,
     ) -> None:
         """`mirror`, when given, is told every new `dispatch` value: ait.Module keeps a copy on
         the proxy itself, so its __call__ reads one attribute per call as it did before this
@@ -55,10 +55,10 @@ class TunedState:
         self.module = module
         self.original_forward = original_forward
         self.tuned: TunedModule | None = None
-        self.dispatch: Callable[..., Any] | None = None
+        self.dispatch: Callable[..., object] | None = None
         self._mirror = mirror
 
-    def _set_dispatch(self, dispatch: Callable[..., Any] | None) -> None:
+    def _set_dispatch(self, dispatch: Callable[..., object] | None) -> None:
         self.dispatch = dispatch
         if self._mirror is not None:
             self._mirror(dispatch)

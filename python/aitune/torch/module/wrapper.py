@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Mapping, NoReturn, Sequence, Union
 
 import torch
 import torch.nn.modules.module as _nn_module
@@ -23,7 +23,14 @@ from aitune.torch.module.state import ModuleState
 from aitune.torch.module.tuned import TunedModule
 from aitune.torch.module.tuned_state import TunedState, install_router
 from aitune.torch.tune_strategy import FirstWinsStrategy
+from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 from aitune.torch.utils.tensors import to_device
+
+if TYPE_CHECKING:
+    from aitune.torch.graph.dynamic_shapes import InputPath, ShapeDefinition
+
+# ait.Module(strategies=...): one per graph in order, or keyed by graph, input spec or graph name.
+Strategies = Union[Sequence[TuneStrategy], Mapping[object, TuneStrategy]]
 
 logger = logging.getLogger("aitune")
 
@@ -41,9 +48,9 @@ class Module(wrapt.CallableObjectProxy):
         self,
         module: torch.nn.Module,
         name: str | None = None,
-        strategy: Any = None,
-        strategies: Any = None,
-        dynamic_shapes: Any = None,
+        strategy: TuneStrategy | None = None,
+        strategies: Strategies | None = None,
+        dynamic_shapes: Mapping[InputPath, ShapeDefinition] | None = None,
         *,
         fallback_policy: str | None = None,
     ) -> None:
@@ -77,7 +84,7 @@ class Module(wrapt.CallableObjectProxy):
         proxy, core = self, self._self_core
 
         @functools.wraps(original)
-        def forward(*args: Any, **kwargs: Any) -> Any:
+        def forward(*args: object, **kwargs: object) -> object:
             dispatch = core.dispatch
             if dispatch is not None:  # TUNED: straight into the native dispatcher
                 return dispatch(*args, **kwargs)
@@ -85,7 +92,7 @@ class Module(wrapt.CallableObjectProxy):
 
         install_router(module, original, forward)
 
-    def _route(self, args: tuple, kwargs: dict) -> Any:
+    def _route(self, args: tuple, kwargs: dict) -> object:
         state = self._self_state
         if state is ModuleState.INIT:
             self._self_state = state = ModuleState.RECORDING
@@ -99,7 +106,7 @@ class Module(wrapt.CallableObjectProxy):
     def _mirror_dispatch(self, dispatch: Callable | None) -> None:
         self._self_dispatch = dispatch
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> object:
         """A tuned module without hooks goes straight to the native dispatcher; anything else
         takes nn.Module.__call__ (hooks, tracing, torch.compile'd modules) and then the router.
         The checks are nn.Module._call_impl's own no-hook test: saves its frames (about 1 us
@@ -180,7 +187,7 @@ class Module(wrapt.CallableObjectProxy):
     def deactivate(self) -> None:
         self._self_core.deactivate()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         if self._self_state in (ModuleState.INIT, ModuleState.RECORDING):
             raise RuntimeError("Module is not tuned. Cannot save state_dict.")
         if self._self_state is ModuleState.PASSTHROUGH:
@@ -192,13 +199,15 @@ class Module(wrapt.CallableObjectProxy):
             "graphs": [{"name": g.name, "backend": b.to_dict()} for g, b in tuned.backends],
         }
 
-    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def state_dict(self, *args: object, **kwargs: object) -> dict[str, object]:
         if args or kwargs:  # torch's own signature (destination=..., prefix=...) when nested
             return self.__wrapped__.state_dict(*args, **kwargs)
         return self.to_dict()
 
     # -- tuning ----------------------------------------------------------------------------
-    def _strategies_for(self, graphs: list[GraphSpec], strategy: Any, dry_run: bool) -> list[Any]:
+    def _strategies_for(
+        self, graphs: list[GraphSpec], strategy: TuneStrategy | None, dry_run: bool
+    ) -> list[TuneStrategy | None]:
         if strategy is not None:
             return [strategy] * len(graphs)
         strategies = self._self_strategies
@@ -230,7 +239,9 @@ class Module(wrapt.CallableObjectProxy):
             return [None] * len(graphs)
         return [FirstWinsStrategy() for _ in graphs]
 
-    def tune(self, device: Any = None, strategy: Any = None, dry_run: bool = False) -> None:
+    def tune(
+        self, device: torch.device | str | None = None, strategy: TuneStrategy | None = None, dry_run: bool = False
+    ) -> None:
         name = self._self_name
         graphs = self._self_recorder.graphs
         if self._self_state is ModuleState.TUNED:
@@ -270,5 +281,5 @@ class Module(wrapt.CallableObjectProxy):
     def __repr__(self) -> str:
         return f"aitune.Module(name={self._self_name!r}, state={self._self_state.name}, module={self.__wrapped__!r})"
 
-    def __reduce_ex__(self, protocol: int) -> Any:
+    def __reduce_ex__(self, protocol: int) -> NoReturn:
         raise TypeError("ait.Module cannot be pickled; use ait.save (the .ait checkpoint format) instead")

@@ -25,7 +25,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import torch
 
@@ -36,6 +36,12 @@ from aitune.torch.multi_device.transport import graph_payload, module_payload, s
 from aitune.torch.tune_strategy.context import Baseline, GraphContext, RecordingStrategy
 from aitune.torch.tune_strategy.outcome import CandidateTally
 from aitune.torch.tune_strategy.records import CandidateRecord
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+    from multiprocessing.sharedctypes import Synchronized
+    from multiprocessing.synchronize import Lock
 
 logger = logging.getLogger("aitune")
 
@@ -94,12 +100,12 @@ class _Worker:
         self.index = index
         self.device = device
         self.tag = f"worker {index} {device}"
-        self.process: Any = None
-        self.conn: Any = None
+        self.process: BaseProcess | None = None
+        self.conn: Connection | None = None
         self.module_token: int | None = None
         self.ready = False
 
-    def start(self, turn: tuple[Any, Any], cpu_threads: int) -> None:
+    def start(self, turn: tuple[Lock, Synchronized], cpu_threads: int) -> None:
         context = multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
         self.process = context.Process(
@@ -200,7 +206,7 @@ class DevicePool:
         for w in self._workers:
             w.wait_ready(timeout_s)
 
-    def _prepare(self, w: _Worker, token: int, module_bytes: bytes, payload: dict[str, Any]) -> None:
+    def _prepare(self, w: _Worker, token: int, module_bytes: bytes, payload: dict[str, object]) -> None:
         if not w.alive():
             w.start(self._turn, self._cpu_threads)
         w.conn.send(("config", dict(config.__dict__)))
@@ -210,7 +216,7 @@ class DevicePool:
         w.conn.send(("graph", payload))
 
     def _evaluate(
-        self, strategy: RecordingStrategy, ctx: GraphContext, module_bytes: bytes, payload: dict[str, Any]
+        self, strategy: RecordingStrategy, ctx: GraphContext, module_bytes: bytes, payload: dict[str, object]
     ) -> tuple[dict[int, CandidateRecord], dict[int, dict]] | None:
         """Records by candidate index and eager baselines by worker; None when no worker process
         could run (then the caller tunes the graph here)."""

@@ -9,13 +9,18 @@ import copy
 import io
 import json
 import pickle
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import torch
 
 from aitune._native import _C
 from aitune.torch.backend.backend import Backend, BackendState
 from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
+from aitune.torch.graph.graph_spec import GraphSpec, Sample
+
+if TYPE_CHECKING:
+    from aitune.torch.tune_strategy.context import GraphContext
+    from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 
 
 @contextlib.contextmanager
@@ -41,13 +46,13 @@ def plain_forwards(module: torch.nn.Module) -> Iterator[None]:
                 object.__setattr__(sub, "forward", router)
 
 
-def dumps_tensors(value: Any) -> bytes:
+def dumps_tensors(value: object) -> bytes:
     buffer = io.BytesIO()
     torch.save(value, buffer)
     return buffer.getvalue()
 
 
-def loads_tensors(data: bytes, device: Any) -> Any:
+def loads_tensors(data: bytes, device: torch.device | str) -> object:
     # Trusted: written by this program's own tuning process, moments ago.
     return torch.load(io.BytesIO(data), map_location=device, weights_only=False)
 
@@ -66,7 +71,7 @@ def module_payload(module: torch.nn.Module) -> bytes:
 class _StrategyPickler(pickle.Pickler):
     """Leaves out modules and built backends (a strategy keeps them from an earlier graph)."""
 
-    def persistent_id(self, obj: Any) -> Any:
+    def persistent_id(self, obj: object) -> str | None:
         if isinstance(obj, torch.nn.Module):
             return "left-out"
         if isinstance(obj, Backend) and obj.state is not BackendState.INIT:
@@ -75,11 +80,11 @@ class _StrategyPickler(pickle.Pickler):
 
 
 class _StrategyUnpickler(pickle.Unpickler):
-    def persistent_load(self, pid: Any) -> Any:
+    def persistent_load(self, pid: object) -> None:
         return None
 
 
-def strategy_payload(strategy: Any) -> bytes:
+def strategy_payload(strategy: TuneStrategy) -> bytes:
     portable = copy.copy(strategy)
     portable.sink = None  # the worker logs to the `aitune` logger, which it forwards
     buffer = io.BytesIO()
@@ -93,11 +98,11 @@ def strategy_payload(strategy: Any) -> bytes:
     return buffer.getvalue()
 
 
-def load_strategy(data: bytes) -> Any:
+def load_strategy(data: bytes) -> TuneStrategy:
     return _StrategyUnpickler(io.BytesIO(data)).load()
 
 
-def graph_payload(ctx: Any) -> dict[str, Any]:
+def graph_payload(ctx: GraphContext) -> dict[str, object]:
     graph = ctx.graph
     return {
         "module_name": ctx.module_name,
@@ -115,7 +120,7 @@ def graph_payload(ctx: Any) -> dict[str, Any]:
     }
 
 
-def load_graph(payload: dict[str, Any], device: torch.device) -> tuple[Any, list, Any]:
+def load_graph(payload: dict[str, object], device: torch.device) -> tuple[GraphSpec, list[Sample], object]:
     """(graph, samples on `device`, eager references on the host)."""
     spec = _C.read_graph_spec(payload["graph"])
     graph = graph_from_native(spec, payload["forward_params"], payload["dynamic_shapes"])

@@ -14,13 +14,23 @@ import logging
 import os
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.sharedctypes import Synchronized
+    from multiprocessing.synchronize import Lock
+
+    import torch
+
+    from aitune.torch.tune_strategy.context import RecordingStrategy
+    from aitune.torch.tune_strategy.records import CandidateRecord
 
 logger = logging.getLogger("aitune")
 
 
 class _Forward(logging.Handler):
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Connection) -> None:
         super().__init__(logging.INFO)
         self.conn = conn
 
@@ -35,7 +45,7 @@ class TurnLock:
     """The pool's measurement turn: a process lock and the pid holding it, so the pool can
     release the turn of a worker that died measuring (pool.py)."""
 
-    def __init__(self, lock: Any, owner: Any, timeout_s: float = 600.0) -> None:
+    def __init__(self, lock: Lock, owner: Synchronized, timeout_s: float = 600.0) -> None:
         self.lock, self.owner, self.timeout_s = lock, owner, timeout_s
         self.held = False
 
@@ -47,7 +57,7 @@ class TurnLock:
             logger.warning("⚠️ Measuring without a turn: another worker held it for %g s", self.timeout_s)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.held:
             self.owner.value = 0
             self.lock.release()
@@ -57,7 +67,14 @@ class TurnLock:
 class _GraphJob:
     """One graph's evaluation state in this worker."""
 
-    def __init__(self, module: Any, strategy: Any, payload: dict[str, Any], device: Any, index: int) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        strategy: RecordingStrategy,
+        payload: dict[str, object],
+        device: torch.device | str,
+        index: int,
+    ) -> None:
         import torch
 
         from aitune.torch.multi_device.transport import load_graph
@@ -88,13 +105,13 @@ class _GraphJob:
         module.to(self.ctx.device)
         strategy.start_graph(self.ctx)  # the eager baseline on this device
 
-    def baseline(self) -> dict[str, Any]:
+    def baseline(self) -> dict[str, float | None]:
         measured = self.strategy.baseline()
         if measured is None:
             return {}
         return {"throughput": measured.throughput_per_s, "latency_ms": measured.latency_ms}
 
-    def evaluate(self, indices: list[int]) -> list[Any]:
+    def evaluate(self, indices: list[int]) -> list[CandidateRecord]:
         records = self.strategy.evaluate(indices, self.ctx)
         for record in records:
             record.worker = self.index
@@ -104,7 +121,9 @@ class _GraphJob:
         self.strategy.end_graph()
 
 
-def main(conn: Any, device: str, index: int, measurement_lock: Any, lock_owner: Any, cpu_threads: int) -> None:
+def main(
+    conn: Connection, device: str, index: int, measurement_lock: Lock, lock_owner: Synchronized, cpu_threads: int
+) -> None:
     """The worker process's loop (started by pool.py with the spawn method). Its measurements
     take the pool's `measurement_lock` (with `lock_owner`, the pid holding it): they take turns, so no two measure at once; on the CPU
     it uses `cpu_threads` threads, its share of the cores."""

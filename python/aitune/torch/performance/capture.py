@@ -10,9 +10,12 @@ import dataclasses
 import itertools
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Union
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.autograd.profiler_util import FunctionEvent, FunctionEventAvg
 
 from aitune.torch.performance.regions import AOT_PREFIX, RUN_MARKER, UNTUNED_PREFIX, Region, RegionHooks
 
@@ -24,16 +27,20 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def _us(event: Any, attr: str) -> float:
+# A torch profiler event: one call, or the average of a key's calls.
+ProfilerEvent = Union["FunctionEvent", "FunctionEventAvg"]
+
+
+def _us(event: ProfilerEvent, attr: str) -> float:
     return float(getattr(event, attr, 0.0) or 0.0)
 
 
-def _device_us(event: Any) -> float | None:
+def _device_us(event: ProfilerEvent) -> float | None:
     value = _us(event, "device_time_total")
     return value if value > 0 else None
 
 
-def _is_cpu(event: Any) -> bool:
+def _is_cpu(event: ProfilerEvent) -> bool:
     device_type = getattr(event, "device_type", None)
     return device_type is None or str(device_type) == "DeviceType.CPU"
 
@@ -41,8 +48,8 @@ def _is_cpu(event: Any) -> bool:
 @dataclasses.dataclass
 class Capture:
     wall_times_us: list[float]
-    events: list[Any]
-    key_averages: list[Any]
+    events: list[FunctionEvent]
+    key_averages: list[FunctionEventAvg]
     activities: list[str]
 
 
@@ -58,7 +65,7 @@ def capture(
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    options: dict[str, Any] = {
+    options: dict[str, object] = {
         "activities": activities,
         "acc_events": True,  # the last step() ends the cycle, which would otherwise drop its events
         "schedule": torch.profiler.schedule(skip_first=warmup_runs, wait=0, warmup=1, active=measured_runs),
@@ -93,7 +100,7 @@ class KernelLaunches:
     finds it whichever thread launched it: an operator of the C++ runtime or a TensorRT enqueue
     need not be a child of the region's record on the Python thread."""
 
-    def __init__(self, events: list[Any]) -> None:
+    def __init__(self, events: list[FunctionEvent]) -> None:
         launches = sorted(
             (float(event.time_range.start), sum(float(k.duration) for k in event.kernels))
             for event in events
@@ -105,7 +112,7 @@ class KernelLaunches:
     def __bool__(self) -> bool:
         return bool(self._starts)
 
-    def device_us(self, event: Any) -> float | None:
+    def device_us(self, event: FunctionEvent) -> float | None:
         """Device µs of the work launched between the event's start and end; None without any."""
         if not self._starts:
             return None
@@ -130,7 +137,7 @@ class Attribution:
             )
         self.launches = KernelLaunches(cap.events)
         marker_index = {id(m): i for i, m in enumerate(self.markers)}
-        self.per_run: dict[int, dict[str, dict[str, Any]]] = {}
+        self.per_run: dict[int, dict[str, dict[str, object]]] = {}
         self.observed: dict[str, list[str]] = {AOT_PREFIX: [], UNTUNED_PREFIX: []}
         self.unmapped_aot = 0
         for event in cap.events:
@@ -170,21 +177,21 @@ class Attribution:
             if device is not None:
                 agg["device_time_us"] = (agg["device_time_us"] or 0.0) + device
 
-    def _device_us(self, event: Any) -> float | None:
+    def _device_us(self, event: FunctionEvent) -> float | None:
         if self.launches:
             return self.launches.device_us(event)
         return _device_us(event)  # no kernel launches recorded: what the profiler rolled up, if any
 
-    def runs(self, wall_times_us: list[float]) -> list[dict[str, Any]]:
+    def runs(self, wall_times_us: list[float]) -> list[dict[str, object]]:
         out = []
         for index, (marker, wall) in enumerate(zip(self.markers, wall_times_us)):
             cpu, device = _us(marker, "cpu_time_total"), self._device_us(marker)
-            timing: dict[str, Any] = {"wall_time_us": wall, "cpu_time_us": cpu}
+            timing: dict[str, object] = {"wall_time_us": wall, "cpu_time_us": cpu}
             if device is not None:
                 timing["device_time_us"] = device
             regions = []
             for rid, agg in self.per_run.get(index, {}).items():
-                row: dict[str, Any] = {"region_id": rid, "calls": agg["calls"], "cpu_time_us": agg["cpu_time_us"]}
+                row: dict[str, object] = {"region_id": rid, "calls": agg["calls"], "cpu_time_us": agg["cpu_time_us"]}
                 if cpu > 0:
                     row["cpu_time_fraction"] = agg["cpu_time_us"] / cpu
                 if agg["device_time_us"] is not None:
@@ -198,21 +205,21 @@ class Attribution:
         return out
 
 
-def _residual(cpu: float, device: float | None, regions: list[dict[str, Any]]) -> dict[str, Any]:
+def _residual(cpu: float, device: float | None, regions: list[dict[str, object]]) -> dict[str, object]:
     """The run's time no region accounts for (framework dispatch, glue code, the rest)."""
     rest_cpu = max(0.0, cpu - sum(r["cpu_time_us"] for r in regions))
-    out: dict[str, Any] = {"cpu_time_us": rest_cpu, "cpu_time_fraction": rest_cpu / cpu if cpu > 0 else 0.0}
+    out: dict[str, object] = {"cpu_time_us": rest_cpu, "cpu_time_fraction": rest_cpu / cpu if cpu > 0 else 0.0}
     if device:
         rest_device = max(0.0, device - sum(r.get("device_time_us", 0.0) for r in regions))
         out.update(device_time_us=rest_device, device_time_fraction=rest_device / device)
     return out
 
 
-def key_averages_summary(key_averages: list[Any]) -> dict[str, Any]:
+def key_averages_summary(key_averages: list[FunctionEventAvg]) -> dict[str, object]:
     """The top rows of the profiler's own per-operator averages, by CPU time (and by device time
     when there is any)."""
 
-    def view(sort_by: str) -> dict[str, Any]:
+    def view(sort_by: str) -> dict[str, object]:
         rows = sorted(key_averages, key=lambda e: _us(e, sort_by), reverse=True)[:KEY_AVERAGES_ROW_LIMIT]
         return {"sort_by": sort_by, "row_limit": KEY_AVERAGES_ROW_LIMIT, "events": [_row(e) for e in rows]}
 
@@ -222,8 +229,8 @@ def key_averages_summary(key_averages: list[Any]) -> dict[str, Any]:
     return views
 
 
-def _row(event: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {
+def _row(event: FunctionEventAvg) -> dict[str, object]:
+    row: dict[str, object] = {
         "key": str(getattr(event, "key", "")),
         "device_type": str(getattr(event, "device_type", "unknown")).removeprefix("DeviceType."),
         "count": int(getattr(event, "count", 0) or 0),

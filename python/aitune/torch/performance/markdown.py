@@ -5,22 +5,20 @@ share of each run, and the residual), "## Profiler Key Averages" (by CPU and by 
 
 from __future__ import annotations
 
-from typing import Any
-
-Row = list[Any]
+Row = list[object]
 
 
-def _time(value_us: Any) -> str:
+def _time(value_us: float | None) -> str:
     if value_us is None:
         return "-"
     return f"{value_us / 1000:.3f} ms" if value_us >= 1000 else f"{value_us:.1f} us"
 
 
-def _share(fraction: Any) -> str:
+def _share(fraction: float | None) -> str:
     return "-" if fraction is None else f"{100 * fraction:.1f}%"
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     """A table cell: a `|` would end the cell and a newline the row."""
     return str(value).replace("|", "\\|").replace("\n", " ")
 
@@ -35,7 +33,7 @@ def _section(heading: str, body: str) -> str:
     return f"{heading}\n\n{body}"
 
 
-def _overview(data: dict[str, Any]) -> str:
+def _overview(data: dict[str, object]) -> str:
     config, inputs = data["config"], data["input"]
     rows = [
         ["Created", f"`{data['created_at']}`"],
@@ -50,7 +48,7 @@ def _overview(data: dict[str, Any]) -> str:
     return _section("# Performance Profile", _table(["Field", "Value"], rows))
 
 
-def _runs(data: dict[str, Any]) -> str:
+def _runs(data: dict[str, object]) -> str:
     rows = [
         [
             run["run_index"],
@@ -63,7 +61,7 @@ def _runs(data: dict[str, Any]) -> str:
     return _section("## Runs", _table(["Run", "Wall", "CPU", "Device"], rows))
 
 
-def _regions(data: dict[str, Any]) -> str:
+def _regions(data: dict[str, object]) -> str:
     if not data["regions"]:
         return _section("## Regions", "No regions were observed.")
     rows = [
@@ -73,7 +71,7 @@ def _regions(data: dict[str, Any]) -> str:
     return _section("## Regions", _table(["Region", "Name", "Kind", "State", "Module Type"], rows))
 
 
-def _attribution(data: dict[str, Any]) -> str | None:
+def _attribution(data: dict[str, object]) -> str | None:
     """One row per region and run, then the run's residual: what no region accounts for."""
     rows: list[Row] = []
     for run in data["runs"]:
@@ -107,7 +105,7 @@ def _attribution(data: dict[str, Any]) -> str | None:
     return _section("## Per-Run Attribution", _table(headers, rows))
 
 
-def _key_averages(data: dict[str, Any]) -> str:
+def _key_averages(data: dict[str, object]) -> str:
     views = data["profiler"]["key_averages"]
     parts = ["## Profiler Key Averages"]
     for key, title in (("cpu_time_total", "Sorted By CPU Total"), ("device_time_total", "Sorted By Device Total")):
@@ -130,13 +128,13 @@ def _key_averages(data: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def _warnings(data: dict[str, Any]) -> str:
+def _warnings(data: dict[str, object]) -> str:
     if not data["warnings"]:
         return _section("## Warnings", "No warnings.")
     rows = [[w["code"], w.get("source", "-"), w["message"]] for w in data["warnings"]]
     return _section("## Warnings", _table(["Code", "Source", "Message"], rows))
 
 
-def render_markdown(data: dict[str, Any]) -> str:
+def render_markdown(data: dict[str, object]) -> str:
     sections = [_overview(data), _runs(data), _regions(data), _attribution(data), _key_averages(data), _warnings(data)]
     return "\n\n".join(s for s in sections if s) + "\n"

@@ -10,7 +10,7 @@ import dataclasses
 import datetime
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import aitune
 from aitune.exceptions import InvalidValueError
@@ -31,10 +31,10 @@ SCHEMA_VERSION = 1
 
 @dataclasses.dataclass(frozen=True)
 class PerformanceProfile:
-    data: dict[str, Any]
+    data: dict[str, object]
     trace_file: Path | None = None
 
-    def markdown(self, options: Any = None) -> str:
+    def markdown(self, options: object = None) -> str:
         if options is not None:
             raise InvalidValueError(
                 f"PerformanceProfile.markdown(): markdown options are not supported yet; call markdown(), got {options!r}"
@@ -42,7 +42,7 @@ class PerformanceProfile:
         return render_markdown(self.data)
 
 
-def _call_arguments(input_data: Any) -> tuple[tuple, dict]:
+def _call_arguments(input_data: object) -> tuple[tuple, dict]:
     """A mapping is keyword arguments, a tuple positional arguments, None no arguments, and
     anything else the one positional argument."""
     if input_data is None:
@@ -55,8 +55,8 @@ def _call_arguments(input_data: Any) -> tuple[tuple, dict]:
 
 
 def profile(
-    obj: Any,
-    input_data: Any,
+    obj: object,
+    input_data: object,
     *,
     inference_function: Callable | None = None,
     warmup_runs: int = 3,

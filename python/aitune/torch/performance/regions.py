@@ -12,7 +12,7 @@ closed by forward hooks (so an ait.Module takes nn.Module.__call__ while profile
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -26,7 +26,7 @@ AOT_KIND = "aot_managed_module"
 UNTUNED_KIND = "untuned_module"
 
 
-def qualified_type_name(obj: Any) -> str:
+def qualified_type_name(obj: object) -> str:
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
 
@@ -76,7 +76,7 @@ def _untuned_under(module: torch.nn.Module, path: str, managed: set[int]) -> lis
     return out
 
 
-def discover_regions(obj: Any) -> list[Region]:
+def discover_regions(obj: object) -> list[Region]:
     regions = [
         Region(name, getattr(wrapper, "__wrapped__", wrapper), AOT_KIND, wrapper.state.value)
         for name, wrapper in MODULE_REGISTRY.items()
@@ -107,7 +107,7 @@ class RegionHooks:
         self.regions = regions
         self.label_of = label_of or (lambda region: region.label)
         self._open: dict[int, list] = {}  # id(module) -> [record_function, depth]
-        self._handles: list[Any] = []
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
 
     def __enter__(self) -> RegionHooks:
         try:
@@ -119,8 +119,8 @@ class RegionHooks:
             raise
         return self
 
-    def _pre(self, region: Region) -> Any:
-        def hook(module: torch.nn.Module, args: Any) -> None:
+    def _pre(self, region: Region) -> Callable[[torch.nn.Module, tuple], None]:
+        def hook(module: torch.nn.Module, args: tuple) -> None:
             entry = self._open.get(id(module))
             if entry is not None:
                 entry[1] += 1
@@ -131,7 +131,7 @@ class RegionHooks:
 
         return hook
 
-    def _post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+    def _post(self, module: torch.nn.Module, args: tuple, output: object) -> None:
         entry = self._open.get(id(module))
         if entry is None:
             return
@@ -140,7 +140,7 @@ class RegionHooks:
             del self._open[id(module)]
             entry[0].__exit__(None, None, None)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()

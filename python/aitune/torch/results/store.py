@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -40,10 +39,13 @@ from aitune.torch.checkpoint.format import (
 from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
 from aitune.torch.checkpoint.storage import abandoned_on_error
 from aitune.torch.config import config
-from aitune.torch.graph.signature import KIND_NAMES
+from aitune.torch.backend.backend import Backend
+from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.graph.signature import KIND_NAMES, Params
 from aitune.torch.task.numeric import reference_outputs
 from aitune.torch.tune_strategy.tune_strategy import TuneStrategy
 from aitune.torch.utils.fs import atomic_write_text
+from aitune.utils.json_types import JSON, JSONDict
 
 logger = logging.getLogger("aitune")
 
@@ -79,7 +81,7 @@ def tensor_digest(tensor: torch.Tensor) -> str:
     return hashlib.blake2b(lanes.encode(), digest_size=8).hexdigest()
 
 
-def model_fingerprint(module: torch.nn.Module, forward_params: Any) -> dict[str, Any]:
+def model_fingerprint(module: torch.nn.Module, forward_params: Params) -> JSONDict:
     """Class qualified name, forward signature, and every parameter and buffer (docs/reference/tuning.md#reusing-results
     (1))."""
     tensors = []
@@ -94,7 +96,7 @@ def model_fingerprint(module: torch.nn.Module, forward_params: Any) -> dict[str,
     }
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> JSON:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
@@ -118,8 +120,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def config_fingerprint(
-    strategy: TuneStrategy, device: torch.device, fallback_policy: str, graph: Any
-) -> dict[str, Any]:
+    strategy: TuneStrategy, device: torch.device, fallback_policy: str, graph: GraphSpec
+) -> JSONDict:
     """Strategy class and to_json_dict(), its switches, each backend's key() and tolerance,
     strict_mode, max_num_samples_stored, fallback policy, batch sizes and device
     (docs/reference/tuning.md#reusing-results (3))."""
@@ -151,11 +153,11 @@ class ResultsStore:
         self,
         module: torch.nn.Module,
         module_name: str,
-        forward_params: Any,
+        forward_params: Params,
         device: torch.device,
         fallback_policy: str,
         root: Path | None = None,
-        model_fingerprint: dict[str, Any] | None = None,
+        model_fingerprint: JSONDict | None = None,
     ) -> None:
         """`model_fingerprint`, when the caller already computed it, spares a second pass over
         the weights."""
@@ -165,10 +167,10 @@ class ResultsStore:
         self.fallback_policy = fallback_policy
         self.forward_params = forward_params
         self.folder = Path(root or Path(config.cache_dir) / "results") / module_name
-        self._model_fp: dict[str, Any] | None = model_fingerprint
+        self._model_fp: JSONDict | None = model_fingerprint
 
     # -- key --------------------------------------------------------------------------------
-    def key(self, graph: Any, strategy: TuneStrategy) -> str | None:
+    def key(self, graph: GraphSpec, strategy: TuneStrategy) -> str | None:
         """The graph's key, computed before any strategy modifies the graph; None when the
         model or the strategy cannot be fingerprinted (the graph is then tuned, not stored)."""
         try:
@@ -210,7 +212,7 @@ class ResultsStore:
             return None
         return data["reason"]
 
-    def write_no_backend(self, key: str, graph: Any, reason: str) -> Path | None:
+    def write_no_backend(self, key: str, graph: GraphSpec, reason: str) -> Path | None:
         """Remembers that no backend qualified (so the next process does not build them all again
         to learn the same); a failure only logs a warning."""
         path = self.outcome_path(key)
@@ -236,7 +238,7 @@ class ResultsStore:
         return path
 
     # -- read -------------------------------------------------------------------------------
-    def lookup(self, key: str, graph: Any, strategy: TuneStrategy | None = None) -> Any:
+    def lookup(self, key: str, graph: GraphSpec, strategy: TuneStrategy | None = None) -> Backend | None:
         """The stored backend for `graph`, active on the store's device, or None (a miss or an
         unusable file: then a warning, and the caller tunes and overwrites it). On a hit the
         live graph takes the stored input/output specs (e.g. widened by a max-batch search)."""
@@ -267,7 +269,9 @@ class ResultsStore:
         )
         return backend
 
-    def _restore(self, path: Path, key: str, graph: Any, strategy: TuneStrategy | None) -> tuple[Any, Any, str]:
+    def _restore(
+        self, path: Path, key: str, graph: GraphSpec, strategy: TuneStrategy | None
+    ) -> tuple[Backend, GraphSpec, str]:
         ckpt = OpenedCheckpoint(path, "fast")
         manifest = ckpt.manifest
         if manifest.results_key != key:
@@ -289,7 +293,7 @@ class ResultsStore:
         self.module.to(self.device)  # as a strategy does: JIT and eager backends serve the module
         if graph.samples and (strategy is None or strategy.checks_numerics):
             # The eager outputs a strategy records for checkpoints (`aitune run --check`).
-            raw: list[Any] = []
+            raw: list[object] = []
             reference_outputs(getattr(self.module, "_aitune_original_forward", self.module.forward), graph.samples, raw)
             stored.reference_outputs = raw
         backend = restore_backend(
@@ -298,7 +302,7 @@ class ResultsStore:
         return backend, stored, manifest.created_at
 
     # -- write ------------------------------------------------------------------------------
-    def write(self, key: str, graph: Any, backend: Any) -> Path | None:
+    def write(self, key: str, graph: GraphSpec, backend: Backend) -> Path | None:
         """Writes the tuned graph's result; a failure only logs a warning."""
         try:
             return self._write(key, graph, backend)
@@ -313,7 +317,7 @@ class ResultsStore:
             )
             return None
 
-    def _write(self, key: str, graph: Any, backend: Any) -> Path:
+    def _write(self, key: str, graph: GraphSpec, backend: Backend) -> Path:
         version = manifest_format_version()
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -354,7 +358,7 @@ class ResultsStore:
         return target
 
 
-def _signature(params: Any) -> list[dict[str, Any]]:
+def _signature(params: Params) -> list[JSONDict]:
     try:
         return [{"name": n, "kind": KIND_NAMES[k], "has_default": d} for n, k, d in params]
     except Exception:  # noqa: BLE001

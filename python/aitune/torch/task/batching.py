@@ -38,7 +38,8 @@ def extend_max_batch(graph: GraphSpec, sample: Sample, batch_size: int) -> None:
 def _sample_shape(graph: GraphSpec, sample: Sample, leaf) -> list[int] | None:
     _, leaves = _C.flatten_call(_C.Signature(graph.forward_params), sample.args, sample.kwargs, False, -1)
 
-    for steps, value, is_tensor, _ in leaves:
+    for flat in leaves:
+        steps, value, is_tensor = flat.path, flat.value, flat.is_tensor
         if is_tensor and semantic_path(steps) == leaf.semantic_path:
             return list(value.shape)
     return None

@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
 
 import torch
 
 from aitune._native import _C
 from aitune.exceptions import CorrectnessDynamicShapeError, CorrectnessTensorShapeError, CorrectnessValueError
+from aitune.torch.backend.backend import Backend
 from aitune.torch.graph.graph_spec import GraphSpec, Sample, TensorLeaf, resize_to
 from aitune.torch.graph.locator import access_path, semantic_path
 from aitune.torch.graph.tree import canonical_call
 from aitune.torch.graph.tree import map_tensors
 
 
-def check_finite(output: Any) -> None:
+def check_finite(output: object) -> None:
     _, leaves = _C.flatten_value(output)
-    for steps, value, is_tensor, _ in leaves:
+    for flat in leaves:
+        steps, value, is_tensor = flat.path, flat.value, flat.is_tensor
         name = access_path(steps, "output")
         if is_tensor:
             if not (value.is_floating_point() or value.is_complex()):
@@ -32,9 +33,9 @@ def check_finite(output: Any) -> None:
             raise CorrectnessValueError(f"Output {name} is not finite: {value!r}")
 
 
-def check_output_structure(graph: GraphSpec, output: Any) -> None:
+def check_output_structure(graph: GraphSpec, output: object) -> None:
     _, leaves = _C.flatten_value(output)
-    actual = {semantic_path(steps) if steps else (): value for steps, value, is_tensor, _ in leaves if is_tensor}
+    actual = {semantic_path(leaf.path) if leaf.path else (): leaf.value for leaf in leaves if leaf.is_tensor}
     expected: list[TensorLeaf] = graph.output_spec.tensors
     errors = []
     if len(actual) != len(expected):
@@ -68,7 +69,7 @@ def resized_sample(graph: GraphSpec, sample: Sample, which: str) -> tuple[tuple,
     return canonical_call(graph.forward_params, resized)
 
 
-def check_correctness(backend: Any, graph: GraphSpec, data: list[Sample], description: str) -> None:
+def check_correctness(backend: Backend, graph: GraphSpec, data: list[Sample], description: str) -> None:
     """Runs every stored sample (finite outputs, output structure), then sample 0 at the
     recorded min and max shapes when the graph has a dynamic axis."""
     if not data:
@@ -85,7 +86,7 @@ def check_correctness(backend: Any, graph: GraphSpec, data: list[Sample], descri
                 try:
                     output = backend.infer(*args, **kwargs)
                     _, leaves = _C.flatten_value(output)
-                    if sum(1 for leaf in leaves if leaf[2]) != len(graph.output_spec.tensors):
+                    if sum(1 for leaf in leaves if leaf.is_tensor) != len(graph.output_spec.tensors):
                         raise ValueError("the number of output tensors differs from the recorded output spec")
                 except Exception as e:  # noqa: BLE001 - any failure at the boundary shapes is the finding
                     raise CorrectnessDynamicShapeError(

@@ -8,7 +8,7 @@ import copy
 import dataclasses
 import logging
 import math
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import torch
 
@@ -20,13 +20,16 @@ from aitune.torch.utils.tensors import map_nested_tensors
 from aitune.torch.task.precise_reference import log_no_precise_reference, native_precision_class, precise_runner
 from aitune.torch.validation import DEFAULT_TOLERANCES, NumericTolerance, PrecisionClass
 
+if TYPE_CHECKING:
+    from aitune.torch.backend.backend import Backend
+
 logger = logging.getLogger("aitune")
 
 
 class ReferenceLeaf(NamedTuple):
     """One output leaf of eager's run of a stored sample (host copies)."""
 
-    value: Any
+    value: object
     display: str  # the access path shown in messages, e.g. output[0]['logits']
     is_tensor: bool
     # The noise bound's float32 reference (precise_reference.py) and eager's own rel_l2 against
@@ -36,9 +39,9 @@ class ReferenceLeaf(NamedTuple):
 
 
 def reference_outputs(
-    forward: Any,
+    forward: Callable,
     data: list[Sample],
-    raw: list[Any] | None = None,
+    raw: list[object] | None = None,
     *,
     module: torch.nn.Module | None = None,
     device: torch.device | None = None,
@@ -65,12 +68,15 @@ def reference_outputs(
             if precise is not None:
                 try:
                     _, exact = _C.flatten_value(precise(sample))
-                    precise_leaves = {(semantic_path(s) if s else ()): v for s, v, t, _ in exact if t}
+                    precise_leaves = {
+                        (semantic_path(leaf.path) if leaf.path else ()): leaf.value for leaf in exact if leaf.is_tensor
+                    }
                 except Exception as e:  # noqa: BLE001 - the bound is then left out for this graph
                     log_no_precise_reference(graph_name, e)
                     precise = None
             ref: dict[tuple, ReferenceLeaf] = {}
-            for steps, value, is_tensor, _ in leaves:
+            for flat in leaves:
+                steps, value, is_tensor = flat.path, flat.value, flat.is_tensor
                 path = semantic_path(steps) if steps else ()
                 leaf = ReferenceLeaf(_to_host(value), access_path(steps, "output"), is_tensor)
                 exact_value = precise_leaves.get(path)
@@ -84,7 +90,7 @@ def reference_outputs(
     return refs
 
 
-def _to_host(value: Any) -> Any:
+def _to_host(value: object) -> object:
     return value.detach().to("cpu", copy=True) if isinstance(value, torch.Tensor) else copy.deepcopy(value)
 
 
@@ -105,8 +111,8 @@ class NumericSummary:
     precision_class: str
     tolerance: NumericTolerance
     passed: bool = True
-    worst: dict[str, Any] = dataclasses.field(default_factory=dict)
-    leaves: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    worst: dict[str, object] = dataclasses.field(default_factory=dict)
+    leaves: list[dict[str, object]] = dataclasses.field(default_factory=list)
 
     def log_line(self) -> str:
         w = self.worst or {"max_abs_error": 0.0, "max_rel_error": 0.0, "rel_l2_error": 0.0, "mismatch_fraction": 0.0}
@@ -134,7 +140,7 @@ class NumericSummary:
         return self.log_line()
 
 
-def _bound_use(core: dict[str, Any], tolerance: NumericTolerance) -> float:
+def _bound_use(core: dict[str, float], tolerance: NumericTolerance) -> float:
     """The largest share of a bound the leaf uses (NaN: infinite), to pick the worst leaf."""
     if core["has_nan"] or math.isnan(core["rel_l2_error"]) or math.isnan(core["mismatch_fraction"]):
         return math.inf
@@ -156,7 +162,7 @@ def _bound_use(core: dict[str, Any], tolerance: NumericTolerance) -> float:
     return max(shares)
 
 
-def _scalar_tensor(value: Any) -> torch.Tensor:
+def _scalar_tensor(value: float | int | bool) -> torch.Tensor:
     return torch.tensor(float(value), dtype=torch.float64)
 
 
@@ -169,10 +175,10 @@ def _noise_metrics(candidate: torch.Tensor, leaf: ReferenceLeaf, tolerance: Nume
 
 
 def check_numeric(
-    infer: Any,
+    infer: Callable,
     graph: GraphSpec,
     data: list[Sample],
-    refs: list[Any],
+    refs: list[list[ReferenceLeaf]],
     tolerance: NumericTolerance,
     precision_class: str,
     noise_check: bool = False,
@@ -190,7 +196,8 @@ def check_numeric(
             args, kwargs = copy.deepcopy((sample.args, sample.kwargs))
             output = infer(*args, **kwargs)
             _, leaves = _C.flatten_value(output)
-            for steps, value, is_tensor, _ in leaves:
+            for flat in leaves:
+                steps, value, is_tensor = flat.path, flat.value, flat.is_tensor
                 path = semantic_path(steps) if steps else ()
                 if path not in ref:
                     continue  # structure problems are reported by the structural check
@@ -239,7 +246,7 @@ def check_numeric(
     return summary
 
 
-def tf32_switches() -> dict[str, Any]:
+def tf32_switches() -> dict[str, bool | str]:
     """torch's TF32 switches now: what an fp32 model on CUDA was computed with."""
     return {
         "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
@@ -248,7 +255,7 @@ def tf32_switches() -> dict[str, Any]:
     }
 
 
-def effective_precision_class(backend: Any, module: torch.nn.Module, device: torch.device) -> str:
+def effective_precision_class(backend: Backend, module: torch.nn.Module, device: torch.device) -> str:
     """The candidate's numeric regime (docs/reference/validation.md#precision-classes): the backend's own class,
     else the class eager computes the model in (half weights, or TF32 for an fp32 model on CUDA
     when torch allows TF32)."""

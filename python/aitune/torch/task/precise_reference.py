@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import torch
 import torch.utils._pytree as pytree
@@ -20,6 +20,7 @@ import torch.utils._pytree as pytree
 from aitune.torch.graph.graph_spec import Sample
 
 logger = logging.getLogger("aitune")
+T = TypeVar("T")
 
 LOW_PRECISION_DTYPES = (torch.float16, torch.bfloat16)
 # The classes whose default tolerance has a noise bound (cpp/core/select/tolerance.cc): the ones
@@ -69,7 +70,7 @@ def full_fp32() -> Iterator[None]:
         torch.backends.cudnn.allow_tf32 = saved[2]
 
 
-def _upcast(value: Any) -> Any:
+def _upcast(value: T) -> T:
     """Half-precision tensors anywhere in a pytree (dicts, lists, tuples, registered types) as float32."""
     return pytree.tree_map(
         lambda t: t.float() if isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION_DTYPES else t, value
@@ -87,7 +88,7 @@ class PreciseRunner:
         self._forward = forward
         self._upcast_weights = any(t.dtype in LOW_PRECISION_DTYPES for t in [*module.parameters(), *module.buffers()])
 
-    def __call__(self, sample: Sample) -> Any:
+    def __call__(self, sample: Sample) -> object:
         args, kwargs = copy.deepcopy((sample.args, sample.kwargs))
         with torch.no_grad(), full_fp32():
             if not self._upcast_weights:

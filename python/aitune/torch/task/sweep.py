@@ -7,7 +7,7 @@ import contextlib
 import copy
 import logging
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -20,7 +20,7 @@ from aitune.torch.utils.progress import LiveLine
 logger = logging.getLogger("aitune")
 # Held while measuring. A multi-device tuning worker puts the device pool's shared lock here
 # (multi_device/worker.py), so the workers' measurements take turns while their builds overlap.
-MEASUREMENT_LOCK: list[Any] = [contextlib.nullcontext()]
+MEASUREMENT_LOCK: list[contextlib.AbstractContextManager] = [contextlib.nullcontext()]
 NUM_INPUT_SETS = 3  # inputs rotate among this many copies so a cache-resident input does not flatter
 
 
@@ -47,7 +47,7 @@ def profile(
     stop_above_latency_ms: float | None = None,
     label: str | None = None,
     limits: SweepLimits | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Measures `fn` at each batch size (until the sweep saturates, or `limits` stop it). An
     out-of-memory or any other error ends the sweep with a warning; results so far are kept.
     `label` names what is measured on the terminal's live status line."""
@@ -81,7 +81,7 @@ def _sweep(
     stop_above_latency_ms: float | None,
     line: LiveLine,
     limits: SweepLimits,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     base_text = line.text
     start = limits.clock()
     last: tuple[int, float] | None = None  # (batch size, seconds its measurement took)
@@ -92,7 +92,7 @@ def _sweep(
     rule = config.measurement_stop_strategy.to_native()
     sweep = _C.SweepState(**config.profiling_stop_strategy.to_native())
     batching = config.batching and graph.has_batch_axis()
-    results: list[dict[str, Any]] = []
+    results: list[dict[str, object]] = []
     for bs in batch_sizes:
         reason = _over_budget(limits, start, last, bs) if batching else ""
         if reason:
@@ -142,7 +142,7 @@ def _sweep(
     return results
 
 
-def best_throughput(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+def best_throughput(results: list[dict[str, object]]) -> dict[str, object] | None:
     best = None
     for r in results:
         if best is None or r["throughput_per_s"] > best["throughput_per_s"]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import html
-from typing import Any
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;background:#fafafa}
@@ -16,7 +15,7 @@ code{font-size:12px}
 """
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
@@ -24,7 +23,7 @@ def _types(counts: dict[str, int]) -> str:
     return "<br>".join(f"<code>{_e(t)}</code> ×{n}" for t, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
-def render_inspection_html(rows: list[dict[str, Any]], model_name: str) -> str:
+def render_inspection_html(rows: list[dict[str, object]], model_name: str) -> str:
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     # The title and the "Model: <name>" line are AITune's (docs/guide.md, "Coming from AITune").
     out = [

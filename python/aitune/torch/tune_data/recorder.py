@@ -10,13 +10,19 @@ import datetime
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 import aitune
 from aitune.torch.checkpoint.fingerprint import current_fingerprint
 from aitune.torch.config import config
 from aitune.torch.tune_data import writer
 from aitune.torch.tune_data.model import BuildReport, GraphReport, ModuleReport, RunReport, error_dict, json_safe
+
+if TYPE_CHECKING:
+    import torch
+
+    from aitune.torch.graph.graph_spec import GraphSpec, TensorsSpec
+    from aitune.torch.tune_data.subjects import ReportedBackend, ReportedStrategy
 
 
 # -- the current run -------------------------------------------------------------------------
@@ -118,7 +124,7 @@ def module_span(name: str) -> Iterator[ModuleReport]:
             _flush()
 
 
-def _spec_rows(spec: Any) -> dict[str, Any]:
+def _spec_rows(spec: TensorsSpec) -> dict[str, list[dict[str, str]]]:
     tensors = [
         {
             "access_path": t.access_path,
@@ -137,14 +143,19 @@ def _spec_rows(spec: Any) -> dict[str, Any]:
     return {"tensors": tensors, "other": other}
 
 
-def selection_rule(strategy: Any) -> str:
+def selection_rule(strategy: ReportedStrategy) -> str:
     """How `strategy` (a TuneStrategy) picks a graph's backend, for the report."""
     return strategy.selection_rule()
 
 
 @contextlib.contextmanager
 def graph_span(
-    strategy: Any, module_name: str, graph: Any, num_samples: int = 0, device: Any = "", cache_dir: Any = ""
+    strategy: ReportedStrategy,
+    module_name: str,
+    graph: GraphSpec | str,
+    num_samples: int = 0,
+    device: torch.device | str = "",
+    cache_dir: str | os.PathLike = "",
 ) -> Iterator[GraphReport]:
     with contextlib.ExitStack() as stack:
         if _state.module is None or _state.module.name != module_name:
@@ -188,7 +199,7 @@ def graph_span(
             _flush()
 
 
-def record_selection(backend: Any, speedup: float | None = None) -> None:
+def record_selection(backend: ReportedBackend, speedup: float | None = None) -> None:
     graph = _state.graph
     if graph is None:
         return
@@ -240,7 +251,10 @@ def record_max_batch_search(stopped_by: str, elapsed_s: float) -> None:
 
 # -- builds ----------------------------------------------------------------------------------
 def begin_build(
-    backend: Any, log_file: Any = None, build_dir: Any = None, result: dict[str, Any] | None = None
+    backend: ReportedBackend,
+    log_file: str | os.PathLike | None = None,
+    build_dir: str | os.PathLike | None = None,
+    result: dict[str, object] | None = None,
 ) -> BuildReport | None:
     """Opens a build in the current graph (None outside a graph span). `result` is the
     strategy's backend_results dict, copied into the report when the build ends."""
@@ -277,7 +291,7 @@ def adopt_builds(builds: list[BuildReport]) -> None:
     _flush()
 
 
-def _describe(backend: Any) -> str:
+def _describe(backend: ReportedBackend) -> str:
     try:
         return backend.describe()
     except Exception:  # noqa: BLE001
@@ -289,7 +303,7 @@ def current_builds() -> list[BuildReport]:
     return _state.graph.builds if _state.graph is not None else []
 
 
-def record_skipped(backend: Any, reason: str) -> None:
+def record_skipped(backend: ReportedBackend, reason: str) -> None:
     build = begin_build(backend)
     if build is not None:
         build.skipped = reason
@@ -298,7 +312,7 @@ def record_skipped(backend: Any, reason: str) -> None:
         _flush()
 
 
-def record_budget(info: dict[str, Any]) -> None:
+def record_budget(info: Mapping[str, object]) -> None:
     """The tuning budget of the graph being tuned (docs/reference/tuning.md#telemetry-and-report): budget,
     source, time left at its start and the candidate order; finish_budget() adds what it cost."""
     if _state.graph is not None:
@@ -332,12 +346,12 @@ def finish_budget(left_s: float) -> None:
     _flush()
 
 
-def record_step(name: str, duration_s: float, **extra: Any) -> None:
+def record_step(name: str, duration_s: float, **extra: object) -> None:
     if _state.build is not None:
         _state.build.steps.append({"name": name, "duration_s": round(duration_s, 4), **extra})
 
 
-def record_correctness(summary: Any) -> None:
+def record_correctness(summary: object) -> None:
     """Stores a NumericSummary (or a dict) in the current build."""
     build = _state.build
     if build is None:
@@ -394,7 +408,7 @@ def _find_build(backend_description: str | None) -> BuildReport | None:
 
 
 def record_measurements(
-    results: list[dict[str, Any]], kind: str = "build", backend_description: str | None = None
+    results: list[Mapping[str, object]], kind: str = "build", backend_description: str | None = None
 ) -> None:
     """Stores per-batch-size dicts (docs/reference/measurement.md#batch-sweep): kind "build" (the current build, or the
     named one), "baseline" (eager) or "max_batch_search"."""

@@ -14,7 +14,8 @@ import dataclasses
 import signal
 import threading
 import time
-from typing import Any, Callable, Iterator
+from types import FrameType
+from typing import Callable, Iterator
 
 from aitune.exceptions import TuningBudgetExceeded
 
@@ -101,7 +102,7 @@ class TuningBudget:
             )
         return None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """For the telemetry: the budget, where it came from and what was left when the graph started."""
         return {"budget_s": self.budget_s, "source": self.source, "left_at_start_s": round(self.left_s(), 3)}
 
@@ -121,7 +122,7 @@ def build_deadline(budget: TuningBudget | None, what: str) -> Iterator[None]:
     if left <= 0:
         raise TuningBudgetExceeded(f"{what}: the tuning budget of {budget.budget_s:g} s ({budget.source}) is spent")
 
-    def on_alarm(signum: int, frame: Any) -> None:
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
         budget.fired = True
         raise TuningBudgetExceeded(
             f"{what}: the tuning budget of {budget.budget_s:g} s ({budget.source}) ran out during its build"

@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Protocol, Sequence
+from typing import Callable, Iterator, Mapping, Protocol, Sequence
 
 import torch
 
 from aitune.torch.backend.backend import Backend
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
+from aitune.torch.task.numeric import ReferenceLeaf
 from aitune.torch.tune_strategy.budget import TuningBudget
 from aitune.torch.tune_strategy.records import CandidateRecord
 
@@ -70,7 +71,7 @@ class GraphContext:
     data: list[Sample]
     device: torch.device
     cache_dir: Path
-    refs: list[Any] | None = None
+    refs: list[list[ReferenceLeaf]] | None = None
     # The batch sizes the caller tuned with that reached this graph (ait.tune's batch_sizes), in
     # ascending order; empty when unknown (JIT mode, where a call's batch size is not known).
     batch_sizes: list[int] = dataclasses.field(default_factory=list)
@@ -78,7 +79,7 @@ class GraphContext:
     budget: TuningBudget | None = None  # the tuning budget, for the strategies that walk candidates
 
     @property
-    def forward(self) -> Any:
+    def forward(self) -> Callable:
         return getattr(self.module, "_aitune_original_forward", self.module.forward)
 
 

@@ -9,11 +9,10 @@ siblings.py), so listing both costs one build, not two."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 
-from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.backend import Backend, BackendConfig
 from aitune.torch.backend import (
     TensorRTBackend,
     TensorRTBackendConfig,
@@ -34,11 +33,11 @@ from aitune.torch.backend import (
 )
 
 
-def _on_cuda(device: Any) -> bool:
+def _on_cuda(device: torch.device | str | None) -> bool:
     return device is not None and torch.device(device).type == "cuda"
 
 
-def first_wins_defaults(device: Any = None) -> list[Backend]:
+def first_wins_defaults(device: torch.device | str | None = None) -> list[Backend]:
     """TensorRT (dynamo export), TensorRT (trace export), then Inductor JIT. On CUDA: the same
     TensorRT pair with CUDA graphs, Inductor JIT with `freezing` (the fastest Inductor variant
     across the benchmark zoo at a default build time, docs/guide.md "Strategies"), Inductor JIT,
@@ -61,17 +60,17 @@ def first_wins_defaults(device: Any = None) -> list[Backend]:
 # siblings: with and without CUDA graphs), in order of build cost: freezing; freezing with
 # coordinate-descent tuning of the generated kernels; max-autotune's GEMM/convolution templates
 # (under aitune's CUDA graphs, so the mode without Inductor's own) with freezing.
-INDUCTOR_SEARCH: tuple[dict[str, Any], ...] = (
+INDUCTOR_SEARCH: tuple[dict[str, object], ...] = (
     {"freezing": True},
     {"freezing": True, "coordinate_descent_tuning": True},
     {"mode": "max-autotune-no-cudagraphs", "freezing": True},
 )
 
 
-def profiling_defaults(device: Any = None) -> list[Backend]:
+def profiling_defaults(device: torch.device | str | None = None) -> list[Backend]:
     """Every backend family; on CUDA also the Inductor JIT settings of INDUCTOR_SEARCH, each as its
     CUDA-graph variant followed by its plain sibling, then eager with CUDA graphs."""
-    families: list[tuple[type[Backend], Any, dict[str, Any]]] = [
+    families: list[tuple[type[Backend], type[BackendConfig], dict[str, object]]] = [
         (TensorRTBackend, TensorRTBackendConfig, {}),
         (TensorRTBackend, TensorRTBackendConfig, {"use_dynamo": False}),
         (TorchInductorJitBackend, TorchInductorJitBackendConfig, {}),

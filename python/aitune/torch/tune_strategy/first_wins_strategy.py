@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from aitune.exceptions import CudaGraphCaptureError, NoValidBackendError
 from aitune.torch.backend.backend import Backend
@@ -10,6 +10,13 @@ from aitune.torch.tune_strategy.performance_validation import PerformanceValidat
 from aitune.torch.tune_strategy.records import CandidateRecord
 from aitune.torch.tune_strategy.remote_builds import materialize, replay
 from aitune.torch.tune_strategy.tune_strategy import GraphContext, checked_budget_s
+
+if TYPE_CHECKING:
+    import logging
+
+    import torch
+
+    from aitune.torch.task.profiling.config import ProfilingConfig
 
 
 class FirstWinsStrategy(PerformanceValidatedStrategy):
@@ -29,8 +36,8 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
         self,
         backends: list[Backend] | None = None,
         *,
-        sink: Any = None,
-        profiling_config: Any = None,
+        sink: logging.Logger | None = None,
+        profiling_config: ProfilingConfig | None = None,
         min_speedup_threshold_percent: float = 1.0,
         budget_s: float | None = None,
     ) -> None:
@@ -44,7 +51,7 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
             if not isinstance(b, Backend):
                 raise TypeError(f"FirstWinsStrategy backends must be Backend instances, got {type(b).__name__}")
 
-    def prepare(self, device: Any) -> FirstWinsStrategy:
+    def prepare(self, device: torch.device | str | None) -> FirstWinsStrategy:
         if self._default_backends:
             self.backends = first_wins_defaults(device)
         return self
@@ -61,7 +68,7 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
             *([f"budget_s: {self.budget_s:g}"] if self.budget_s is not None else []),
         ]
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> dict[str, object]:
         data = {
             "backends": [b.describe() for b in self.backends],
             "min_speedup_threshold_percent": self.min_speedup_threshold_percent,

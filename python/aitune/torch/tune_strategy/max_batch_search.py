@@ -10,7 +10,7 @@ the log line says which limit stopped it."""
 from __future__ import annotations
 
 import traceback
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from aitune.torch.backend.common.serving import graph_dispatcher
 from aitune.torch.config import config
@@ -20,10 +20,14 @@ from aitune.torch.task.sweep import SweepLimits, best_throughput, profile
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import recorder as tune_data
 
+if TYPE_CHECKING:
+    from aitune.torch.backend.backend import Backend
+    from aitune.torch.tune_strategy.context import GraphContext
+
 
 def search_max_batch_size(
-    backend: Any,
-    ctx: Any,
+    backend: Backend,
+    ctx: GraphContext,
     profiling_config: ProfilingConfig,
     log: Callable[..., None],
     limits: SweepLimits | None = None,

@@ -1,11 +1,16 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aitune.exceptions import NoValidBackendError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.tune_strategy.performance_validation import PerformanceValidatedStrategy
 from aitune.torch.tune_strategy.tune_strategy import GraphContext
+
+if TYPE_CHECKING:
+    import logging
+
+    from aitune.torch.task.profiling.config import ProfilingConfig
 
 
 class OneBackendStrategy(PerformanceValidatedStrategy):
@@ -16,8 +21,8 @@ class OneBackendStrategy(PerformanceValidatedStrategy):
         self,
         backend: Backend,
         *,
-        sink: Any = None,
-        profiling_config: Any = None,
+        sink: logging.Logger | None = None,
+        profiling_config: ProfilingConfig | None = None,
         min_speedup_threshold_percent: float = 1.0,
     ) -> None:
         super().__init__(
@@ -40,7 +45,7 @@ class OneBackendStrategy(PerformanceValidatedStrategy):
             f"backend: {self.backend.describe()}",
         ]
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> dict[str, object]:
         return {
             "backends": [self.backend.describe()],
             "min_speedup_threshold_percent": self.min_speedup_threshold_percent,

@@ -12,16 +12,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from typing import Any
 
 from aitune._native import _C
 from aitune.torch.backend.backend import Backend
 from aitune.torch.backend.common.serving import graph_dispatcher
 from aitune.torch.logging_utils import captured_output
 from aitune.torch.task.sweep import SweepLimits, profile
-from aitune.torch.task.profiling.config import AllSamplesProfilingStopStrategy
+from aitune.torch.task.profiling.config import AllSamplesProfilingStopStrategy, ProfilingConfig
 from aitune.torch.tune_data import recorder as tune_data
-from aitune.torch.tune_strategy.outcome import KEPT_EAGER
+from aitune.torch.tune_strategy.outcome import KEPT_EAGER, KeptEager
 from aitune.torch.tune_strategy.records import CandidateRecord
 from aitune.torch.tune_strategy.strategy_results import PerformanceValidationMixinResult
 from aitune.torch.tune_strategy.tune_strategy import Baseline, GraphContext, TuneStrategy
@@ -44,7 +43,11 @@ def gate_batch_sizes(ctx: GraphContext, batching: bool) -> list[int]:
 
 class PerformanceValidatedStrategy(TuneStrategy):
     def __init__(
-        self, *, sink: Any = None, profiling_config: Any = None, min_speedup_threshold_percent: float = 1.0
+        self,
+        *,
+        sink: logging.Logger | None = None,
+        profiling_config: ProfilingConfig | None = None,
+        min_speedup_threshold_percent: float = 1.0,
     ) -> None:
         super().__init__(sink=sink, profiling_config=profiling_config)
         self.min_speedup_threshold_percent = min_speedup_threshold_percent
@@ -56,7 +59,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
         self._baseline_batch_size = 1
         self._gate_sizes: list[int] = [1]
         self._selected_speedup: tuple[float, float, float] | None = None
-        self._kept_eager: Any = None  # outcome.KeptEager when nothing qualified
+        self._kept_eager: KeptEager | None = None  # when nothing qualified
 
     def _searches_lazily(self) -> bool:
         return True  # the gate measures at the caller's batch sizes, not at the searched max
@@ -86,7 +89,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
         self.perf_validation_results = []
         self._selected_speedup = None
 
-    def _record_verdict(self, record: CandidateRecord, verdict: Any) -> bool:
+    def _record_verdict(self, record: CandidateRecord, verdict: object) -> bool:
         record.passed = bool(verdict)
         record.selected_speedup = self._selected_speedup if verdict else None
         return record.passed
@@ -94,7 +97,7 @@ class PerformanceValidatedStrategy(TuneStrategy):
     def _gate_text(self) -> str:
         return f"≥ {1 + self.min_speedup_threshold_percent / 100:.2f}×"
 
-    def _gate_profiling_config(self) -> Any:
+    def _gate_profiling_config(self) -> ProfilingConfig:
         # Every gate size is measured: the sweep's saturation rule must not skip one.
         return dataclasses.replace(self.profiling_config, profiling_stop_strategy=AllSamplesProfilingStopStrategy())
 

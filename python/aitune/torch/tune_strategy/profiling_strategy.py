@@ -5,7 +5,8 @@ LatencyBudgetStrategy. The selection rules (strictly better wins, the gate, budg
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import logging
+from typing import TYPE_CHECKING
 
 from aitune._native import _C
 from aitune.exceptions import NoValidBackendError
@@ -27,6 +28,9 @@ from aitune.torch.tune_strategy.strategy_results import (
     MinLatencyProfilingResult,
 )
 from aitune.torch.tune_strategy.tune_strategy import Baseline, GraphContext, TuneStrategy, checked_budget_s
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclasses.dataclass
@@ -56,7 +60,7 @@ class ProfilingTuneStrategy(TuneStrategy):
         backends: list[Backend] | None = None,
         profiling_config: ProfilingConfig | None = None,
         *,
-        sink: Any = None,
+        sink: logging.Logger | None = None,
         min_speedup_threshold_percent: float = 0.0,
         budget_s: float | None = None,
     ) -> None:
@@ -69,7 +73,7 @@ class ProfilingTuneStrategy(TuneStrategy):
                 raise TypeError(f"{type(self).__name__} backends must be Backend instances, got {type(b).__name__}")
         self.min_speedup_threshold_percent = min_speedup_threshold_percent
         self._performance_validation = True
-        self.perf_validation_results: list[dict[str, Any]] = []
+        self.perf_validation_results: list[dict[str, object]] = []
         self._baseline: Measured | None = None
 
     def enable_performance_validation(self, enable: bool = True) -> ProfilingTuneStrategy:
@@ -101,13 +105,13 @@ class ProfilingTuneStrategy(TuneStrategy):
     def _reset_candidate_results(self) -> None:
         self.perf_validation_results = []
 
-    def _record_verdict(self, record: CandidateRecord, verdict: Any) -> bool:
+    def _record_verdict(self, record: CandidateRecord, verdict: Measured | None) -> bool:
         if verdict is None:
             return False
         record.point = (verdict.metric, verdict.batch_size, verdict.latency_ms, verdict.throughput_per_s)
         return True
 
-    def prepare(self, device: Any) -> ProfilingTuneStrategy:
+    def prepare(self, device: torch.device | str | None) -> ProfilingTuneStrategy:
         """`backends=None`: the default list for the tuning device (CUDA-graph variants on CUDA)."""
         if self._default_backends:
             self.backends = profiling_defaults(device)
@@ -122,7 +126,7 @@ class ProfilingTuneStrategy(TuneStrategy):
             *([f"budget_s: {self.budget_s:g}"] if self.budget_s is not None else []),
         ]
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> dict[str, object]:
         data = {
             "backends": [b.describe() for b in self.backends],
             "min_speedup_threshold_percent": self.min_speedup_threshold_percent,
@@ -165,13 +169,13 @@ class ProfilingTuneStrategy(TuneStrategy):
             self.check_cuda_graph_capture(backend)  # measuring captures new shapes too
         return self._select_point(backend, results)
 
-    def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
+    def _select_point(self, backend: Backend, results: list[dict[str, object]]) -> Measured | None:
         if not results:
             return None
         best = max(results, key=lambda r: r["throughput_per_s"])
         return self._point(backend, best["batch_size"], best["host_latency_ms_mean"], best["throughput_per_s"])
 
-    def _point(self, backend: Any, batch_size: int, latency_ms: float, throughput: float) -> Measured:
+    def _point(self, backend: Backend, batch_size: int, latency_ms: float, throughput: float) -> Measured:
         """A candidate's point at `batch_size`, with the strategy's metric and AITune's result
         object: from its own measurements, or a multi-device worker's (scaled) ones."""
         return Measured(
@@ -365,7 +369,7 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
         backends: list[Backend] | None = None,
         profiling_config: ProfilingConfig | None = None,
         *,
-        sink: Any = None,
+        sink: logging.Logger | None = None,
         min_speedup_threshold_percent: float = 0.0,
         budget_s: float | None = None,
     ) -> None:
@@ -384,13 +388,13 @@ class MinLatencyStrategy(ProfilingTuneStrategy):
     def selection_rule(self) -> str:
         return f"{type(self).__name__}: lowest mean latency at batch size 1{self._gate_rule_text()}"
 
-    def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
+    def _select_point(self, backend: Backend, results: list[dict[str, object]]) -> Measured | None:
         if not results:
             return None
         r = results[0]
         return self._point(backend, r["batch_size"], r["host_latency_ms_mean"], r["throughput_per_s"])
 
-    def _point(self, backend: Any, batch_size: int, latency_ms: float, throughput: float) -> Measured:
+    def _point(self, backend: Backend, batch_size: int, latency_ms: float, throughput: float) -> Measured:
         return Measured(
             backend,
             latency_ms,
@@ -414,7 +418,7 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
         backends: list[Backend] | None = None,
         profiling_config: ProfilingConfig | None = None,
         *,
-        sink: Any = None,
+        sink: logging.Logger | None = None,
         min_speedup_threshold_percent: float = 0.0,
         budget_s: float | None = None,
     ) -> None:
@@ -436,7 +440,7 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
     def _describe_parts(self) -> list[str]:
         return [*super()._describe_parts(), f"latency_budget_ms: {self.latency_budget_ms:g}"]
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> dict[str, object]:
         return {"latency_budget_ms": self.latency_budget_ms, **super().to_json_dict()}
 
     def _latency_limit_ms(self) -> float | None:
@@ -448,7 +452,7 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
             f"{self.latency_budget_ms} ms{self._gate_rule_text()}"
         )
 
-    def _select_point(self, backend: Backend, results: list[dict[str, Any]]) -> Measured | None:
+    def _select_point(self, backend: Backend, results: list[dict[str, object]]) -> Measured | None:
         points = [(r["batch_size"], r["host_latency_ms_mean"], r["throughput_per_s"]) for r in results]
         best = _C.best_within_budget(points, self.latency_budget_ms)
         if best is None:
@@ -456,7 +460,7 @@ class LatencyBudgetStrategy(ProfilingTuneStrategy):
         bs, latency, throughput = best
         return self._point(backend, bs, latency, throughput)
 
-    def _point(self, backend: Any, batch_size: int, latency_ms: float, throughput: float) -> Measured:
+    def _point(self, backend: Backend, batch_size: int, latency_ms: float, throughput: float) -> Measured:
         return Measured(
             backend,
             throughput,

@@ -10,7 +10,7 @@ and measured beside the fp16/fp32 candidates:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
@@ -23,7 +23,7 @@ DEFAULT_QUANTIZED_PRESETS = ("int8wo", "int8dq", "fp8wo", "fp8dq")
 
 
 def quantized_candidates(
-    device: Any = None,
+    device: torch.device | str | None = None,
     presets: Sequence[str] = DEFAULT_QUANTIZED_PRESETS,
     *,
     mode: str | None = None,

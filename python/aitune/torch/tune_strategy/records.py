@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
+from aitune.torch.tune_data.model import BuildReport
 from aitune.torch.tune_strategy.outcome import CandidateTally
 
 
@@ -16,8 +16,8 @@ class BuiltCandidate:
     """Enough of a worker's build to serve it elsewhere."""
 
     artifacts: dict[str, Path]
-    input_profile: Any
-    validated_precision: dict[str, Any] | None
+    input_profile: list[tuple[list[int], list[int | None]]] | None
+    validated_precision: dict[str, object] | None
     derived_from: str | None
 
 
@@ -26,10 +26,10 @@ class CandidateRecord:
     index: int  # position in the strategy's candidate list
     device: str
     describe: str
-    backend_results: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    perf_validation_results: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    backend_results: list[dict[str, object]] = dataclasses.field(default_factory=list)
+    perf_validation_results: list[dict[str, object]] = dataclasses.field(default_factory=list)
     tally: CandidateTally = dataclasses.field(default_factory=CandidateTally)
-    builds: list[Any] = dataclasses.field(default_factory=list)  # tune_data BuildReports
+    builds: list[BuildReport] = dataclasses.field(default_factory=list)
     passed: bool = False  # FirstWins: the gate passed
     selected_speedup: tuple | None = None  # FirstWins: (geomean, eager, candidate) when passed
     point: tuple | None = None  # profiling strategies: (metric, batch size, latency ms, throughput)

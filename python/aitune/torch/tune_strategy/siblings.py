@@ -15,7 +15,6 @@ from the first one's build (`Backend.serving_variant`). The rules:
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from aitune.torch.backend.backend import Backend
 
@@ -104,7 +103,7 @@ class SiblingBuilds:
                 except Exception as e:  # noqa: BLE001 - the sibling is then built on its turn
                     logger.debug("Could not keep the build of %s for its sibling: %s", backend.describe(), e)
 
-    def release(self, keep: Any = None) -> None:
+    def release(self, keep: Backend | None = None) -> None:
         """Deactivates every derived sibling that was never used (except `keep`)."""
         for backend in self._held.values():
             if backend is not keep:

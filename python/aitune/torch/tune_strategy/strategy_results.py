@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any
 
 
 class _ReadsAsMapping:
     """`result["field"]`, `result.get("field")` and `dict(result)` over the dataclass fields."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     def keys(self) -> list[str]:
         return [f.name for f in dataclasses.fields(self)]  # type: ignore[arg-type]
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> object:
         if key not in self.keys():
             raise KeyError(key)
         return getattr(self, key)
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> object:
         return getattr(self, key) if key in self.keys() else default
 
     def __contains__(self, key: object) -> bool:
@@ -73,7 +72,7 @@ class BackendProfilingResult(abc.ABC):
     @abc.abstractmethod
     def metric(self) -> float: ...
 
-    def to_json_dict(self, metric_label: str) -> dict[str, Any]:
+    def to_json_dict(self, metric_label: str) -> dict[str, object]:
         """The fields a strategy adds to the candidate's `backend_results` entry."""
         return {metric_label: self.metric, "selected_batch_size": self.selected_batch_size}
 
@@ -106,5 +105,5 @@ class LatencyBudgetProfilingResult(BackendProfilingResult):
     def metric(self) -> float:
         return self.throughput
 
-    def to_json_dict(self, metric_label: str) -> dict[str, Any]:
+    def to_json_dict(self, metric_label: str) -> dict[str, object]:
         return {**super().to_json_dict(metric_label), "latency": self.latency}

@@ -13,7 +13,6 @@ import logging
 import os
 import threading
 import time
-from typing import Any
 
 from aitune.torch.utils.env import env_bool
 
@@ -96,7 +95,7 @@ class LiveLine:
         self._write(_CLEAR)
         return True
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         global _active
         _active = self._outer
         if self._thread is not None:

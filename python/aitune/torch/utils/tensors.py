@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable, TypeVar
 
 import torch
 
+T = TypeVar("T")
 
-def map_nested_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+
+def map_nested_tensors(obj: T, fn: Callable[[torch.Tensor], torch.Tensor]) -> T:
     """`obj` with fn applied to every tensor in nested tuples (named ones too), lists and dicts;
     containers are rebuilt with their own types, other values are shared."""
     if isinstance(obj, torch.Tensor):
@@ -25,12 +27,12 @@ def map_nested_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> 
     return obj
 
 
-def to_device(obj: Any, device: torch.device) -> Any:
+def to_device(obj: T, device: torch.device | str) -> T:
     """`obj` with every nested tensor moved to `device`."""
     return map_nested_tensors(obj, lambda t: t.to(device))
 
 
-def cast_floats(obj: Any, dtype: torch.dtype) -> Any:
+def cast_floats(obj: T, dtype: torch.dtype) -> T:
     """`obj` with every nested floating-point tensor cast to `dtype` (autocast outputs back to
     the dtype eager returns)."""
     return map_nested_tensors(obj, lambda t: t.to(dtype) if t.is_floating_point() else t)

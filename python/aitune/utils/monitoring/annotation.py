@@ -5,7 +5,7 @@ as a `record_function`, in the PyTorch Profiler's trace and in `ait.profile`'s C
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -16,7 +16,7 @@ class annotate:  # noqa: N801 - AITune's name
     def __init__(self, name: str | None = None, color: str | int | None = None) -> None:
         self.name = name
         self.color = color
-        self._scopes: list[tuple[Any, Any]] = []
+        self._scopes: list[tuple[annotate_with_nvtx, torch.profiler.record_function]] = []
 
     def __enter__(self) -> annotate:
         if not self.name:
@@ -28,7 +28,7 @@ class annotate:  # noqa: N801 - AITune's name
         self._scopes.append((nvtx_range, record))
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: object) -> bool:
         nvtx_range, record = self._scopes.pop()
         record.__exit__(*exc)
         nvtx_range.__exit__(*exc)
@@ -38,7 +38,7 @@ class annotate:  # noqa: N801 - AITune's name
         name = self.name or func.__name__
 
         @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: object, **kwargs: object) -> object:
             with annotate(name, self.color):
                 return func(*args, **kwargs)
 

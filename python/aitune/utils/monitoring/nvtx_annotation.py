@@ -5,14 +5,15 @@ AITune; otherwise torch's NVTX binding marks it (without a colour) when CUDA is 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+import types
+from typing import Callable
 
 import torch
 
 NVTX_DOMAIN = "AITune"
 
 
-def _nvtx_package() -> Any:
+def _nvtx_package() -> types.ModuleType | None:
     try:
         import nvtx
     except ImportError:
@@ -24,7 +25,7 @@ class annotate_with_nvtx:  # noqa: N801 - AITune's name
     def __init__(self, name: str | None = None, color: str | int | None = None) -> None:
         self.name = name
         self.color = color
-        self._ranges: list[Any] = []
+        self._ranges: list[object | None] = []  # the nvtx package's scopes; None for a torch range
 
     def __enter__(self) -> annotate_with_nvtx:
         if not self.name:
@@ -39,7 +40,7 @@ class annotate_with_nvtx:  # noqa: N801 - AITune's name
             self._ranges.append(None)
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: object) -> bool:
         if self._ranges:
             scope = self._ranges.pop()
             if scope is None:
@@ -52,7 +53,7 @@ class annotate_with_nvtx:  # noqa: N801 - AITune's name
         name = self.name or func.__name__
 
         @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: object, **kwargs: object) -> object:
             with annotate_with_nvtx(name, self.color):
                 return func(*args, **kwargs)
 

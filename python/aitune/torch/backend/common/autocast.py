@@ -79,7 +79,7 @@ class AutocastMixin:
     def _cast_output(self, output: Any) -> Any:
         return output if self._cast_back is None else cast_floats(output, self._cast_back)
 
-    def _call_autocast(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    def _call_autocast(self, fn: Callable, *args: object, **kwargs: object) -> Any:
         """One serving call: no autograd, autocast when configured, outputs in eager's dtype."""
         with torch.no_grad(), self._autocast():
             output = fn(*args, **kwargs)

@@ -68,10 +68,10 @@ class CudaGraphServing:
         """The serving plan through this runner: the dispatcher hands it the tensor inputs natively."""
         return ServingPlan(self, self.runner, self._input_order, self.outputs)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         """The served path from Python (Backend.infer): the same runner and rebuild as the plan's."""
         _, leaves = _C.flatten_call(self._signature, args, kwargs, config.strict_mode, -1)
-        tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
+        tensors = [leaf.value for leaf in leaves if leaf.is_tensor]
         return self.outputs.rebuild(self.runner.run([tensors[i] for i in self._input_order]))
 
     def stats(self) -> dict[str, int]:

@@ -77,7 +77,7 @@ def _key(path: Any) -> tuple:
 def output_leaf_paths(output: Any) -> list[tuple]:
     """Key paths of the tensor leaves of a forward output, in aitune's flattening order."""
     _, leaves = _C.flatten_value(output)
-    return [_key(semantic_path(steps)) if steps else () for steps, _, is_tensor, _ in leaves if is_tensor]
+    return [_key(semantic_path(leaf.path)) if leaf.path else () for leaf in leaves if leaf.is_tensor]
 
 
 def output_names_for(paths: list[tuple]) -> list[str]:

@@ -70,7 +70,7 @@ def graph_dispatcher(graph: GraphSpec, backend: Backend, module_name: str = "") 
     of the graph (its samples, batched) take exactly the served path. A call of another graph is
     refused, since serving it would measure something else."""
 
-    def on_miss(*args: Any, **kwargs: Any) -> Any:
+    def on_miss(*args: object, **kwargs: object) -> Any:
         raise RuntimeError(
             f"graph '{graph.name}' of module '{module_name}': a call made from its own samples does not select it "
             f"in the serving dispatcher; expected inputs {graph.input_spec.describe_structure()}"

@@ -65,8 +65,9 @@ class OutputStructure:
         position = {id(t): k for k, t in enumerate(leaves)}
         paths: list[tuple | None] = [None] * len(leaves)
         access: list[str | None] = [None] * len(leaves)
-        _, flat = _C.flatten_value(template)
-        for steps, value, is_tensor, _ in flat:
+        _, template_leaves = _C.flatten_value(template)
+        for flat in template_leaves:
+            steps, value, is_tensor = flat.path, flat.value, flat.is_tensor
             k = position.get(id(value)) if is_tensor else None
             if k is not None:
                 paths[k] = _key(semantic_path(steps)) if steps else SINGLE
@@ -109,9 +110,9 @@ class OutputStructure:
         _, leaves = _C.flatten_value(output)
         if self.paths is None:
             self.template = map_tensors(output, lambda _p, _t: _placeholder())
-            self.access = [access_path(s, "output") for s, _, is_tensor, _ in leaves if is_tensor]
-            self.paths = [_key(semantic_path(s)) if s else SINGLE for s, _, is_tensor, _ in leaves if is_tensor]
-        return [value for _, value, is_tensor, _ in leaves if is_tensor]
+            self.access = [access_path(leaf.path, "output") for leaf in leaves if leaf.is_tensor]
+            self.paths = [_key(semantic_path(leaf.path)) if leaf.path else SINGLE for leaf in leaves if leaf.is_tensor]
+        return [leaf.value for leaf in leaves if leaf.is_tensor]
 
     def rebuild(self, outputs: list[torch.Tensor]) -> Any:
         """The output object with `outputs` (runner order) in place of the template's tensors."""

@@ -328,7 +328,7 @@ class CompileConfigMixin:
         return ", ".join(parts)
 
 
-def default_compile_config() -> Any:
+def default_compile_config() -> TorchTensorRTConfig:
     return TorchTensorRTConfig()
 
 

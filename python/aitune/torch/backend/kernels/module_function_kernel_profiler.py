@@ -237,7 +237,7 @@ class ModuleFunctionKernelProfiler:
         collect = self.function_names is None or name in self.function_names
 
         @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: object, **kwargs: object) -> Any:
             with torch.profiler.record_function(FUNCTIONAL_PREFIX + name):
                 if collect:
                     found = samples.setdefault(name, {})

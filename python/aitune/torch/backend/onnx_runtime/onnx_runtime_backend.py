@@ -13,7 +13,6 @@ import importlib.util
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -27,6 +26,7 @@ from aitune.torch.backend.onnx_runtime.onnx_runtime_session import OrtSession, g
 from aitune.torch.config import config as aitune_config
 from aitune.torch.graph.graph_spec import GraphSpec
 from aitune.torch.checkpoint.structure import NotRepresentable
+from aitune.torch.validation import NumericTolerance
 
 logger = logging.getLogger("aitune")
 
@@ -44,13 +44,15 @@ class ONNXRuntimeBackend(Backend):
     config_class = ONNXRuntimeBackendConfig
     restores_from_artifacts = True
 
-    def __init__(self, config: ONNXRuntimeBackendConfig | None = None, *, tolerance: Any = None) -> None:
+    def __init__(
+        self, config: ONNXRuntimeBackendConfig | None = None, *, tolerance: NumericTolerance | None = None
+    ) -> None:
         super().__init__(config, tolerance=tolerance)
         self._model: ArtifactPath | None = None
         self._model_data: ArtifactPath | None = None
         self._io: ArtifactPath | None = None
         self._session: OrtSession | None = None
-        self._signature: Any = None  # aitune._C.Signature of the graph's forward
+        self._signature: _C.Signature | None = None  # of the graph's forward
         self._input_names: list[str] = []  # graph tensor leaves present in the model, in leaf order
         self._input_leaves: list[int] = []  # their indices among the graph's tensor leaves
         self._outputs: OutputStructure | None = None  # where the model's outputs go, in model output order
@@ -78,12 +80,12 @@ class ONNXRuntimeBackend(Backend):
                 return False, reason
         return True, ""
 
-    def _artifacts(self) -> dict[str, Any]:
+    def _artifacts(self) -> dict[str, ArtifactPath | None]:
         return {"model": self._model, "model_data": self._model_data, "io": self._io}
 
     # -- build -------------------------------------------------------------------------------
     def _build(
-        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+        self, module: torch.nn.Module, graph_spec: GraphSpec, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         if not data:
             raise ValueError(f"ONNXRuntimeBackend needs a recorded sample of graph {graph_spec.name} to export it")
@@ -165,7 +167,7 @@ class ONNXRuntimeBackend(Backend):
                 f"structure of graph '{graph.name}' has {outputs.num_outputs} tensors"
             )
 
-    def _io_json(self) -> dict[str, Any]:
+    def _io_json(self) -> dict[str, object]:
         assert self._outputs is not None
         try:
             structure = self._outputs.to_json()
@@ -182,9 +184,9 @@ class ONNXRuntimeBackend(Backend):
         self._session = OrtSession(self._model.path, self._provider(device), device, self._input_names)
 
     # -- serving -----------------------------------------------------------------------------
-    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+    def _infer(self, *args: object, **kwargs: object) -> object:
         _, leaves = _C.flatten_call(self._signature, args, kwargs, aitune_config.strict_mode, -1)
-        tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
+        tensors = [leaf.value for leaf in leaves if leaf.is_tensor]
         outputs = self._session.run([tensors[i] for i in self._input_leaves])
         return self._outputs.rebuild(outputs)
 
@@ -194,7 +196,7 @@ class ONNXRuntimeBackend(Backend):
         if self._session is None or self._graph_spec is None:
             return super().input_profile()
         shapes = {value.name: value.shape for value in self._session.session.get_inputs()}
-        profile: list[Any] = [None] * len(self._graph_spec.input_spec.tensors)
+        profile: list[tuple[list[int], list[int | None]] | None] = [None] * len(self._graph_spec.input_spec.tensors)
         for leaf, name in zip(self._input_leaves, self._input_names):
             dims = shapes[name]
             profile[leaf] = (

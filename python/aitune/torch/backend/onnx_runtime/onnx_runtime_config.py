@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any
 
 from aitune.torch.backend.backend import BackendConfig, ServingOptions
 
@@ -21,7 +20,7 @@ class ONNXExecutionProvider(enum.Enum):
         return f"{type(self).__name__}.{self.name}"
 
     @classmethod
-    def parse(cls, value: Any) -> ONNXExecutionProvider | None:
+    def parse(cls, value: object) -> ONNXExecutionProvider | None:
         """None, a member, or its value or name in any case ("cpu", "CPU"); the names let
         to_dict() (which writes enum names) round-trip."""
         if value is None or isinstance(value, cls):

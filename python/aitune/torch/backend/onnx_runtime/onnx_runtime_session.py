@@ -11,7 +11,10 @@ from __future__ import annotations
 import ctypes
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 import torch
 
@@ -62,7 +65,7 @@ def gpu_providers_missing(ep: ONNXExecutionProvider) -> str | None:
     return None
 
 
-def providers_for(ep: ONNXExecutionProvider, device: torch.device) -> list[Any]:
+def providers_for(ep: ONNXExecutionProvider, device: torch.device) -> list[str | tuple[str, dict[str, object]]]:
     """ORT's provider list, most preferred first: TensorRT falls back to CUDA, CUDA to CPU."""
     import onnxruntime as ort
 
@@ -75,7 +78,10 @@ def providers_for(ep: ONNXExecutionProvider, device: torch.device) -> list[Any]:
     # ORT enqueues on the stream current at session creation: the caller's stream
     # (docs/reference/backends.md#per-backend-behaviour).
     cuda_options = {"device_id": str(index), "user_compute_stream": str(torch.cuda.current_stream(index).cuda_stream)}
-    providers: list[Any] = [("CUDAExecutionProvider", cuda_options), "CPUExecutionProvider"]
+    providers: list[str | tuple[str, dict[str, object]]] = [
+        ("CUDAExecutionProvider", cuda_options),
+        "CPUExecutionProvider",
+    ]
     if ep is ONNXExecutionProvider.TENSORRT:
         if "TensorrtExecutionProvider" in ort.get_available_providers():
             providers.insert(0, ("TensorrtExecutionProvider", {"device_id": str(index)}))
@@ -125,9 +131,9 @@ class OrtSession:
             for axis, dim in enumerate(inputs[name].shape):
                 if isinstance(dim, str):
                     axis_of.setdefault(dim, (position, axis))
-        self._output_dims: list[list[Any] | None] = []
+        self._output_dims: list[list[int | tuple[str, int, int] | None] | None] = []
         for value in self.session.get_outputs():
-            dims: list[Any] = []
+            dims: list[int | tuple[str, int, int] | None] = []
             for dim in value.shape:
                 if isinstance(dim, int):
                     dims.append(dim)
@@ -191,7 +197,7 @@ class OrtSession:
             ]
         return outputs  # type: ignore[return-value]
 
-    def _copy_out(self, value: Any, dtype: torch.dtype) -> torch.Tensor:
+    def _copy_out(self, value: ort.OrtValue, dtype: torch.dtype) -> torch.Tensor:
         shape = list(value.shape())
         out = torch.empty(shape, dtype=dtype, device=self.device)
         nbytes = out.numel() * out.element_size()

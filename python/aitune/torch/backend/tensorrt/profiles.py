@@ -95,7 +95,7 @@ def _sample_tensors(graph: GraphSpec, sample: Any) -> list:
     """The tensor leaves of a stored sample, in graph.input_spec.tensors order."""
     signature = _C.Signature(graph.forward_params)
     _, leaves = _C.flatten_call(signature, tuple(sample.args), dict(sample.kwargs), False, -1)
-    return [value for _, value, is_tensor, _ in leaves if is_tensor]
+    return [leaf.value for leaf in leaves if leaf.is_tensor]
 
 
 def profiles_to_json(profiles: list[Profile], names: list[str | None]) -> dict[str, list]:

@@ -68,7 +68,7 @@ def calibration_data(
     return data
 
 
-def _accepted(func: Callable, **kwargs: Any) -> dict[str, Any]:
+def _accepted(func: Callable, **kwargs: object) -> dict[str, Any]:
     """The keyword arguments `func` takes (ModelOpt's signatures change between versions)."""
     params = inspect.signature(func).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):

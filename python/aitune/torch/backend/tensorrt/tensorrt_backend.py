@@ -45,6 +45,7 @@ from aitune.torch.config import config as global_config
 from aitune.torch.graph.graph_spec import GraphSpec
 from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.utils.tensors import to_device
+from aitune.torch.validation import NumericTolerance
 
 logger = logging.getLogger("aitune")
 
@@ -71,7 +72,9 @@ class TensorRTBackend(Backend):
     restores_from_artifacts = True
     _devices = ("cuda",)
 
-    def __init__(self, config: TensorRTBackendConfig | None = None, *, tolerance: Any = None) -> None:
+    def __init__(
+        self, config: TensorRTBackendConfig | None = None, *, tolerance: NumericTolerance | None = None
+    ) -> None:
         super().__init__(config, tolerance=tolerance)
         if self.config.profiles is ProfileMode.SAMPLES_USED and global_config.max_num_samples_stored == 1:
             raise ValueError(SAMPLES_USED_NEEDS_SAMPLES)
@@ -116,7 +119,7 @@ class TensorRTBackend(Backend):
         sm = "gpu_sm_ampere_plus" if self.config.compatibility_level == "AMPERE_PLUS" else "gpu_sm"
         return ["tensorrt", "cuda_major", sm]
 
-    def _artifacts(self) -> dict[str, Any]:
+    def _artifacts(self) -> dict[str, ArtifactPath | None]:
         if self._plan is None:
             return {}
         return {"plan": self._plan, "optimization_profiles": self._profiles_file, "io": self._io_file}
@@ -140,7 +143,7 @@ class TensorRTBackend(Backend):
         return result
 
     def _build(
-        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+        self, module: torch.nn.Module, graph_spec: GraphSpec, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         # The tuning device is current while aitune exports and builds (TensorRT builds for the current
         # device), and the caller's current device is back afterwards.
@@ -148,7 +151,7 @@ class TensorRTBackend(Backend):
             self._build_on_device(module, graph_spec, data, device, cache_dir)
 
     def _build_on_device(
-        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+        self, module: torch.nn.Module, graph_spec: GraphSpec, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         trt = _tensorrt_or_raise()
         graph: GraphSpec = graph_spec
@@ -289,11 +292,11 @@ class TensorRTBackend(Backend):
 
         return [(list(low), list(high)) for low, high in _C.trt_profile_envelope([list(p) for p in self._profiles])]
 
-    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+    def _infer(self, *args: object, **kwargs: object) -> object:
         if self._runner is None:
             raise RuntimeError("Engine not loaded. Call build() first.")
         _, leaves = _C.flatten_call(self._signature, tuple(args), dict(kwargs), False, -1)
-        tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
+        tensors = [leaf.value for leaf in leaves if leaf.is_tensor]
         outputs = self._runner.run(tensors)
         flat = [outputs[name] for name in self._output_names]
         if self._cast_back is not None:  # engine I/O in another precision than the model's outputs

@@ -4,7 +4,7 @@ the baseline that strategies measure other candidates against."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -13,6 +13,8 @@ from aitune.torch.backend.common.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.torch_eager.torch_eager_config import TorchEagerBackendConfig
+from aitune.torch.validation import NumericTolerance
+from aitune.torch.graph.graph_spec import GraphSpec
 
 
 @register_backend("torch_eager")
@@ -20,7 +22,9 @@ class TorchEagerBackend(AutocastMixin, Backend):
     config_class = TorchEagerBackendConfig
     _build_cost = 0.1  # a copy of the module: nothing compiles
 
-    def __init__(self, config: TorchEagerBackendConfig | None = None, *, tolerance: Any = None) -> None:
+    def __init__(
+        self, config: TorchEagerBackendConfig | None = None, *, tolerance: NumericTolerance | None = None
+    ) -> None:
         super().__init__(config, tolerance=tolerance)
         self._forward: Callable | None = None
         self._module: torch.nn.Module | None = None
@@ -31,14 +35,14 @@ class TorchEagerBackend(AutocastMixin, Backend):
         return True  # serves the original module, so its weights must stay (docs/reference/tuning.md#the-tune-call)
 
     def _build(
-        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+        self, module: torch.nn.Module, graph_spec: GraphSpec, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         module.to(device)
         self._module = module
         self._forward = original_forward(module)
         self._detect_cast_back(self._forward, data)
 
-    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+    def _infer(self, *args: object, **kwargs: object) -> object:
         return self._call_autocast(self._forward, *args, **kwargs)
 
     def _activate(self) -> None:

@@ -6,9 +6,12 @@ Shared by the backend and its load check's child process (load_check.py)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator
+from typing import Iterator
 
 import torch.utils._pytree as pytree
+
+from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.graph.locator import SemanticPath
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,7 +19,7 @@ class _Slot:
     index: int
 
 
-def leaf_paths(obj: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
+def leaf_paths(obj: object, path: tuple = ()) -> Iterator[tuple[tuple, object]]:
     """(path, leaf) pairs: tuples and lists (namedtuples included) by index and dicts by key,
     like aitune's flattener; other pytree nodes by leaf index."""
     if isinstance(obj, (tuple, list)):
@@ -32,7 +35,7 @@ def leaf_paths(obj: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
         yield path, obj
 
 
-def spec_paths(in_spec: Any) -> list[tuple]:
+def spec_paths(in_spec: pytree.TreeSpec) -> list[tuple]:
     """For each leaf of `in_spec` (over (args, kwargs)), in order, its path as raw keys:
     (0, i, ...) for positional args, (1, name, ...) for kwargs (see leaf_paths)."""
     tree = pytree.tree_unflatten([_Slot(i) for i in range(in_spec.num_leaves)], in_spec)
@@ -63,11 +66,11 @@ def _semantic_path(call_path: tuple, params: list) -> tuple:
     return (varkw, key, *rest)
 
 
-def _semantic_tuple(path: Any) -> tuple:
+def _semantic_tuple(path: SemanticPath) -> tuple:
     return path if isinstance(path, tuple) else (path,)
 
 
-def input_order(in_paths: list[tuple], graph: Any) -> list[int]:
+def input_order(in_paths: list[tuple], graph: GraphSpec) -> list[int]:
     """For each package input position (its in_spec leaves' `in_paths`), the index of the graph
     tensor leaf (graph.input_spec.tensors order) that feeds it; constants are baked in."""
     tensors = {_semantic_tuple(t.semantic_path): i for i, t in enumerate(graph.input_spec.tensors)}

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -31,6 +30,7 @@ from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_lib
 from aitune.torch.backend.torch_inductor_aot.input_order import input_order, spec_paths
 from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
 from aitune.torch.config import config
+from aitune.torch.graph.graph_spec import GraphSpec, Sample
 
 # Set to 0 to skip the check (for packages built and loaded in an environment known to work).
 LOAD_PROBE_ENV = "AITUNE_AOTI_LOAD_PROBE"
@@ -42,12 +42,12 @@ def enabled() -> bool:
     return os.environ.get(LOAD_PROBE_ENV, "1") != "0"
 
 
-def first_call_inputs(graph: Any, sample: Any | None) -> list[torch.Tensor]:
+def first_call_inputs(graph: GraphSpec, sample: Sample | None) -> list[torch.Tensor]:
     """One tensor per tensor input of `graph` (input_spec.tensors order): the sample's, or zeros
     of the recorded minimum shape and first dtype when there is no sample."""
     if sample is not None:
         _, leaves = _C.flatten_call(_C.Signature(graph.forward_params), sample.args, sample.kwargs, False, -1)
-        tensors = [value for _, value, is_tensor, _ in leaves if is_tensor]
+        tensors = [leaf.value for leaf in leaves if leaf.is_tensor]
         if len(tensors) == len(graph.input_spec.tensors):
             return [t.detach().to("cpu").contiguous() for t in tensors]
     return [
@@ -59,8 +59,8 @@ def first_call_inputs(graph: Any, sample: Any | None) -> list[torch.Tensor]:
 def check_package(
     path: Path,
     device_index: int,
-    graph: Any = None,
-    sample: Any = None,
+    graph: GraphSpec | None = None,
+    sample: Sample | None = None,
     *,
     from_checkpoint: bool,
     timeout_s: float | None = None,
@@ -71,7 +71,7 @@ def check_package(
     timeout."""
     timeout_s = config.aoti_load_check_timeout_s if timeout_s is None else timeout_s
     with tempfile.TemporaryDirectory(prefix="aitune-load-check-") as folder:
-        job: dict[str, Any] = {"package": str(path), "device_index": device_index, "graph": None}
+        job: dict[str, object] = {"package": str(path), "device_index": device_index, "graph": None}
         if graph is not None:
             inputs = first_call_inputs(graph, sample)
             save_file({str(i): t for i, t in enumerate(inputs)}, os.path.join(folder, "inputs.safetensors"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import torch.utils._pytree as pytree
@@ -39,8 +39,9 @@ from aitune.torch.backend.torch_inductor_aot import cpu_isa, load_check
 from aitune.torch.backend.torch_inductor_aot.input_order import input_order, leaf_paths, spec_paths
 from aitune.torch.backend.torch_inductor_aot.global_libstdcxx import promote_libstdcxx
 from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_config import TorchInductorAotBackendConfig
-from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.graph.graph_spec import GraphSpec, Sample
 from aitune.torch.graph.tree import canonical_call
+from aitune.torch.validation import NumericTolerance
 
 PACKAGE_NAME = "model.pt2"
 NUM_INPUTS_METADATA_KEY = "aitune_num_inputs"  # read by the C++ runner (AotiRunner::kNumInputsMetadataKey)
@@ -91,7 +92,7 @@ def probe_package_load(
     device_index: int = -1,
     timeout_s: float | None = None,
     graph: GraphSpec | None = None,
-    sample: Any = None,
+    sample: Sample | None = None,
 ) -> None:
     """The load check (load_check.py) of a package just built: loaded in a child process and,
     with `graph`, called there once on `sample`. A package whose load or first call crashes or
@@ -120,7 +121,7 @@ def make_export_adapter(
     if forward is None:
         forward = original_forward(module)
 
-    def adapter_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def adapter_forward(self: _ForwardAdapter, *args: object, **kwargs: object) -> object:
         return self._aitune_forward(*args, **kwargs)
 
     signature = inspect.signature(forward)
@@ -142,17 +143,19 @@ class TorchInductorAotBackend(Backend):
     _build_cost = 1.5  # export, then Inductor with a C++ compile of the whole program
     restores_from_artifacts = True
 
-    def __init__(self, config: TorchInductorAotBackendConfig | None = None, *, tolerance: Any = None) -> None:
+    def __init__(
+        self, config: TorchInductorAotBackendConfig | None = None, *, tolerance: NumericTolerance | None = None
+    ) -> None:
         super().__init__(config, tolerance=tolerance)
-        self._runner: Any = None  # aitune._C.AotiRunner
+        self._runner: _C.AotiRunner | None = None
         self._package: ArtifactPath | None = None
-        self._in_spec: Any = None
+        self._in_spec: pytree.TreeSpec | None = None
         self._outputs: OutputStructure | None = None  # the program's output structure (out_spec)
         self._in_paths: list[tuple] = []  # per in_spec leaf, raw call path
         self._params: list | None = None  # forward signature, when built from a graph
-        self._signature: Any = None
+        self._signature: _C.Signature | None = None
         self._input_order: list[int] | None = None
-        self._profile_slots: list[Any] | None = None
+        self._profile_slots: list[tuple[list[int], list[int | None]] | None] | None = None
         self._run_device: torch.device | None = None
 
     # -- identity ----------------------------------------------------------------------------
@@ -166,12 +169,12 @@ class TorchInductorAotBackend(Backend):
     def package_path(self) -> Path | None:
         return self._package.path if self._package is not None else None
 
-    def _artifacts(self) -> dict[str, Any]:
+    def _artifacts(self) -> dict[str, ArtifactPath | None]:
         return {"package": self._package}
 
     # -- build -------------------------------------------------------------------------------
     def _build(
-        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+        self, module: torch.nn.Module, graph_spec: GraphSpec, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         if not data:
             raise ValueError(f"TorchInductorAotBackend needs a recorded sample of graph {graph_spec.name} to export it")
@@ -217,7 +220,7 @@ class TorchInductorAotBackend(Backend):
         promote_libstdcxx()  # see global_libstdcxx.py: packages can crash without it
         self._adopt_runner(_C.AotiRunner.load(str(path), index))
 
-    def _adopt_runner(self, runner: Any) -> None:
+    def _adopt_runner(self, runner: _C.AotiRunner) -> None:
         """Serves through a loaded aitune._C.AotiRunner (its call spec gives the input paths)."""
         self._runner = runner
         in_spec, out_spec = self._runner.call_spec
@@ -265,7 +268,7 @@ class TorchInductorAotBackend(Backend):
         tensor_slots = [s for s in slots if s is not None]
         if len(tensor_slots) != len(self._input_order):
             return None
-        profile: list[Any] = [None] * len(self._input_order)
+        profile: list[tuple[list[int], list[int | None]] | None] = [None] * len(self._input_order)
         for position, leaf in enumerate(self._input_order):
             profile[leaf] = tensor_slots[position]
         return profile
@@ -289,7 +292,7 @@ class TorchInductorAotBackend(Backend):
                 inputs.append(value)
         return inputs
 
-    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+    def _infer(self, *args: object, **kwargs: object) -> object:
         inputs = self._flat_inputs(args, kwargs)
         with torch.no_grad():
             outputs = self._runner.run(inputs)
@@ -307,7 +310,7 @@ class TorchInductorAotBackend(Backend):
             torch.cuda.empty_cache()
 
 
-def _slot_profiles(exported: Any) -> list[tuple[list[int], list[int | None]] | None]:
+def _slot_profiles(exported: torch.export.ExportedProgram) -> list[tuple[list[int], list[int | None]] | None]:
     """Per in_spec leaf: (min, max) shape for tensor inputs from the export's range
     constraints, None for non-tensor inputs."""
     try:
@@ -316,7 +319,7 @@ def _slot_profiles(exported: Any) -> list[tuple[list[int], list[int | None]] | N
         return []
     user_inputs = set(exported.graph_signature.user_inputs)
     ranges = exported.range_constraints
-    slots: list[Any] = []
+    slots: list[tuple[list[int], list[int | None]] | None] = []
     for node in exported.graph.nodes:
         if node.op != "placeholder" or node.name not in user_inputs:
             continue

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from aitune.torch.backend.backend import BackendConfig, ServingOptions
 from aitune.torch.backend.common.inductor_settings import InductorSettings
@@ -19,7 +18,7 @@ class TorchInductorAotBackendConfig(BackendConfig, ServingOptions, InductorSetti
             to `inductor_configs` (docs/reference/backends.md#inductor-settings).
     """
 
-    inductor_configs: dict[str, Any] | None = None
+    inductor_configs: dict[str, object] | None = None
     use_cuda_graphs: bool = False
     freezing: bool = False
     max_autotune: bool = False
@@ -30,6 +29,6 @@ class TorchInductorAotBackendConfig(BackendConfig, ServingOptions, InductorSetti
             raise ValueError(f"inductor_configs must be a dict or None, got {self.inductor_configs!r}")
         self.check_inductor_settings(self.inductor_configs, "inductor_configs")
 
-    def merged_inductor_configs(self) -> dict[str, Any]:
+    def merged_inductor_configs(self) -> dict[str, object]:
         """What aoti_compile_and_package gets: `inductor_configs` plus the settings fields that are on."""
         return self.merged_inductor_options(self.inductor_configs) or {}

@@ -18,7 +18,7 @@ import logging
 import statistics
 import types
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -32,6 +32,7 @@ from aitune.torch.backend.common.jit_warmup import original_forward, run_warmup,
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_config import TorchInductorJitBackendConfig
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
+from aitune.torch.validation import NumericTolerance
 
 logger = logging.getLogger("aitune")
 
@@ -63,8 +64,10 @@ def shape_key(args: tuple, kwargs: dict) -> tuple:
     order) and its scalar constants. Dynamo's static guards specialise on both."""
     _, leaves = _C.flatten_value((args, kwargs))
     return tuple(
-        tuple(value.shape) if is_tensor else (value if isinstance(value, _SCALARS) else type(value))
-        for _, value, is_tensor, _ in leaves
+        tuple(leaf.value.shape)
+        if leaf.is_tensor
+        else (leaf.value if isinstance(leaf.value, _SCALARS) else type(leaf.value))
+        for leaf in leaves
     )
 
 
@@ -74,7 +77,7 @@ def _private_forward(forward: Callable) -> Callable:
     recompile limit with the dynamic build of the original forward nor adds its guards to that
     build's cache lookups, and its cache can be cleared alone."""
 
-    def specialised_forward(*args: Any, **kwargs: Any) -> Any:
+    def specialised_forward(*args: object, **kwargs: object) -> object:
         return forward(*args, **kwargs)
 
     name = f"aitune_specialised_forward_{next(_specialised_ids)}"
@@ -125,7 +128,9 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         options = dict(self.config.options or {})
         return super().expected_build_cost() * cost_factor(options, self._build_cost_factors)
 
-    def __init__(self, config: TorchInductorJitBackendConfig | None = None, *, tolerance: Any = None) -> None:
+    def __init__(
+        self, config: TorchInductorJitBackendConfig | None = None, *, tolerance: NumericTolerance | None = None
+    ) -> None:
         super().__init__(config, tolerance=tolerance)
         self._module: torch.nn.Module | None = None
         self._forward: Callable | None = None
@@ -188,7 +193,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _build(
-        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+        self, module: torch.nn.Module, graph_spec: GraphSpec, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         config = self.config
         if device.type == "cuda":
@@ -366,7 +371,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         for i in range(COMPARE_WARMUP_CALLS + COMPARE_MEASURED_CALLS):
             args, kwargs = copy.deepcopy(call)  # outside the timed window
 
-            def run(args=args, kwargs=kwargs) -> Any:
+            def run(args: tuple = args, kwargs: dict = kwargs) -> object:
                 with self._autocast():
                     return fn(*args, **kwargs)
 
@@ -394,7 +399,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         self._compare_calls = []  # only the specialised variant's re-warm-up (activate) needs them
         _clear_code_cache(forward)
 
-    def _route(self, *args: Any, **kwargs: Any) -> Any:
+    def _route(self, *args: object, **kwargs: object) -> object:
         """Dispatch by shape: specialised static graphs for the compared shapes, the dynamic
         build for every other call."""
         if shape_key(args, kwargs) in self._specialised_keys:
@@ -423,7 +428,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             except TypeError:
                 compiled = None
         if compiled is None:
-            kwargs: dict[str, Any] = {"fullgraph": config.fullgraph, "dynamic": dynamic}
+            kwargs: dict[str, object] = {"fullgraph": config.fullgraph, "dynamic": dynamic}
             if options is not None:
                 # torch.compile takes mode or options, not both: the mode's settings go in first.
                 kwargs["options"] = {**config.mode_settings(), **options}
@@ -450,7 +455,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         run_warmup(self._compiled, self._warmup_calls, self._tracing)
         self._recompile_armed = True
 
-    def _on_guard_fail(self, failure: Any) -> None:
+    def _on_guard_fail(self, failure: object) -> None:
         """Dynamo is about to recompile the tuned forward."""
         if not self._recompile_armed or self._recompile_warned:
             return
@@ -468,7 +473,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             limit,
         )
 
-    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+    def _infer(self, *args: object, **kwargs: object) -> object:
         return self._call_autocast(self._route if self._specialised is not None else self._compiled, *args, **kwargs)
 
     def _activate(self) -> None:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 
@@ -38,7 +38,7 @@ class TorchInductorJitBackendConfig(BackendConfig, ServingOptions, AutocastOptio
     fullgraph: bool = False
     dynamic: bool | None = None
     mode: str | None = None
-    options: dict[str, Any] | None = None
+    options: dict[str, object] | None = None
     autocast_enabled: bool = False
     autocast_dtype: torch.dtype | None = None
     use_cuda_graphs: bool = False
@@ -66,12 +66,12 @@ class TorchInductorJitBackendConfig(BackendConfig, ServingOptions, AutocastOptio
         self.check_autocast_options()
         self.check_inductor_settings(self.options, "options")
 
-    def inductor_options(self) -> dict[str, Any] | None:
+    def inductor_options(self) -> dict[str, object] | None:
         """The Inductor options torch.compile gets: `options` plus the settings fields that are on
         (None when there are none, as torch.compile's own default)."""
         return self.merged_inductor_options(self.options)
 
-    def mode_settings(self) -> dict[str, Any]:
+    def mode_settings(self) -> dict[str, object]:
         """The Inductor settings `mode` switches on (torch._inductor.list_mode_options)."""
         if self.mode in (None, "default"):
             return {}

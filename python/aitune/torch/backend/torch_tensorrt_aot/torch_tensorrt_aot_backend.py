@@ -51,6 +51,7 @@ from aitune.torch.backend.common.torch_tensorrt_config import (
 )
 from aitune.torch.config import config as global_config
 from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.validation import NumericTolerance
 
 logger = logging.getLogger("aitune")
 EXPORTED_MODEL_NAME = "exported_model.pt"
@@ -98,7 +99,9 @@ class TorchTensorRTAotBackend(Backend):
     restores_from_artifacts = True
     _devices = ("cuda",)
 
-    def __init__(self, config: TorchTensorRTAotBackendConfig | None = None, *, tolerance: Any = None) -> None:
+    def __init__(
+        self, config: TorchTensorRTAotBackendConfig | None = None, *, tolerance: NumericTolerance | None = None
+    ) -> None:
         super().__init__(config, tolerance=tolerance)
         self._program: Any = None  # the loaded module (torch_tensorrt.load(...).module())
         self._artifact: ArtifactPath | None = None
@@ -119,7 +122,7 @@ class TorchTensorRTAotBackend(Backend):
     def artifact_path(self) -> Path | None:
         return self._artifact.path if self._artifact is not None else None
 
-    def _artifacts(self) -> dict[str, Any]:
+    def _artifacts(self) -> dict[str, ArtifactPath | None]:
         return {ARTIFACT_KEY: self._artifact}
 
     def input_profile(self) -> list[tuple[list[int], list[int | None]]] | None:
@@ -130,7 +133,7 @@ class TorchTensorRTAotBackend(Backend):
 
     # -- build -------------------------------------------------------------------------------
     def _build(
-        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+        self, module: torch.nn.Module, graph_spec: GraphSpec, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         trt = import_torch_tensorrt()
         if trt is None:
@@ -237,7 +240,7 @@ class TorchTensorRTAotBackend(Backend):
         self._load()
 
     # -- serving -----------------------------------------------------------------------------
-    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+    def _infer(self, *args: object, **kwargs: object) -> object:
         tensors = graph_tensors(self._signature.bind(tuple(args), dict(kwargs)), self._paths)
         with torch.no_grad():
             return self._program(*tensors)  # the program takes the graph's tensors alone

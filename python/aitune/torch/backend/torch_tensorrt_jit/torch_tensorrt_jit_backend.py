@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 from torch._dynamo.backends.registry import lookup_backend
@@ -32,6 +32,8 @@ from aitune.torch.backend.common.torch_tensorrt_config import (
     torch_tensorrt_availability,
 )
 from aitune.torch.backend.torch_tensorrt_jit.torch_tensorrt_jit_config import TorchTensorRTJitBackendConfig
+from aitune.torch.validation import NumericTolerance
+from aitune.torch.graph.graph_spec import GraphSpec
 
 logger = logging.getLogger("aitune")
 COMPILE_BACKEND = "torch_tensorrt"
@@ -43,7 +45,9 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
     _build_cost = 3.0  # TensorRT engines built per subgraph
     _devices = ("cuda",)
 
-    def __init__(self, config: TorchTensorRTJitBackendConfig | None = None, *, tolerance: Any = None) -> None:
+    def __init__(
+        self, config: TorchTensorRTJitBackendConfig | None = None, *, tolerance: NumericTolerance | None = None
+    ) -> None:
         super().__init__(config, tolerance=tolerance)
         self._module: torch.nn.Module | None = None
         self._forward: Callable | None = None
@@ -62,7 +66,7 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
     def is_available(self) -> tuple[bool, str]:
         return torch_tensorrt_availability()
 
-    def compile_options(self, device: torch.device) -> dict[str, Any]:
+    def compile_options(self, device: torch.device) -> dict[str, object]:
         """torch.compile's ``options``: every Torch-TensorRT setting plus the tuning device."""
         options = settings_values(self.config.compile_config)
         options["device"] = device
@@ -70,7 +74,7 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _build(
-        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+        self, module: torch.nn.Module, graph_spec: GraphSpec, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         if import_torch_tensorrt() is None:  # registers the "torch_tensorrt" torch.compile backend
             raise BackendUnavailableError(torch_tensorrt_availability()[1])
@@ -95,7 +99,7 @@ class TorchTensorRTJitBackend(AutocastMixin, Backend):
         )
         run_warmup(self._compiled, self._warmup_calls, self._autocast)
 
-    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+    def _infer(self, *args: object, **kwargs: object) -> object:
         return self._call_autocast(self._compiled, *args, **kwargs)
 
     def _activate(self) -> None:
@@ -113,7 +117,7 @@ def _counting_backend(coverage: EngineCoverage) -> Callable:
     """The "torch_tensorrt" torch.compile backend, counting the engines of each graph it compiles."""
     compile_graph = lookup_backend(COMPILE_BACKEND)
 
-    def torch_tensorrt_counted(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Any:
+    def torch_tensorrt_counted(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: object) -> Callable:
         compiled = compile_graph(gm, example_inputs, **kwargs)
         coverage.add(compiled)
         return compiled

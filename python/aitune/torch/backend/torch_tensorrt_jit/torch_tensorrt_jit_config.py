@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import torch
 
@@ -9,6 +8,7 @@ from aitune.torch.backend.common.autocast import AutocastOptions
 from aitune.torch.backend.backend import BackendConfig, ServingOptions
 from aitune.torch.backend.common.torch_tensorrt_config import (
     CompileConfigMixin,
+    TorchTensorRTConfig,
     default_compile_config,
     settings_values,
 )
@@ -30,7 +30,7 @@ class TorchTensorRTJitBackendConfig(CompileConfigMixin, BackendConfig, ServingOp
         use_cuda_graphs: serve through aitune's CUDA-graph runner (docs/reference/dispatch.md#cuda-graph-runner).
     """
 
-    compile_config: Any = dataclasses.field(default_factory=default_compile_config)
+    compile_config: TorchTensorRTConfig = dataclasses.field(default_factory=default_compile_config)
     fullgraph: bool = False
     dynamic: bool | None = None
     autocast_enabled: bool = False

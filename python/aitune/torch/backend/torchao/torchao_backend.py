@@ -41,6 +41,7 @@ from aitune.torch.backend.torchao.quantized_state import (
 )
 from aitune.torch.backend.torchao.torchao_config import SAVED_STATE_KEY, TorchAOBackendConfig
 from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.validation import NumericTolerance
 
 logger = logging.getLogger("aitune")
 
@@ -85,7 +86,9 @@ def graph_is_dynamic(graph: GraphSpec) -> bool:
 class TorchAOBackend(Backend):
     config_class = TorchAOBackendConfig
 
-    def __init__(self, config: TorchAOBackendConfig | None = None, *, tolerance: Any = None) -> None:
+    def __init__(
+        self, config: TorchAOBackendConfig | None = None, *, tolerance: NumericTolerance | None = None
+    ) -> None:
         # AITune's default: fp8 weight-only (a config needs a preset or a torchao config).
         if config is None:
             config = TorchAOBackendConfig(quantization=DEFAULT_QUANTIZATION)
@@ -130,7 +133,7 @@ class TorchAOBackend(Backend):
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _build(
-        self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path
+        self, module: torch.nn.Module, graph_spec: GraphSpec, data: list, device: torch.device, cache_dir: Path
     ) -> None:
         reason = self._unavailable_on(device)
         if reason:
@@ -225,7 +228,7 @@ class TorchAOBackend(Backend):
             [("torchao quantized weights", saved, f"{current.sha256[:16]}…", f"re-quantized by {where}")]
         )
 
-    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+    def _infer(self, *args: object, **kwargs: object) -> object:
         with torch.no_grad():
             return self._compiled(*args, **kwargs)
 

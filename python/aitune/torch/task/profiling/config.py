@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Any
 
 from aitune.exceptions import InvalidValueError
 from aitune.torch.task.profiling.measuring_stop_strategy import (
@@ -41,9 +40,9 @@ DEFAULT_BATCH_SIZES = [2**n for n in range(21)]
 class ProfilingConfig:
     batch_sizes: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
     batching: bool = True
-    measuring_strategy: Any = None
-    measurement_stop_strategy: Any = None
-    profiling_stop_strategy: Any = None
+    measuring_strategy: MeasuringStrategy | None = None
+    measurement_stop_strategy: MeasuringStopStrategy | None = None
+    profiling_stop_strategy: ProfilingStopStrategy | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.batch_sizes, (types.GeneratorType, range, tuple)):
@@ -56,7 +55,7 @@ class ProfilingConfig:
         self.measurement_stop_strategy = self.measurement_stop_strategy or NumStepsMeasuringStopStrategy()
         self.profiling_stop_strategy = self.profiling_stop_strategy or ThroughputSaturatedProfilingStopStrategy()
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> dict[str, object]:
         return {
             "batch_sizes": self.batch_sizes,
             "batching": self.batching,

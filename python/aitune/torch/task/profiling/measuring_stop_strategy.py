@@ -8,13 +8,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
-from typing import Any
 
 from aitune.exceptions import InvalidValueError
 from aitune.torch.task.profiling.events import ProfilingResultEvent
 
 
-def _positive_int(owner: str, name: str, value: Any) -> None:
+def _positive_int(owner: str, name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidValueError(f"{owner}: {name} must be a positive integer, got {value!r}")
 
@@ -29,7 +28,7 @@ class MeasuringStopStrategy(abc.ABC):
         """The events the statistics use, once should_stop() said True."""
 
     @abc.abstractmethod
-    def to_native(self) -> dict[str, Any]:
+    def to_native(self) -> dict[str, int | float | str | None]:
         """The rule in the form the C++ measurement loop takes."""
 
 
@@ -52,7 +51,7 @@ class NumStepsMeasuringStopStrategy(MeasuringStopStrategy):
     def get_events(self, results: list[ProfilingResultEvent]) -> list[ProfilingResultEvent]:
         return results[-self.num_steps :]
 
-    def to_native(self) -> dict[str, Any]:
+    def to_native(self) -> dict[str, int | float | str | None]:
         return {"kind": "fixed", "num_steps": self.num_steps, "warmup_samples": self.warmup_samples}
 
 
@@ -105,7 +104,7 @@ class StableWindowMeasuringStopStrategy(MeasuringStopStrategy):
     def get_events(self, results: list[ProfilingResultEvent]) -> list[ProfilingResultEvent]:
         return results[-self.window_size :]
 
-    def to_native(self) -> dict[str, Any]:
+    def to_native(self) -> dict[str, int | float | str | None]:
         return {
             "kind": "stable",
             "window_size": self.window_size,

@@ -8,7 +8,7 @@ import abc
 import dataclasses
 import itertools
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -21,7 +21,7 @@ _measurement_ids = itertools.count(1)
 class MeasuringStrategy(abc.ABC):
     @abc.abstractmethod
     def do_measurement(
-        self, batch_size: int, model: Callable, sample: tuple[Any, dict], **measurement_kwargs: Any
+        self, batch_size: int, model: Callable, sample: tuple[tuple, dict], **measurement_kwargs: object
     ) -> list[ProfilingResultEvent]: ...
 
 
@@ -30,7 +30,7 @@ class ModelExecutionTimeMeasuringStrategy(MeasuringStrategy):
     """One measured call: synchronise, host clock (and CUDA events on a GPU), call, synchronise."""
 
     def do_measurement(
-        self, batch_size: int, model: Callable, sample: tuple[Any, dict], **measurement_kwargs: Any
+        self, batch_size: int, model: Callable, sample: tuple[tuple, dict], **measurement_kwargs: object
     ) -> list[ProfilingResultEvent]:
         args, kwargs = sample
         cuda_index = torch.cuda.current_device() if torch.cuda.is_available() and torch.cuda.is_initialized() else None

@@ -10,7 +10,7 @@ import copy
 import dataclasses
 import enum
 import logging
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 
@@ -41,13 +41,13 @@ class ProfilingStatus:
         FAILURE = "failure"
 
     status: Status
-    error: Any | None = None
+    error: BaseException | str | None = None
     results: ProfilingResults | None = None
 
 
 def profile(
     func: Callable,
-    dataset: Any,
+    dataset: Iterable,
     profiling_config: ProfilingConfig,
     model_name: str | None = None,
     backend_details: str | None = None,
@@ -61,7 +61,7 @@ def profile_backend(
     backend: Backend,
     name: str,
     graph_spec: GraphSpec,
-    data: list[Any],
+    data: list[Sample] | list[tuple[tuple, dict]],
     profiling_config: ProfilingConfig,
 ) -> ProfilingStatus:
     """Profiles `backend.infer` on the graph's first sample, resized to each batch size of the config
@@ -81,7 +81,7 @@ def profile_backend(
     return _sweep(backend.infer, batches(), profiling_config, name, backend.describe())
 
 
-def _args_kwargs(sample: Any) -> tuple[tuple, dict]:
+def _args_kwargs(sample: tuple[tuple, dict]) -> tuple[tuple, dict]:
     args, kwargs = sample
     return tuple(args), dict(kwargs)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any
 
 from aitune._native import _C
 from aitune.exceptions import AITuneUserInputError, InvalidValueError
@@ -20,7 +19,7 @@ class ProfilingStopStrategy(abc.ABC):
         """Called with the events of each batch size in turn; True ends the sweep."""
 
     @abc.abstractmethod
-    def to_native(self) -> dict[str, Any]:
+    def to_native(self) -> dict[str, int | float | str | None]:
         """The rule in the form the C++ sweep takes."""
 
 
@@ -31,7 +30,7 @@ class AllSamplesProfilingStopStrategy(ProfilingStopStrategy):
     def should_stop(self, results: list[ProfilingResultEvent]) -> bool:
         return False
 
-    def to_native(self) -> dict[str, Any]:
+    def to_native(self) -> dict[str, int | float | str | None]:
         return {"rule": "all"}
 
 
@@ -76,7 +75,7 @@ class ThroughputSaturatedProfilingStopStrategy(ProfilingStopStrategy):
             stop = bool(sweep.add(batch_size, throughput))
         return stop
 
-    def to_native(self) -> dict[str, Any]:
+    def to_native(self) -> dict[str, int | float | str | None]:
         return {
             "rule": "saturated",
             "min_throughput_gain_ratio": self.min_throughput_gain_ratio,

@@ -39,7 +39,6 @@ ALLOWED: set[str] = {
     "cpp/python/checkpoint_bindings.cc::register_checkpoint_bindings",
     "cpp/python/module.cc::PYBIND11_MODULE",
     "cpp/torch/runners/cuda_graph_capture.cc::CudaGraphRunner::capture",
-    "python/aitune/torch/tune_data/html_report.py::_graph_html",
     BACKEND_ENTRY,
 }
 

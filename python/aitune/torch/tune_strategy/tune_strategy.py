@@ -21,21 +21,20 @@ from aitune.torch.backend.common.compile_caches import reset_compiler_caches
 from aitune.torch.config import config
 from aitune.torch.logging_utils import captured_output, format_duration, indent
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
-from aitune.torch.task.correctness import check_correctness
-from aitune.torch.task.numeric import check_numeric, effective_precision_class, reference_outputs, tf32_switches
-from aitune.torch.task.precise_reference import native_precision_class
+from aitune.torch.task.numeric import reference_outputs
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.max_batch_search import search_max_batch_size
 from aitune.torch.tune_data import recorder as telemetry
 from aitune.torch.tune_strategy.budget import TuningBudget, build_deadline
+from aitune.torch.tune_strategy.candidate_checks import validate_candidate
 from aitune.torch.tune_strategy.context import Baseline, GraphContext, installed_executor
 from aitune.torch.tune_strategy.outcome import CandidateTally
 from aitune.torch.tune_strategy.records import BuiltCandidate, CandidateRecord
 from aitune.torch.tune_strategy.siblings import SiblingBuilds
 from aitune.torch.utils.memory import clear_failed_build, is_disk_full, is_out_of_memory, release_memory
 from aitune.torch.utils.progress import CandidateProgress, LiveLine, set_candidate
-from aitune.torch.validation import ToleranceSetting, resolve_tolerance
+from aitune.torch.validation import ToleranceSetting
 
 logger = logging.getLogger("aitune")
 
@@ -570,30 +569,11 @@ class TuneStrategy(abc.ABC):
         return backend
 
     def _validate(self, backend: Backend, ctx: GraphContext, result: dict[str, Any]) -> None:
-        """Structural checks, then the numeric comparison with eager (docs/reference/validation.md). The precision
-        class that judged the outputs, and the TF32 switches in force, stay with the backend: a
-        checkpoint records them so every later check (aitune run --check) uses the same class."""
-        description = f"{ctx.module_name}.{ctx.graph.name}.{backend.describe()}"
-        step_start = time.perf_counter()
-        with LiveLine(f"🔍 {backend.describe()}: checking outputs against eager"):
-            check_correctness(backend, ctx.graph, ctx.data, description)
-        tune_data.record_step("correctness_check", time.perf_counter() - step_start)
-        cls = effective_precision_class(backend, ctx.module, ctx.device)
-        backend.validated_precision = {"precision_class": cls, "tf32": tf32_switches()}
-        if self._numeric_check and ctx.refs is not None:
-            tolerance = resolve_tolerance(cls, backend.tolerance, self._tolerance)
-            step_start = time.perf_counter()
-            with LiveLine(f"🔍 {backend.describe()}: comparing outputs with eager"):
-                # The noise bound applies to a candidate computing the model's own precision.
-                native = cls == native_precision_class(ctx.module, ctx.device)
-                summary = check_numeric(backend.infer, ctx.graph, ctx.data, ctx.refs, tolerance, cls, native)
-            tune_data.record_step("numeric_check", time.perf_counter() - step_start)
-            tune_data.record_correctness(summary)
-            result["correctness"] = {"precision_class": cls, "passed": summary.passed, **summary.worst}
-        if type(self).check_correctness is not TuneStrategy.check_correctness:
-            step_start = time.perf_counter()
-            self.check_correctness(backend, ctx.module_name, ctx.graph, ctx.data)
-            tune_data.record_step("user_correctness_check", time.perf_counter() - step_start)
+        """The checks of docs/reference/validation.md (candidate_checks.py), with this strategy's
+        switches, tolerance and, when a subclass defines one, its check_correctness metric."""
+        overridden = type(self).check_correctness is not TuneStrategy.check_correctness
+        user_check = self.check_correctness if overridden else None
+        validate_candidate(backend, ctx, result, self._numeric_check, self._tolerance, user_check)
         self._log("✅ backend validated")
 
     def check_correctness(self, backend: Backend, name: str, graph_spec: GraphSpec, data: list[Sample]) -> None:

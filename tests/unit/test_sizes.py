@@ -30,10 +30,7 @@ CPP_SUFFIXES = (".cc", ".h", ".cpp", ".hpp")
 
 # Offenders tolerated for now, as "path" (a file), "path::function" or BACKEND_ENTRY. Keep it empty.
 BACKEND_ENTRY = "python/aitune/torch/backend/backend.py::Backend (methods)"
-ALLOWED: set[str] = {
-    "benchmarks/cuda_graph_overhead.py::main",
-    BACKEND_ENTRY,
-}
+ALLOWED: set[str] = set()
 
 
 def _is_test(path: str) -> bool:

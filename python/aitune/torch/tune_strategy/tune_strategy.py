@@ -16,7 +16,7 @@ import torch
 
 from aitune.exceptions import BackendUnavailableError, CudaGraphCaptureError, TuningBudgetExceeded
 from aitune.torch.backend import TorchEagerBackend
-from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.backend import Backend, availability
 from aitune.torch.backend.common.compile_caches import reset_compiler_caches
 from aitune.torch.config import config
 from aitune.torch.logging_utils import captured_output, format_duration, indent
@@ -41,11 +41,7 @@ logger = logging.getLogger("aitune")
 __all__ = ["Baseline", "GraphContext", "TuneStrategy", "availability"]
 
 
-def availability(backend: Backend, device: torch.device) -> tuple[bool, str]:
-    return backend.availability(device)
-
-
-def checked_budget_s(budget_s: Any) -> float | None:
+def checked_budget_s(budget_s: object) -> float | None:
     """A strategy's `budget_s=`: seconds > 0, or None for the config's (docs/reference/strategies.md#tuning-budget)."""
     if budget_s is None:
         return None
@@ -59,7 +55,7 @@ class TuneStrategy(abc.ABC):
     # the profiling strategies); OneBackend and custom strategies are not budgeted.
     _walks_candidates: ClassVar[bool] = False
 
-    def __init__(self, sink: Any = None, profiling_config: ProfilingConfig | None = None) -> None:
+    def __init__(self, sink: logging.Logger | None = None, profiling_config: ProfilingConfig | None = None) -> None:
         self.sink = sink
         self.profiling_config = profiling_config or ProfilingConfig()
         self.backend_results: list[dict[str, Any]] = []
@@ -100,7 +96,7 @@ class TuneStrategy(abc.ABC):
     def clone(self) -> TuneStrategy:
         return copy.deepcopy(self)
 
-    def prepare(self, device: Any) -> TuneStrategy:
+    def prepare(self, device: torch.device | str) -> TuneStrategy:
         """Settles what depends on the tuning device (e.g. default candidate lists, which add
         CUDA-graph variants on CUDA). Called before the results-store key is computed and before
         tuning; idempotent."""
@@ -347,11 +343,11 @@ class TuneStrategy(abc.ABC):
     def _reset_candidate_results(self) -> None:
         """Clears the per-candidate results a record carries (evaluate())."""
 
-    def _measure_candidate(self, backend: Backend, ctx: GraphContext) -> Any:
+    def _measure_candidate(self, backend: Backend, ctx: GraphContext) -> object:
         """The verdict on a built, validated candidate: the gate, or a measured point."""
         raise NotImplementedError(f"{type(self).__name__} does not measure candidates for evaluate()")
 
-    def _record_verdict(self, record: CandidateRecord, verdict: Any) -> bool:
+    def _record_verdict(self, record: CandidateRecord, verdict: object) -> bool:
         """Puts `verdict` (None: the candidate failed earlier) into `record`; True when the
         candidate qualified, so its build is kept for decide()."""
         raise NotImplementedError(f"{type(self).__name__} does not record verdicts for evaluate()")
@@ -587,6 +583,6 @@ class TuneStrategy(abc.ABC):
         """Raises CudaGraphCaptureError when a CUDA-graph capture of the candidate's calls failed:
         the shared runner then serves those calls without a graph, so the candidate is not what it
         claims to be. Its plain sibling (same build) remains a candidate."""
-        failure = backend.cuda_graph_capture_failure()
+        failure = backend.cuda_graphs.capture_failure()
         if failure is not None:
             raise CudaGraphCaptureError(f"CUDA graph capture failed for {backend.describe()}: {failure}")

@@ -97,16 +97,8 @@ def runner_with_copies_apart(flat_call, clone: bool):
         os.environ.pop("AITUNE_CUDA_GRAPH_COPY_NODES", None)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--iterations", type=int, default=4000)
-    parser.add_argument("--out")
-    args = parser.parse_args()
-    torch.manual_seed(0)
-    base = mlp().cuda()
-    x = torch.randn(1, 256, device="cuda")
-
-    # Bare replay: static input, capture once, replay (outputs not cloned).
+def bare_graph_cases(base: torch.nn.Module, x: torch.Tensor) -> dict:
+    """Bare replay: static input, capture once, replay (outputs not cloned); and its variants."""
     static_x = x.clone()
     graph_model = copy.deepcopy(base)
     stream = torch.cuda.Stream()
@@ -137,15 +129,54 @@ def main() -> None:
         graph.replay()
         return static_y
 
+    return {
+        "bare_replay": bare_replay,
+        "bare_replay_clone": bare_replay_clone,
+        "copy_replay": copy_replay,
+        "kernel_copy_replay": kernel_copy_replay,
+    }
+
+
+def overheads(cases: dict, iterations: int) -> dict:
+    """Per-call microseconds of every case, pipelined and single, and each tuned case's overhead
+    over the bare replay."""
+    result = {}
+    for mode in ("pipelined", "single"):
+        for name, us in per_call_us(cases, iterations, mode == "pipelined").items():
+            result[f"{mode}_{name}_us"] = round(us, 2)
+        result[f"{mode}_overhead_no_clone_us"] = round(
+            result[f"{mode}_tuned_no_clone_us"] - result[f"{mode}_bare_replay_us"], 2
+        )
+        result[f"{mode}_overhead_clone_us"] = round(
+            result[f"{mode}_tuned_clone_us"] - result[f"{mode}_bare_replay_us"], 2
+        )
+        for kind in ("no_clone", "clone"):  # every call re-points the in-graph copies
+            result[f"{mode}_overhead_{kind}_fresh_tensors_us"] = round(
+                result[f"{mode}_tuned_{kind}_fresh_tensors_us"] - result[f"{mode}_bare_replay_us"], 2
+            )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--iterations", type=int, default=4000)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    base = mlp().cuda()
+    x = torch.randn(1, 256, device="cuda")
+
+    bare = bare_graph_cases(base, x)
+
     # The runner reads config.cuda_graph_clone_outputs when a backend (re)activates, so the
     # no-clone module is tuned last and the setting stays off while measuring; both are checked.
     with_clone = tuned(copy.deepcopy(base), clone=True)
     no_clone = tuned(copy.deepcopy(base), clone=False)
     eager = copy.deepcopy(base)
     no_clone_dispatch = no_clone.tuned_module.dispatcher
-    serving = no_clone.tuned_module.backends[0][1]._cuda_graph  # the shared runner's Python adapter
+    serving = no_clone.tuned_module.backends[0][1].cuda_graphs.serving  # the shared runner's Python adapter
     native_runner = serving.runner
-    clone_runner = with_clone.tuned_module.backends[0][1]._cuda_graph.runner
+    clone_runner = with_clone.tuned_module.backends[0][1].cuda_graphs.serving.runner
     apart_clone = runner_with_copies_apart(serving._flat_call, clone=True)
     apart_no_clone = runner_with_copies_apart(serving._flat_call, clone=False)
     # Fresh tensors every call: inputs rotate among three buffers and the last three outputs stay
@@ -161,7 +192,7 @@ def main() -> None:
 
         return call
 
-    assert with_clone.tuned_module.backends[0][1]._cuda_graph.runner.clone_outputs
+    assert with_clone.tuned_module.backends[0][1].cuda_graphs.serving.runner.clone_outputs
     assert not native_runner.clone_outputs
     with torch.no_grad():
         assert torch.allclose(with_clone(x), eager(x), atol=1e-5)
@@ -169,10 +200,7 @@ def main() -> None:
         assert torch.allclose(apart_clone.run([x])[0], eager(x), atol=1e-5)
         assert torch.allclose(apart_no_clone.run([x])[0], eager(x), atol=1e-5)
         cases = {
-            "bare_replay": bare_replay,
-            "bare_replay_clone": bare_replay_clone,
-            "copy_replay": copy_replay,
-            "kernel_copy_replay": kernel_copy_replay,
+            **bare,
             "tuned_no_clone": lambda: no_clone(x),
             "tuned_clone": lambda: with_clone(x),
             "tuned_no_clone_fresh_tensors": fresh(no_clone),
@@ -194,19 +222,7 @@ def main() -> None:
             for _ in range(100):
                 fn()
         result = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
-        for mode in ("pipelined", "single"):
-            for name, us in per_call_us(cases, args.iterations, mode == "pipelined").items():
-                result[f"{mode}_{name}_us"] = round(us, 2)
-            result[f"{mode}_overhead_no_clone_us"] = round(
-                result[f"{mode}_tuned_no_clone_us"] - result[f"{mode}_bare_replay_us"], 2
-            )
-            result[f"{mode}_overhead_clone_us"] = round(
-                result[f"{mode}_tuned_clone_us"] - result[f"{mode}_bare_replay_us"], 2
-            )
-            for kind in ("no_clone", "clone"):  # every call re-points the in-graph copies
-                result[f"{mode}_overhead_{kind}_fresh_tensors_us"] = round(
-                    result[f"{mode}_tuned_{kind}_fresh_tensors_us"] - result[f"{mode}_bare_replay_us"], 2
-                )
+        result.update(overheads(cases, args.iterations))
         for name in (
             "bare_replay",
             "copy_replay",
@@ -227,12 +243,12 @@ def main() -> None:
         result["fresh_tensors_outputs_match"] = all(torch.allclose(kept[i], eager(xs[i]), atol=1e-5) for i in range(3))
     # Whether the dispatcher returns the single output itself or calls the Python rebuild.
     result["native_rebuild_in_python"] = serving.plan().rebuild is not None
-    stats = with_clone.tuned_module.backends[0][1].cuda_graph_stats
+    stats = with_clone.tuned_module.backends[0][1].cuda_graphs.stats()
     result["cuda_graph_stats"] = stats
     # Which modules really copied inside the graph (in + out with cloning, in only without).
     result["in_graph_copies"] = {
-        "clone": with_clone.tuned_module.backends[0][1].cuda_graph_stats.get("in_graph_copies"),
-        "no_clone": no_clone.tuned_module.backends[0][1].cuda_graph_stats.get("in_graph_copies"),
+        "clone": with_clone.tuned_module.backends[0][1].cuda_graphs.stats().get("in_graph_copies"),
+        "no_clone": no_clone.tuned_module.backends[0][1].cuda_graphs.stats().get("in_graph_copies"),
         "runner_clone_copies_apart": dict(apart_clone.stats()).get("in_graph_copies"),
         "runner_no_clone_copies_apart": dict(apart_no_clone.stats()).get("in_graph_copies"),
     }

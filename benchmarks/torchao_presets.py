@@ -84,6 +84,7 @@ def measure_row(model_name: str, variant: str, mode: str, device: str) -> dict[s
     """One row, in this process."""
     import aitune.torch as ait
     from aitune.torch.backend import TorchAOBackend, TorchAOBackendConfig, TorchEagerBackend, TorchInductorJitBackend
+    from aitune.torch.backend.backend import availability
     from aitune.torch.task.profiling import NumStepsMeasuringStopStrategy, ProfilingConfig
     from aitune.torch.validation import DEFAULT_TOLERANCES
 
@@ -100,7 +101,7 @@ def measure_row(model_name: str, variant: str, mode: str, device: str) -> dict[s
         graphs = device == "cuda"
         backend = TorchAOBackend(TorchAOBackendConfig(quantization=variant, mode=mode, use_cuda_graphs=graphs))
         row["bound_rel_l2"] = DEFAULT_TOLERANCES[backend.precision_class].max_rel_l2
-        available, reason = backend.availability(torch.device(device))
+        available, reason = availability(backend, torch.device(device))
         if not available:
             row["error"] = f"unavailable: {reason}"
             return row

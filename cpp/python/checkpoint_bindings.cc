@@ -118,10 +118,7 @@ py::object optional_text(const std::optional<std::string>& v) {
   return v ? py::object(py::str(*v)) : py::none();
 }
 
-}  // namespace
-
-void register_checkpoint_bindings(py::module_& m) {
-  register_manifest_bindings(m);
+void register_archive_writer(py::module_& m) {
   py::class_<PyArchiveWriter>(m, "ArchiveWriter",
                               "Writes a .ait archive under a temporary name; finish() renames it into "
                               "place. Dropping an unfinished writer removes the temporary file.")
@@ -191,7 +188,9 @@ void register_checkpoint_bindings(py::module_& m) {
           "spent. An error or Ctrl-C half-way keeps the writer alive as long as its traceback.")
       .def_property_readonly("path", [](const PyArchiveWriter& w) { return w.writer.final_path(); })
       .def_property_readonly("temp_path", [](const PyArchiveWriter& w) { return w.writer.temp_path(); });
+}
 
+void register_archive_reader(py::module_& m) {
   py::class_<ArchiveReader>(
       m, "ArchiveReader",
       "Reads a .ait archive through a memory mapping; entries are verified against their "
@@ -279,6 +278,10 @@ void register_checkpoint_bindings(py::module_& m) {
           },
           py::arg("files"), py::arg("cache_root"), py::arg("verify_full") = false,
           "Extracts `files` into <cache_root>/<digest>/ once and returns that folder.");
+}
+
+// The checkpoint rules Python and the C++ runtime share, and the constants they read.
+void register_checkpoint_rules(py::module_& m) {
   m.def(
       "check_json_nesting",
       [](const std::string& text, const std::string& what) {
@@ -311,6 +314,15 @@ void register_checkpoint_bindings(py::module_& m) {
   m.def(
       "is_safe_name", [](const std::string& name) { return is_safe_name(name); }, py::arg("name"),
       "True for a module or graph name that can be a folder name.");
+}
+
+}  // namespace
+
+void register_checkpoint_bindings(py::module_& m) {
+  register_manifest_bindings(m);
+  register_archive_writer(m);
+  register_archive_reader(m);
+  register_checkpoint_rules(m);
 }
 
 }  // namespace aitune::python

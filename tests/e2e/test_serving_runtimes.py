@@ -162,6 +162,6 @@ def test_cuda_graphs_on_both_runtimes(tmp_path, aoti_loads):
             outputs = runtime.run(x, y)
             for name, tensor in expected.items():
                 torch.testing.assert_close(outputs[name], tensor, atol=1e-4, rtol=1e-4)
-    assert backend.cuda_graph_stats["captures"] >= 2 and backend.cuda_graph_stats["hits"] >= 1
+    assert backend.cuda_graphs.stats()["captures"] >= 2 and backend.cuda_graphs.stats()["hits"] >= 1
     counters = cpp.module.cuda_graph_counters("0")
     assert counters is not None and counters["captures"] >= 2 and counters["hits"] >= 1

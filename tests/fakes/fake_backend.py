@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from aitune.torch.backend.backend import Backend, BackendConfig, ServingPlan
+from aitune.torch.backend.common.cuda_graphs import CudaGraphs
 from aitune.torch.utils.progress import current_text
 
 
@@ -77,8 +78,19 @@ class FakeGraphServing:
         return {"capture_failures": int(self._backend.config.capture_fails)}
 
 
+class FakeCudaGraphs(CudaGraphs):
+    """The backend's CUDA-graph serving through FakeGraphServing, on any device."""
+
+    def check_device(self, device: torch.device) -> None:
+        pass  # FakeGraphServing runs on the CPU
+
+    def start(self) -> None:
+        self.serving = FakeGraphServing(self._backend) if self._backend.config.use_cuda_graphs else None
+
+
 class FakeBackend(Backend):
     config_class = FakeBackendConfig
+    _cuda_graphs_class = FakeCudaGraphs
     builds: list[str] = []  # describe() of every _build call, for tests that count builds
     progress: list[str | None] = []  # the live progress line's text at each _build call
 
@@ -100,12 +112,6 @@ class FakeBackend(Backend):
 
     def expected_build_cost(self) -> float:
         return self.config.build_cost
-
-    def _check_cuda_graphs_device(self, device: torch.device) -> None:
-        pass  # FakeGraphServing runs on the CPU
-
-    def _start_cuda_graphs(self) -> None:
-        self._cuda_graph = FakeGraphServing(self) if self.config.use_cuda_graphs else None
 
     def _build(
         self, module: torch.nn.Module, graph_spec: Any, data: list, device: torch.device, cache_dir: Path

@@ -59,4 +59,4 @@ def test_round_trip_on_cuda(tmp_path, name, graphs):
         with torch.no_grad():
             torch.testing.assert_close(loaded(x), reference(x), atol=1e-3, rtol=1e-3)
     if graphs:
-        assert backend.cuda_graph_stats["captures"] >= 1
+        assert backend.cuda_graphs.stats()["captures"] >= 1

@@ -69,7 +69,7 @@ def test_a_forward_that_syncs_with_the_host_falls_back_without_cuda_graphs(aitun
     if m.state is ModuleState.TUNED:
         [(_, backend)] = m.tuned_module.backends
         assert not backend.config.use_cuda_graphs, backend.describe()
-        assert backend.cuda_graph_capture_failure() is None
+        assert backend.cuda_graphs.capture_failure() is None
     else:  # nothing without CUDA graphs beat eager: kept eager, plainly
         assert "🟰 sync.0: kept eager" in text
     x = torch.randn(2, 64, device="cuda")

@@ -17,6 +17,7 @@ import torch
 import aitune.torch as ait
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend import TorchAOBackend, TorchAOBackendConfig
+from aitune.torch.backend.backend import availability
 from aitune.torch.backend.torchao.torchao_config import SAVED_STATE_KEY
 from aitune.torch.module.state import ModuleState
 
@@ -68,7 +69,7 @@ def test_preset_builds_serves_through_cuda_graphs_and_round_trips(preset, tmp_pa
     x = torch.randn(2, 32, 256, dtype=torch.bfloat16, device="cuda")
     with torch.no_grad():
         tuned, eager = m(x), reference(x)
-    stats = backend.cuda_graph_stats
+    stats = backend.cuda_graphs.stats()
     assert stats is not None and stats["captures"] >= 1, stats
     error = _rel_l2(tuned, eager)
     assert 0 < error < 0.1, error  # quantized, and inside the int8/fp8 class's rel_l2 bound
@@ -84,7 +85,7 @@ def test_preset_builds_serves_through_cuda_graphs_and_round_trips(preset, tmp_pa
     loaded = ait.load(_block(), path)
     [(_, again)] = loaded.tuned_module.backends
     assert again.quantized_digest().sha256 == entry["config"][SAVED_STATE_KEY]["sha256"]
-    assert again.serves_cuda_graphs
+    assert again.cuda_graphs.requested
     with torch.no_grad():
         torch.testing.assert_close(loaded(x), tuned, rtol=2e-2, atol=2e-2)
 
@@ -95,7 +96,7 @@ def test_mx_presets_below_blackwell_name_the_compute_capability(tmp_path):
         pytest.skip(f"this GPU (sm_{capability[0]}{capability[1]}) runs the MX formats")
     for preset in ("mxfp8dq", "nvfp4dq"):
         backend = TorchAOBackend(TorchAOBackendConfig(quantization=preset, mode="default"))
-        ok, reason = backend.availability(torch.device("cuda:0"))
+        ok, reason = availability(backend, torch.device("cuda:0"))
         assert not ok
         assert f"{preset} needs an NVIDIA GPU of compute capability 10.0 (sm_100, Blackwell) or newer" in reason
         assert f"has compute capability {capability[0]}.{capability[1]}" in reason

@@ -268,6 +268,132 @@ StatusOr<at::Tensor> random_input(const LeafInfo& leaf, const std::vector<int64_
   return at::randint(0, mask_like ? 2 : 100, shape, at::TensorOptions().dtype(at::kLong)).to(type);
 }
 
+// The tensors to measure when they do not come from an --inputs file: the stored sample (resized
+// to --shape / --batch-size) or, with --random, seeded random values of those shapes. `sample`
+// receives the stored sample when the checkpoint has one.
+Status sample_inputs(const ModuleHandle& module, const GraphInfo& graph, const BenchOptions& o,
+                     const std::map<size_t, const ShapeFlag*>& shapes, std::optional<StoredSample>& sample,
+                     Inputs& inputs) {
+  auto s = module.sample(graph.name, 0);
+  // --random falls back to the profile minimum when the checkpoint holds no sample.
+  if (!s.ok() && !(o.source == Source::kRandom && s.status().code() == StatusCode::kNotFound))
+    return s.status();
+  if (s.ok()) sample = std::move(s).value();
+  if (o.source == Source::kRandom) at::manual_seed(0);  // the same inputs on every run
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    const LeafInfo& leaf = graph.inputs[i];
+    if (!leaf.is_tensor) continue;
+    const at::Tensor* stored = nullptr;
+    if (sample && sample->inputs.count(leaf.name))
+      stored = std::get_if<at::Tensor>(&sample->inputs.at(leaf.name));
+    const std::vector<int64_t> base = stored ? stored->sizes().vec() : leaf.min_shape;
+    const std::vector<int64_t> shape =
+        target_shape(leaf, base, shapes.count(i) ? shapes.at(i) : nullptr, o.batch_size);
+    if (o.source == Source::kRandom) {
+      auto type = dtype_from_name(leaf.dtype);
+      if (!type.ok()) return type.status();
+      auto t = make_input(leaf, graph.name, shape, *type, [&] { return random_input(leaf, shape); });
+      if (!t.ok()) return t.status();
+      inputs[leaf.name] = *t;
+    } else if (stored != nullptr) {
+      auto t = make_input(leaf, graph.name, shape, stored->scalar_type(), [&]() -> StatusOr<at::Tensor> {
+        return shape == base ? *stored : resize_sample(*stored, shape);
+      });
+      if (!t.ok()) return t.status();
+      inputs[leaf.name] = *t;
+    }
+  }
+  return Status::Ok();
+}
+
+// The measured tensors' shapes by tensor name (file keys in another form resolved as run resolves
+// them), and the size of the first batch axis among them.
+json measured_shapes(const GraphInfo& graph, const Inputs& inputs, std::optional<int64_t>& batch_axis_size) {
+  json shapes_json = json::object();
+  for (const auto& [key, value] : inputs) {
+    const at::Tensor* t = std::get_if<at::Tensor>(&value);
+    if (t == nullptr) continue;
+    const std::optional<size_t> index = find_input_leaf(graph, key);
+    const LeafInfo* leaf = index ? &graph.inputs[*index] : nullptr;
+    shapes_json[leaf && !leaf->name.empty() ? leaf->name : key] = t->sizes().vec();
+    for (size_t d = 0;
+         leaf && !batch_axis_size && d < leaf->axis_kinds.size() && d < static_cast<size_t>(t->dim()); ++d) {
+      if (leaf->axis_kinds[d] == "batch") batch_axis_size = t->size(d);
+    }
+  }
+  return shapes_json;
+}
+
+// The batch size the throughput is per: --batch-size, else the stored sample's when its shapes
+// are kept, else the size of the first batch axis, else the sample's.
+int64_t measured_batch_size(const BenchOptions& o, const std::optional<StoredSample>& sample,
+                            bool shapes_given, const std::optional<int64_t>& batch_axis_size) {
+  if (o.batch_size) return *o.batch_size;
+  if (o.source == Source::kStoredSample && !shapes_given && sample && sample->batch_size > 0)
+    return sample->batch_size;
+  if (batch_axis_size && *batch_axis_size > 0) return *batch_axis_size;
+  if (sample && sample->batch_size > 0) return sample->batch_size;
+  return 1;
+}
+
+// What one bench run measured, for the two report forms.
+struct BenchReport {
+  const ModuleHandle& module;
+  const GraphInfo& graph;
+  const BenchOptions& options;
+  std::string device;
+  json shapes;
+  int64_t batch_size;
+  std::optional<CudaGraphCounters> counters;
+};
+
+void print_json(const BenchReport& r, const BatchResult& result) {
+  json j = json::parse(to_json(result));
+  j["module"] = r.module.name();
+  j["graph"] = r.graph.name;
+  j["backend"] = r.graph.backend_name;
+  j["device"] = r.device;
+  j["inputs_source"] = source_name(r.options.source);
+  j["shapes"] = r.shapes;
+  j["stable_cv"] = r.options.stable_cv ? json(*r.options.stable_cv) : json();
+  j["cuda_graphs"] = nullptr;
+  if (const auto& counters = r.counters) {
+    j["cuda_graphs"] = {{"hits", counters->hits},
+                        {"misses", counters->misses},
+                        {"captures", counters->captures},
+                        {"evictions", counters->evictions},
+                        {"capture_failures", counters->capture_failures},
+                        {"direct_calls", counters->direct_calls},
+                        {"in_graph_copies", counters->in_graph_copies}};
+  }
+  std::cout << j.dump() << "\n";
+}
+
+void print_text(const BenchReport& r, const BatchResult& result) {
+  std::string shapes_line;
+  for (const auto& [name, dims] : r.shapes.items()) {
+    shapes_line +=
+        (shapes_line.empty() ? "" : ", ") + name + " " + dims_str(dims.get<std::vector<int64_t>>());
+  }
+  const auto& h = result.host_latency_ms;
+  std::cout << "module '" << r.module.name() << "' graph '" << r.graph.name << "' (" << r.graph.backend_name
+            << ", " << r.device << "), batch size " << r.batch_size << "\n"
+            << "inputs (" << source_name(r.options.source) << "): " << shapes_line << "\n"
+            << std::fixed << std::setprecision(4) << "host latency ms: mean " << h.mean << ", median "
+            << h.median << ", p90 " << h.p90 << ", p99 " << h.p99 << " (" << result.num_measured_calls
+            << " calls after " << result.num_warmup_calls << " warmup)\n";
+  if (result.device_time_ms) std::cout << "device time ms: median " << result.device_time_ms->median << "\n";
+  std::cout << std::setprecision(2) << "throughput: " << result.throughput_per_s << " samples/s\n";
+  if (const auto& counters = r.counters) {
+    std::cout << "CUDA graphs: " << counters->hits << " hits, " << counters->misses << " misses, "
+              << counters->captures << " captures, " << counters->evictions << " evictions, "
+              << counters->capture_failures << " capture failures, " << counters->direct_calls
+              << " direct calls, " << counters->in_graph_copies << " copies inside the graphs\n";
+  } else {
+    std::cout << "CUDA graphs: off\n";
+  }
+}
+
 }  // namespace
 
 int bench(int argc, char** argv) {
@@ -309,63 +435,12 @@ int bench(int argc, char** argv) {
 
   std::optional<StoredSample> sample;
   if (o.source != Source::kFile) {
-    auto s = module->sample(graph->name, 0);
-    // --random falls back to the profile minimum when the checkpoint holds no sample.
-    if (!s.ok() && !(o.source == Source::kRandom && s.status().code() == StatusCode::kNotFound))
-      return fail("bench", s.status());
-    if (s.ok()) sample = std::move(s).value();
+    if (Status s = sample_inputs(*module, *graph, o, shapes, sample, inputs); !s.ok())
+      return fail("bench", s);
   }
-  if (o.source == Source::kRandom) at::manual_seed(0);  // the same inputs on every run
-  for (size_t i = 0; i < graph->inputs.size() && o.source != Source::kFile; ++i) {
-    const LeafInfo& leaf = graph->inputs[i];
-    if (!leaf.is_tensor) continue;
-    const at::Tensor* stored = nullptr;
-    if (sample && sample->inputs.count(leaf.name))
-      stored = std::get_if<at::Tensor>(&sample->inputs.at(leaf.name));
-    const std::vector<int64_t> base = stored ? stored->sizes().vec() : leaf.min_shape;
-    const std::vector<int64_t> shape =
-        target_shape(leaf, base, shapes.count(i) ? shapes.at(i) : nullptr, o.batch_size);
-    if (o.source == Source::kRandom) {
-      auto type = dtype_from_name(leaf.dtype);
-      if (!type.ok()) return fail("bench", type.status());
-      auto t = make_input(leaf, graph->name, shape, *type, [&] { return random_input(leaf, shape); });
-      if (!t.ok()) return fail("bench", t.status());
-      inputs[leaf.name] = *t;
-    } else if (stored != nullptr) {
-      auto t = make_input(leaf, graph->name, shape, stored->scalar_type(), [&]() -> StatusOr<at::Tensor> {
-        return shape == base ? *stored : resize_sample(*stored, shape);
-      });
-      if (!t.ok()) return fail("bench", t.status());
-      inputs[leaf.name] = *t;
-    }
-  }
-
-  // The measured tensors by tensor name (file keys in another form resolved as run resolves them),
-  // and the batch size: --batch-size, else the stored sample's when its shapes are kept, else the
-  // size of the first batch axis.
-  json shapes_json = json::object();
   std::optional<int64_t> batch_axis_size;
-  for (const auto& [key, value] : inputs) {
-    const at::Tensor* t = std::get_if<at::Tensor>(&value);
-    if (t == nullptr) continue;
-    const std::optional<size_t> index = find_input_leaf(*graph, key);
-    const LeafInfo* leaf = index ? &graph->inputs[*index] : nullptr;
-    shapes_json[leaf && !leaf->name.empty() ? leaf->name : key] = t->sizes().vec();
-    for (size_t d = 0;
-         leaf && !batch_axis_size && d < leaf->axis_kinds.size() && d < static_cast<size_t>(t->dim()); ++d) {
-      if (leaf->axis_kinds[d] == "batch") batch_axis_size = t->size(d);
-    }
-  }
-  int64_t batch_size = 1;
-  if (o.batch_size) {
-    batch_size = *o.batch_size;
-  } else if (o.source == Source::kStoredSample && shapes.empty() && sample->batch_size > 0) {
-    batch_size = sample->batch_size;
-  } else if (batch_axis_size && *batch_axis_size > 0) {
-    batch_size = *batch_axis_size;
-  } else if (sample && sample->batch_size > 0) {
-    batch_size = sample->batch_size;
-  }
+  json shapes_json = measured_shapes(*graph, inputs, batch_axis_size);
+  const int64_t batch_size = measured_batch_size(o, sample, !shapes.empty(), batch_axis_size);
 
   std::optional<int> cuda;
   if (graph->device.rfind("cuda", 0) == 0 && o.device >= 0) cuda = o.device;
@@ -389,51 +464,17 @@ int bench(int argc, char** argv) {
   if (!result.ok()) return fail("bench", result.status());
 
   const std::string device = cuda ? "cuda:" + std::to_string(*cuda) : "cpu";
-  const std::optional<CudaGraphCounters> counters = module->cuda_graph_counters(graph->name);
+  const BenchReport report{*module,
+                           *graph,
+                           o,
+                           device,
+                           std::move(shapes_json),
+                           batch_size,
+                           module->cuda_graph_counters(graph->name)};
   if (a.flags.count("--json")) {
-    json j = json::parse(to_json(*result));
-    j["module"] = module->name();
-    j["graph"] = graph->name;
-    j["backend"] = graph->backend_name;
-    j["device"] = device;
-    j["inputs_source"] = source_name(o.source);
-    j["shapes"] = shapes_json;
-    j["stable_cv"] = o.stable_cv ? json(*o.stable_cv) : json();
-    j["cuda_graphs"] = nullptr;
-    if (counters) {
-      j["cuda_graphs"] = {{"hits", counters->hits},
-                          {"misses", counters->misses},
-                          {"captures", counters->captures},
-                          {"evictions", counters->evictions},
-                          {"capture_failures", counters->capture_failures},
-                          {"direct_calls", counters->direct_calls},
-                          {"in_graph_copies", counters->in_graph_copies}};
-    }
-    std::cout << j.dump() << "\n";
-    return kExitOk;
-  }
-  std::string shapes_line;
-  for (const auto& [name, dims] : shapes_json.items()) {
-    shapes_line +=
-        (shapes_line.empty() ? "" : ", ") + name + " " + dims_str(dims.get<std::vector<int64_t>>());
-  }
-  const auto& h = result->host_latency_ms;
-  std::cout << "module '" << module->name() << "' graph '" << graph->name << "' (" << graph->backend_name
-            << ", " << device << "), batch size " << batch_size << "\n"
-            << "inputs (" << source_name(o.source) << "): " << shapes_line << "\n"
-            << std::fixed << std::setprecision(4) << "host latency ms: mean " << h.mean << ", median "
-            << h.median << ", p90 " << h.p90 << ", p99 " << h.p99 << " (" << result->num_measured_calls
-            << " calls after " << result->num_warmup_calls << " warmup)\n";
-  if (result->device_time_ms)
-    std::cout << "device time ms: median " << result->device_time_ms->median << "\n";
-  std::cout << std::setprecision(2) << "throughput: " << result->throughput_per_s << " samples/s\n";
-  if (counters) {
-    std::cout << "CUDA graphs: " << counters->hits << " hits, " << counters->misses << " misses, "
-              << counters->captures << " captures, " << counters->evictions << " evictions, "
-              << counters->capture_failures << " capture failures, " << counters->direct_calls
-              << " direct calls, " << counters->in_graph_copies << " copies inside the graphs\n";
+    print_json(report, *result);
   } else {
-    std::cout << "CUDA graphs: off\n";
+    print_text(report, *result);
   }
   return kExitOk;
 }

@@ -56,7 +56,32 @@ struct ArchiveReader::State {
   std::string_view view(const Entry& e) const {
     return {reinterpret_cast<const char*>(base) + e.data_offset, static_cast<size_t>(e.size)};
   }
+  // The central directory's place and size, from the end record (or the ZIP64 one).
+  struct Directory {
+    uint64_t count, offset, size;
+  };
+  // One central-directory record, before it is checked against its local header.
+  struct Raw {
+    std::string name;
+    uint16_t made_by, flags, method, disk_start;
+    uint32_t crc, csize, usize, attributes, local_offset;
+    const unsigned char* extra;
+    uint16_t extra_size;
+  };
+
+  // Validates the whole structure and fills `entries`, `index` and `digest` (the steps below).
   Status parse();
+  StatusOr<Directory> find_directory() const;
+  StatusOr<std::vector<Raw>> read_directory(const Directory& dir) const;
+  Status refuse_pickles(const std::vector<Raw>& raws) const;
+  Status add_entry(const Raw& r, uint64_t central_offset);
+  Status check_layout(const std::vector<Raw>& raws);
+  // Message prefixes naming this checkpoint, and a zip64.h error (a fragment) qualified by them.
+  std::string bad() const { return "Checkpoint " + in_quotes(path) + " is corrupt: "; }
+  std::string odd() const { return "Checkpoint " + in_quotes(path) + " uses an unsupported ZIP feature: "; }
+  Status qualified(const Status& s, const std::string& where) const {
+    return Status(s.code(), (s.code() == StatusCode::kUnsupported ? odd() : bad()) + where + s.message());
+  }
 
   std::string path;
   const unsigned char* base = nullptr;  // read-only private mapping of the whole file
@@ -102,14 +127,16 @@ StatusOr<ArchiveReader> ArchiveReader::open(std::string path) {
 }
 
 Status ArchiveReader::State::parse() {
-  const std::string bad = "Checkpoint " + in_quotes(path) + " is corrupt: ";
-  const std::string odd = "Checkpoint " + in_quotes(path) + " uses an unsupported ZIP feature: ";
-  // A zip64.h error (a message fragment) with this checkpoint's prefix and `where`.
-  auto qualified = [&](const Status& s, const std::string& where) {
-    return Status(s.code(), (s.code() == StatusCode::kUnsupported ? odd : bad) + where + s.message());
-  };
+  AITUNE_ASSIGN_OR_RETURN(const Directory dir, find_directory());
+  AITUNE_ASSIGN_OR_RETURN(const std::vector<Raw> raws, read_directory(dir));
+  AITUNE_RETURN_IF_ERROR(refuse_pickles(raws));
+  entries.reserve(raws.size());
+  for (const Raw& r : raws) AITUNE_RETURN_IF_ERROR(add_entry(r, dir.offset));
+  return check_layout(raws);
+}
 
-  // End record: the last signature whose comment reaches exactly the end of the file.
+// End record: the last signature whose comment reaches exactly the end of the file.
+StatusOr<ArchiveReader::State::Directory> ArchiveReader::State::find_directory() const {
   std::optional<uint64_t> found;
   const uint64_t lowest = size > kEndSize + 0xFFFF ? size - kEndSize - 0xFFFF : 0;
   for (uint64_t pos = size - kEndSize + 1; pos-- > lowest;) {
@@ -118,7 +145,7 @@ Status ArchiveReader::State::parse() {
       break;
     }
   }
-  if (!found) return corrupt(bad + "no end-of-central-directory record (truncated, or not a ZIP archive)");
+  if (!found) return corrupt(bad() + "no end-of-central-directory record (truncated, or not a ZIP archive)");
   const uint64_t end = *found;
   const zip64::ClassicEnd classic{get16(base + end + 4),  get16(base + end + 6),  get16(base + end + 8),
                                   get16(base + end + 10), get32(base + end + 12), get32(base + end + 16)};
@@ -135,47 +162,47 @@ Status ArchiveReader::State::parse() {
     limit = z->record_offset;
     limit_name = "the ZIP64 end record";
   } else if (classic.disk != 0 || classic.central_disk != 0 || classic.count_disk != classic.count) {
-    return unsupported(odd + "multi-disk archive");
+    return unsupported(odd() + "multi-disk archive");
   }
   if (central_offset > limit || central_size > limit - central_offset) {
-    return corrupt(bad + "central directory (offset " + std::to_string(central_offset) + ", " +
+    return corrupt(bad() + "central directory (offset " + std::to_string(central_offset) + ", " +
                    std::to_string(central_size) + " bytes) extends past " + limit_name + " at " +
                    std::to_string(limit));
   }
-  const uint64_t central_end = central_offset + central_size;
   if (count > central_size / kCentralSize) {
-    return corrupt(bad + "the end record counts " + std::to_string(count) + " entries, more than a " +
+    return corrupt(bad() + "the end record counts " + std::to_string(count) + " entries, more than a " +
                    std::to_string(central_size) + "-byte central directory holds");
   }
+  return Directory{count, central_offset, central_size};
+}
 
-  struct Raw {
-    std::string name;
-    uint16_t made_by, flags, method, disk_start;
-    uint32_t crc, csize, usize, attributes, local_offset;
-    const unsigned char* extra;
-    uint16_t extra_size;
-  };
+StatusOr<std::vector<ArchiveReader::State::Raw>> ArchiveReader::State::read_directory(
+    const Directory& dir) const {
+  const uint64_t central_offset = dir.offset, central_end = dir.offset + dir.size, count = dir.count;
   std::vector<Raw> raws;
   raws.reserve(count);
   uint64_t p = central_offset;
   for (uint64_t i = 0; i < count; ++i) {
-    if (p + kCentralSize > central_end) return corrupt(bad + "central directory is truncated");
+    if (p + kCentralSize > central_end) return corrupt(bad() + "central directory is truncated");
     const unsigned char* h = base + p;
     if (get32(h) != kCentralSig)
-      return corrupt(bad + "bad central directory signature at offset " + std::to_string(p));
+      return corrupt(bad() + "bad central directory signature at offset " + std::to_string(p));
     const uint64_t record = kCentralSize + get16(h + 28) + get16(h + 30) + get16(h + 32);
-    if (p + record > central_end) return corrupt(bad + "central directory is truncated");
+    if (p + record > central_end) return corrupt(bad() + "central directory is truncated");
     raws.push_back({std::string(reinterpret_cast<const char*>(h + kCentralSize), get16(h + 28)), get16(h + 4),
                     get16(h + 8), get16(h + 10), get16(h + 34), get32(h + 16), get32(h + 20), get32(h + 24),
                     get32(h + 38), get32(h + 42), h + kCentralSize + get16(h + 28), get16(h + 30)});
     p += record;
   }
   if (p != central_end)
-    return corrupt(bad + "central directory has " + std::to_string(central_end - p) +
+    return corrupt(bad() + "central directory has " + std::to_string(central_end - p) +
                    " bytes after its last entry");
+  return raws;
+}
 
-  // A pre-aitune checkpoint (docs/reference/checkpoint.md#integrity-and-compatibility) holds a pickle; say so
-  // instead of "corrupt".
+// A pre-aitune checkpoint (docs/reference/checkpoint.md#integrity-and-compatibility) holds a pickle; say so
+// instead of "corrupt".
+Status ArchiveReader::State::refuse_pickles(const std::vector<Raw>& raws) const {
   const bool has_manifest =
       std::any_of(raws.begin(), raws.end(), [](const Raw& r) { return r.name == kManifestEntryName; });
   const bool has_pickle = std::any_of(raws.begin(), raws.end(), [](const Raw& r) {
@@ -195,74 +222,81 @@ Status ArchiveReader::State::parse() {
                        "that would execute code when loaded, so aitune refuses it. Re-tune the model and "
                        "save it with aitune.");
   }
+  return Status::Ok();
+}
 
-  entries.reserve(raws.size());
-  for (const Raw& r : raws) {
-    const NameIssue issue = classify_entry_name(r.name);
-    const bool unix_host = (r.made_by >> 8) == 3;
-    if (issue == NameIssue::kEscapes || (unix_host && S_ISLNK(r.attributes >> 16))) return escapes(r.name);
-    if (issue == NameIssue::kMalformed)
-      return corrupt(bad + "entry name " + in_quotes(r.name) + " is not a normalised relative path");
-    const std::string entry = "entry " + in_quotes(r.name);
-    if (r.flags & (kFlagEncrypted | kFlagStrongEncryption)) return unsupported(odd + entry + " is encrypted");
-    if (r.method != 0) {
-      return unsupported(odd + entry + " is compressed (method " + std::to_string(r.method) +
-                         "); aitune stores entries uncompressed so they can be memory-mapped");
-    }
-    if (r.flags & kFlagDataDescriptor) return unsupported(odd + entry + " uses a data descriptor");
-    // ZIP64 (APPNOTE 4.5.3): each field at its sentinel is in the ZIP64 extra field, and only those.
-    const auto z = zip64::read_extra(r.extra, r.extra_size,
-                                     {.usize = r.usize == kMax32,
-                                      .csize = r.csize == kMax32,
-                                      .offset = r.local_offset == kMax32,
-                                      .disk = r.disk_start == kMax16});
-    if (!z.ok()) return qualified(z.status(), entry + " (central directory): ");
-    const uint64_t usize = z->usize.value_or(r.usize), csize = z->csize.value_or(r.csize);
-    const uint64_t off = z->offset.value_or(r.local_offset);
-    if (z->disk.value_or(r.disk_start) != 0) return unsupported(odd + "multi-disk archive (" + entry + ")");
-    if (csize != usize) {
-      return corrupt(bad + entry + " is stored but its sizes differ (compressed " + std::to_string(csize) +
-                     ", original " + std::to_string(usize) + ")");
-    }
-    if (index.count(r.name) != 0) return corrupt(bad + entry + " appears twice");
-
-    if (off > central_offset || central_offset - off < kLocalSize) {
-      return corrupt(bad + entry + ": local header offset " + std::to_string(off) +
-                     " lies beyond the entry area, which ends at " + std::to_string(central_offset));
-    }
-    const unsigned char* h = base + off;
-    if (get32(h) != kLocalSig)
-      return corrupt(bad + entry + ": bad local header signature at offset " + std::to_string(off));
-    const uint16_t lflags = get16(h + 6), lmethod = get16(h + 8), lname = get16(h + 26),
-                   lextra = get16(h + 28);
-    if (lmethod != 0) return unsupported(odd + entry + " is compressed in its local header");
-    if (lflags & (kFlagDataDescriptor | kFlagEncrypted | kFlagStrongEncryption)) {
-      return unsupported(odd + entry + " uses a data descriptor or encryption");
-    }
-    const uint64_t data_offset = off + kLocalSize + lname + lextra;
-    if (data_offset > central_offset)
-      return corrupt(bad + entry + ": local header lies beyond the entry area");
-    if (std::string_view(reinterpret_cast<const char*>(h + kLocalSize), lname) != r.name) {
-      return corrupt(bad + entry + ": the local header names a different entry");
-    }
-    const uint32_t local_csize = get32(h + 18), local_usize = get32(h + 22);
-    const auto lz = zip64::read_extra(h + kLocalSize + lname, lextra,
-                                      {.usize = local_usize == kMax32, .csize = local_csize == kMax32});
-    if (!lz.ok()) return qualified(lz.status(), entry + " (local header): ");
-    if (lz->csize.value_or(local_csize) != csize || lz->usize.value_or(local_usize) != usize) {
-      return corrupt(bad + entry + ": local and central sizes differ (local " +
-                     std::to_string(lz->csize.value_or(local_csize)) + "/" +
-                     std::to_string(lz->usize.value_or(local_usize)) + ", central " + std::to_string(csize) +
-                     "/" + std::to_string(usize) + " compressed/original bytes)");
-    }
-    if (usize > central_offset - data_offset) {
-      return corrupt(bad + entry + ": data (" + std::to_string(usize) + " bytes at offset " +
-                     std::to_string(data_offset) + ") extends past the entry area");
-    }
-    index.emplace(r.name, entries.size());
-    entries.push_back({r.name, off, data_offset, usize});
+// Checks one entry against its local header and the entry area (which ends where the central
+// directory starts), and adds it.
+Status ArchiveReader::State::add_entry(const Raw& r, uint64_t central_offset) {
+  const NameIssue issue = classify_entry_name(r.name);
+  const bool unix_host = (r.made_by >> 8) == 3;
+  if (issue == NameIssue::kEscapes || (unix_host && S_ISLNK(r.attributes >> 16))) return escapes(r.name);
+  if (issue == NameIssue::kMalformed)
+    return corrupt(bad() + "entry name " + in_quotes(r.name) + " is not a normalised relative path");
+  const std::string entry = "entry " + in_quotes(r.name);
+  if (r.flags & (kFlagEncrypted | kFlagStrongEncryption)) return unsupported(odd() + entry + " is encrypted");
+  if (r.method != 0) {
+    return unsupported(odd() + entry + " is compressed (method " + std::to_string(r.method) +
+                       "); aitune stores entries uncompressed so they can be memory-mapped");
   }
+  if (r.flags & kFlagDataDescriptor) return unsupported(odd() + entry + " uses a data descriptor");
+  // ZIP64 (APPNOTE 4.5.3): each field at its sentinel is in the ZIP64 extra field, and only those.
+  const auto z = zip64::read_extra(r.extra, r.extra_size,
+                                   {.usize = r.usize == kMax32,
+                                    .csize = r.csize == kMax32,
+                                    .offset = r.local_offset == kMax32,
+                                    .disk = r.disk_start == kMax16});
+  if (!z.ok()) return qualified(z.status(), entry + " (central directory): ");
+  const uint64_t usize = z->usize.value_or(r.usize), csize = z->csize.value_or(r.csize);
+  const uint64_t off = z->offset.value_or(r.local_offset);
+  if (z->disk.value_or(r.disk_start) != 0) return unsupported(odd() + "multi-disk archive (" + entry + ")");
+  if (csize != usize) {
+    return corrupt(bad() + entry + " is stored but its sizes differ (compressed " + std::to_string(csize) +
+                   ", original " + std::to_string(usize) + ")");
+  }
+  if (index.count(r.name) != 0) return corrupt(bad() + entry + " appears twice");
 
+  if (off > central_offset || central_offset - off < kLocalSize) {
+    return corrupt(bad() + entry + ": local header offset " + std::to_string(off) +
+                   " lies beyond the entry area, which ends at " + std::to_string(central_offset));
+  }
+  const unsigned char* h = base + off;
+  if (get32(h) != kLocalSig)
+    return corrupt(bad() + entry + ": bad local header signature at offset " + std::to_string(off));
+  const uint16_t lflags = get16(h + 6), lmethod = get16(h + 8), lname = get16(h + 26), lextra = get16(h + 28);
+  if (lmethod != 0) return unsupported(odd() + entry + " is compressed in its local header");
+  if (lflags & (kFlagDataDescriptor | kFlagEncrypted | kFlagStrongEncryption)) {
+    return unsupported(odd() + entry + " uses a data descriptor or encryption");
+  }
+  const uint64_t data_offset = off + kLocalSize + lname + lextra;
+  if (data_offset > central_offset)
+    return corrupt(bad() + entry + ": local header lies beyond the entry area");
+  if (std::string_view(reinterpret_cast<const char*>(h + kLocalSize), lname) != r.name) {
+    return corrupt(bad() + entry + ": the local header names a different entry");
+  }
+  const uint32_t local_csize = get32(h + 18), local_usize = get32(h + 22);
+  const auto lz = zip64::read_extra(h + kLocalSize + lname, lextra,
+                                    {.usize = local_usize == kMax32, .csize = local_csize == kMax32});
+  if (!lz.ok()) return qualified(lz.status(), entry + " (local header): ");
+  if (lz->csize.value_or(local_csize) != csize || lz->usize.value_or(local_usize) != usize) {
+    return corrupt(bad() + entry + ": local and central sizes differ (local " +
+                   std::to_string(lz->csize.value_or(local_csize)) + "/" +
+                   std::to_string(lz->usize.value_or(local_usize)) + ", central " + std::to_string(csize) +
+                   "/" + std::to_string(usize) + " compressed/original bytes)");
+  }
+  if (usize > central_offset - data_offset) {
+    return corrupt(bad() + entry + ": data (" + std::to_string(usize) + " bytes at offset " +
+                   std::to_string(data_offset) + ") extends past the entry area");
+  }
+  index.emplace(r.name, entries.size());
+  entries.push_back({r.name, off, data_offset, usize});
+  return Status::Ok();
+}
+
+// No two entries overlap, manifest.json comes first, and it matches its CRC-32.
+Status ArchiveReader::State::check_layout(const std::vector<Raw>& raws) {
+  const bool has_manifest =
+      std::any_of(raws.begin(), raws.end(), [](const Raw& r) { return r.name == kManifestEntryName; });
   std::vector<const Entry*> by_offset;
   for (const auto& e : entries) by_offset.push_back(&e);
   std::sort(by_offset.begin(), by_offset.end(),
@@ -271,11 +305,12 @@ Status ArchiveReader::State::parse() {
     const Entry& a = *by_offset[i - 1];
     const Entry& b = *by_offset[i];
     if (a.data_offset + a.size > b.header_offset) {
-      return corrupt(bad + "entries " + in_quotes(a.name) + " and " + in_quotes(b.name) + " overlap");
+      return corrupt(bad() + "entries " + in_quotes(a.name) + " and " + in_quotes(b.name) + " overlap");
     }
   }
   if (entries.empty() || entries[0].name != kManifestEntryName || entries[0].header_offset != 0) {
-    return corrupt(bad + (has_manifest ? "manifest.json is not the first entry" : "it has no manifest.json"));
+    return corrupt(bad() +
+                   (has_manifest ? "manifest.json is not the first entry" : "it has no manifest.json"));
   }
   // Every other entry is checked by its SHA-256 in the manifest; the manifest itself only by
   // the CRC-32 the ZIP records for it, so a damaged manifest is refused here, not parsed.
@@ -283,7 +318,7 @@ Status ArchiveReader::State::parse() {
       std::find_if(raws.begin(), raws.end(), [](const Raw& r) { return r.name == kManifestEntryName; });
   const std::string_view manifest = view(entries[0]);
   if (crc32_update(0, manifest.data(), manifest.size()) != manifest_raw->crc) {
-    return corrupt(bad + "manifest.json does not match its CRC-32 (the manifest is damaged)");
+    return corrupt(bad() + "manifest.json does not match its CRC-32 (the manifest is damaged)");
   }
   digest = sha256_hex(manifest);
   hashes.resize(entries.size());

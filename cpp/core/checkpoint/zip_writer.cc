@@ -140,46 +140,37 @@ std::vector<FileRecord> ArchiveWriter::files() const {
   return out;
 }
 
-Status ArchiveWriter::finish(std::string_view manifest_json) {
-  if (fd_ < 0)
-    return invalid_argument("Checkpoint writer for " + in_quotes(final_path_) + " is already finished");
-  const std::string where = "Cannot write checkpoint " + in_quotes(final_path_);
-  auto fail = [this](Status s) {
-    abandon();  // closes and removes the temp file; the writer is spent
-    return s;
-  };
+namespace {
 
-  // Layout first: offsets, and which values need ZIP64 (zip64.h). The local header's ZIP64 field
-  // (sizes only) comes before the alignment field, so the padding accounts for it.
-  const bool force = options_.force_zip64;
-  struct Slot {
-    std::string_view name;
-    uint64_t size;
-    uint32_t crc;
-    uint64_t offset = 0;   // local header
-    uint64_t padding = 0;  // alignment extra field length
-    bool zip64_size = false, zip64_offset = false;
+// One entry's place in the archive. The local header's ZIP64 field (sizes only) comes before the
+// alignment field, so the padding accounts for it.
+struct Slot {
+  std::string_view name;
+  uint64_t size;
+  uint32_t crc;
+  uint64_t offset = 0;   // local header
+  uint64_t padding = 0;  // alignment extra field length
+  bool zip64_size = false, zip64_offset = false;
 
-    bool zip64() const { return zip64_size || zip64_offset; }
-    uint16_t version_needed() const { return zip64() ? zip64::kVersion : kVersionNeeded; }
-    zip64::ExtraValues local_extra() const {
-      zip64::ExtraValues v;
-      if (zip64_size) v.usize = v.csize = size;
-      return v;
-    }
-    zip64::ExtraValues central_extra() const {
-      zip64::ExtraValues v = local_extra();
-      if (zip64_offset) v.offset = offset;
-      return v;
-    }
-  };
-  std::vector<Slot> slots;
-  slots.reserve(pending_.size() + 1);
-  slots.push_back({kManifestEntryName, manifest_json.size(),
-                   crc32_update(0, manifest_json.data(), manifest_json.size())});
-  for (const auto& p : pending_) slots.push_back({p.record.path, p.record.size, p.crc32});
+  bool zip64() const { return zip64_size || zip64_offset; }
+  uint16_t version_needed() const { return zip64() ? zip64::kVersion : kVersionNeeded; }
+  zip64::ExtraValues local_extra() const {
+    zip64::ExtraValues v;
+    if (zip64_size) v.usize = v.csize = size;
+    return v;
+  }
+  zip64::ExtraValues central_extra() const {
+    zip64::ExtraValues v = local_extra();
+    if (zip64_offset) v.offset = offset;
+    return v;
+  }
+};
+
+// Offsets, and which values need ZIP64 (zip64.h); returns the central directory's offset and
+// sets its size.
+uint64_t lay_out(std::vector<Slot>& slots, bool force, uint64_t& central_size) {
   uint64_t offset = 0;
-  uint64_t central_size = 0;
+  central_size = 0;
   for (auto& s : slots) {
     s.offset = offset;
     s.zip64_size = force || s.size >= kMax32;
@@ -189,68 +180,64 @@ Status ArchiveWriter::finish(std::string_view manifest_json) {
     offset += header + s.padding + s.size;
     central_size += kCentralSize + s.name.size() + zip64::extra_size(s.central_extra());
   }
-  const uint64_t central_offset = offset;
+  return offset;
+}
+
+std::string local_header(const Slot& s) {
+  std::string h;
+  put32(h, kLocalSig);
+  put16(h, s.version_needed());
+  put16(h, kFlagUtf8);
+  put16(h, 0);  // stored
+  put16(h, 0);  // time
+  put16(h, kDosDate1980);
+  put32(h, s.crc);
+  put32(h, s.zip64_size ? kMax32 : static_cast<uint32_t>(s.size));
+  put32(h, s.zip64_size ? kMax32 : static_cast<uint32_t>(s.size));
+  put16(h, static_cast<uint16_t>(s.name.size()));
+  put16(h, static_cast<uint16_t>(zip64::extra_size(s.local_extra()) + s.padding));
+  h.append(s.name);
+  zip64::append_extra(h, s.local_extra());
+  if (s.padding > 0) {
+    put16(h, kAlignExtraId);
+    put16(h, static_cast<uint16_t>(s.padding - 4));
+    put16(h, static_cast<uint16_t>(kEntryAlignment));
+    h.append(s.padding - kAlignExtraMin, '\0');
+  }
+  return h;
+}
+
+// Streams `source_path` into `fd` again; the CRC recorded when it was added detects a file that
+// changed in between.
+Status stream_file(int fd, const std::string& where, const std::string& source_path, const std::string& entry,
+                   uint64_t size, uint32_t expected_crc) {
+  Fd src(::open(source_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (src.get() < 0) return errno_status(where + ": cannot reopen " + in_quotes(source_path), errno);
+  std::string buf(kChunk, '\0');
+  uint64_t copied = 0;
+  uint32_t crc = 0;
+  while (true) {
+    const ssize_t r = read_some(src.get(), buf.data(), buf.size());
+    if (r < 0) return errno_status(where + ": cannot read " + in_quotes(source_path), errno);
+    if (r == 0) break;
+    copied += static_cast<uint64_t>(r);
+    if (copied > size) break;  // grew: reported below
+    crc = crc32_update(crc, buf.data(), static_cast<size_t>(r));
+    if (!write_all(fd, buf.data(), static_cast<size_t>(r))) return errno_status(where, errno);
+  }
+  if (copied != size || crc != expected_crc) {
+    return internal_error(where + ": " + in_quotes(source_path) + " (entry " + in_quotes(entry) +
+                          ") changed after it was added; expected " + std::to_string(size) +
+                          " bytes as hashed then");
+  }
+  return Status::Ok();
+}
+
+// The central directory, the ZIP64 end records when needed, and the end record.
+std::string central_directory(const std::vector<Slot>& slots, uint64_t central_offset, uint64_t central_size,
+                              bool force) {
   const bool zip64_end =
       force || slots.size() >= kMax16 || central_offset >= kMax32 || central_size >= kMax32;
-
-  auto write_header = [&](const Slot& s) {
-    std::string h;
-    put32(h, kLocalSig);
-    put16(h, s.version_needed());
-    put16(h, kFlagUtf8);
-    put16(h, 0);  // stored
-    put16(h, 0);  // time
-    put16(h, kDosDate1980);
-    put32(h, s.crc);
-    put32(h, s.zip64_size ? kMax32 : static_cast<uint32_t>(s.size));
-    put32(h, s.zip64_size ? kMax32 : static_cast<uint32_t>(s.size));
-    put16(h, static_cast<uint16_t>(s.name.size()));
-    put16(h, static_cast<uint16_t>(zip64::extra_size(s.local_extra()) + s.padding));
-    h.append(s.name);
-    zip64::append_extra(h, s.local_extra());
-    if (s.padding > 0) {
-      put16(h, kAlignExtraId);
-      put16(h, static_cast<uint16_t>(s.padding - 4));
-      put16(h, static_cast<uint16_t>(kEntryAlignment));
-      h.append(s.padding - kAlignExtraMin, '\0');
-    }
-    return write_all(fd_, h.data(), h.size());
-  };
-
-  if (!write_header(slots[0]) || !write_all(fd_, manifest_json.data(), manifest_json.size())) {
-    return fail(errno_status(where, errno));
-  }
-  std::string buf;
-  for (size_t i = 0; i < pending_.size(); ++i) {
-    const Pending& p = pending_[i];
-    if (!write_header(slots[i + 1])) return fail(errno_status(where, errno));
-    if (!p.from_file) {
-      if (!write_all(fd_, p.bytes.data(), p.bytes.size())) return fail(errno_status(where, errno));
-      continue;
-    }
-    // Streamed again; the CRC recorded at add time detects a file that changed in between.
-    Fd src(::open(p.source_path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (src.get() < 0)
-      return fail(errno_status(where + ": cannot reopen " + in_quotes(p.source_path), errno));
-    buf.resize(kChunk);
-    uint64_t copied = 0;
-    uint32_t crc = 0;
-    while (true) {
-      const ssize_t r = read_some(src.get(), buf.data(), buf.size());
-      if (r < 0) return fail(errno_status(where + ": cannot read " + in_quotes(p.source_path), errno));
-      if (r == 0) break;
-      copied += static_cast<uint64_t>(r);
-      if (copied > p.record.size) break;  // grew: reported below
-      crc = crc32_update(crc, buf.data(), static_cast<size_t>(r));
-      if (!write_all(fd_, buf.data(), static_cast<size_t>(r))) return fail(errno_status(where, errno));
-    }
-    if (copied != p.record.size || crc != p.crc32) {
-      return fail(internal_error(where + ": " + in_quotes(p.source_path) + " (entry " +
-                                 in_quotes(p.record.path) + ") changed after it was added; expected " +
-                                 std::to_string(p.record.size) + " bytes as hashed then"));
-    }
-  }
-
   std::string central;
   central.reserve(central_size + zip64::kEndSize + zip64::kLocatorSize + kEndSize);
   for (const auto& s : slots) {
@@ -288,6 +275,49 @@ Status ArchiveWriter::finish(std::string_view manifest_json) {
   put32(central, force || central_size >= kMax32 ? kMax32 : static_cast<uint32_t>(central_size));
   put32(central, force || central_offset >= kMax32 ? kMax32 : static_cast<uint32_t>(central_offset));
   put16(central, 0);  // comment
+  return central;
+}
+
+}  // namespace
+
+Status ArchiveWriter::finish(std::string_view manifest_json) {
+  if (fd_ < 0)
+    return invalid_argument("Checkpoint writer for " + in_quotes(final_path_) + " is already finished");
+  const std::string where = "Cannot write checkpoint " + in_quotes(final_path_);
+  auto fail = [this](Status s) {
+    abandon();  // closes and removes the temp file; the writer is spent
+    return s;
+  };
+
+  // Layout first, then the entries in order, then the central directory.
+  const bool force = options_.force_zip64;
+  std::vector<Slot> slots;
+  slots.reserve(pending_.size() + 1);
+  slots.push_back({kManifestEntryName, manifest_json.size(),
+                   crc32_update(0, manifest_json.data(), manifest_json.size())});
+  for (const auto& p : pending_) slots.push_back({p.record.path, p.record.size, p.crc32});
+  uint64_t central_size = 0;
+  const uint64_t central_offset = lay_out(slots, force, central_size);
+
+  auto write_header = [&](const Slot& s) {
+    const std::string h = local_header(s);
+    return write_all(fd_, h.data(), h.size());
+  };
+  if (!write_header(slots[0]) || !write_all(fd_, manifest_json.data(), manifest_json.size())) {
+    return fail(errno_status(where, errno));
+  }
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const Pending& p = pending_[i];
+    if (!write_header(slots[i + 1])) return fail(errno_status(where, errno));
+    if (!p.from_file) {
+      if (!write_all(fd_, p.bytes.data(), p.bytes.size())) return fail(errno_status(where, errno));
+      continue;
+    }
+    if (Status s = stream_file(fd_, where, p.source_path, p.record.path, p.record.size, p.crc32); !s.ok())
+      return fail(s);
+  }
+
+  const std::string central = central_directory(slots, central_offset, central_size, force);
   if (!write_all(fd_, central.data(), central.size()) || ::fsync(fd_) != 0)
     return fail(errno_status(where, errno));
 

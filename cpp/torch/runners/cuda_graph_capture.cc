@@ -73,6 +73,52 @@ std::vector<at::Tensor> record_copy_out_nodes(const std::vector<at::Tensor>& out
   return staging;
 }
 
+// The graph's own input tensors (dense copies of `inputs`, channels_last kept) and, with in-graph
+// copies on, the staging buffer each dense one is copied in from (undefined where none).
+void make_static_inputs(const std::vector<at::Tensor>& inputs, bool in_graph_copies,
+                        std::vector<at::Tensor>& static_inputs, std::vector<at::Tensor>& staging) {
+  static_inputs.reserve(inputs.size());
+  for (const at::Tensor& input : inputs) {
+    static_inputs.push_back(at::empty_like(input));  // keeps a dense layout (channels_last stays)
+    static_inputs.back().copy_(input, true);
+  }
+  staging.resize(inputs.size());
+  for (size_t i = 0; in_graph_copies && i < inputs.size(); ++i) {
+    if (!static_inputs[i].is_contiguous() || static_inputs[i].nbytes() == 0) continue;
+    staging[i] = at::empty_like(static_inputs[i]);
+    staging[i].copy_(inputs[i], true);
+  }
+}
+
+// Why the captured outputs cannot be replayed (one is not a tensor on `device`), or "".
+std::string non_device_output(const std::vector<at::Tensor>& outs, c10::DeviceIndex device) {
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i].defined() || !outs[i].is_cuda() || outs[i].device().index() != device) {
+      return "output " + std::to_string(i) + " is not a tensor on cuda:" + std::to_string(device) +
+             " (a graph can only replay device work)";
+    }
+  }
+  return "";
+}
+
+// Finds the memcpy node of every staged copy in the captured graph (graph_copy_node.h): into the
+// graph the staging buffer is the source and the graph's tensor the destination, out of it the
+// other way round. `copies` has one slot per staging buffer; returns how many nodes were bound.
+uint64_t bind_copy_nodes(cudaGraph_t raw, GraphCopyNode::Direction direction,
+                         const std::vector<at::Tensor>& staging, const std::vector<at::Tensor>& in_graph,
+                         std::vector<GraphCopyNode>& copies) {
+  const bool into = direction == GraphCopyNode::Direction::kIntoGraph;
+  uint64_t bound = 0;
+  for (size_t i = 0; i < staging.size(); ++i) {
+    if (!staging[i].defined()) continue;
+    void* dst = into ? in_graph[i].data_ptr() : staging[i].data_ptr();
+    const void* src = into ? staging[i].data_ptr() : in_graph[i].data_ptr();
+    copies[i] = GraphCopyNode::find(raw, direction, dst, src, staging[i].nbytes());
+    bound += copies[i].bound();
+  }
+  return bound;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(
@@ -83,18 +129,8 @@ StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(
 
   auto entry = std::make_unique<Entry>();
   entry->key = key;
-  entry->static_inputs.reserve(inputs.size());
-  for (const at::Tensor& input : inputs) {
-    entry->static_inputs.push_back(at::empty_like(input));  // keeps a dense layout (channels_last stays)
-    entry->static_inputs.back().copy_(input, true);
-  }
-  entry->input_staging.resize(inputs.size());
+  make_static_inputs(inputs, in_graph_copies_, entry->static_inputs, entry->input_staging);
   entry->input_copies.resize(inputs.size());
-  for (size_t i = 0; in_graph_copies_ && i < inputs.size(); ++i) {
-    if (!entry->static_inputs[i].is_contiguous() || entry->static_inputs[i].nbytes() == 0) continue;
-    entry->input_staging[i] = at::empty_like(entry->static_inputs[i]);
-    entry->input_staging[i].copy_(inputs[i], true);
-  }
 
   // Warmup and capture share one side stream, so per-stream lazy state (cuBLAS workspaces, for
   // one) is created by the warmup, outside the capture and its private pool.
@@ -153,38 +189,17 @@ StatusOr<std::unique_ptr<CudaGraphRunner::Entry>> CudaGraphRunner::capture(
       if (failure.empty()) failure = error_text(e);
     }
   }
-  if (failure.empty()) {
-    const auto& outs = outputs.value();
-    for (size_t i = 0; i < outs.size() && failure.empty(); ++i) {
-      if (!outs[i].defined() || !outs[i].is_cuda() || outs[i].device().index() != device) {
-        failure = "output " + std::to_string(i) + " is not a tensor on cuda:" + std::to_string(device) +
-                  " (a graph can only replay device work)";
-      }
-    }
-  }
+  if (failure.empty()) failure = non_device_output(outputs.value(), device);
   if (failure.empty() && in_graph_copies_) {
     try {
-      uint64_t bound = 0;
       const cudaGraph_t raw = graph->raw_cuda_graph();
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        const at::Tensor& staging = entry->input_staging[i];
-        if (!staging.defined()) continue;
-        entry->input_copies[i] =
-            GraphCopyNode::find(raw, GraphCopyNode::Direction::kIntoGraph, entry->static_inputs[i].data_ptr(),
-                                staging.data_ptr(), staging.nbytes());
-        bound += entry->input_copies[i].bound();
-      }
       const auto& outs = outputs.value();
       entry->output_staging.resize(outs.size());
       entry->output_copies.resize(outs.size());
-      for (size_t j = 0; j < outs.size(); ++j) {
-        const at::Tensor& staging = entry->output_staging[j];
-        if (!staging.defined()) continue;
-        entry->output_copies[j] =
-            GraphCopyNode::find(raw, GraphCopyNode::Direction::kOutOfGraph, staging.data_ptr(),
-                                outs[j].data_ptr(), staging.nbytes());
-        bound += entry->output_copies[j].bound();
-      }
+      const uint64_t bound = bind_copy_nodes(raw, GraphCopyNode::Direction::kIntoGraph, entry->input_staging,
+                                             entry->static_inputs, entry->input_copies) +
+                             bind_copy_nodes(raw, GraphCopyNode::Direction::kOutOfGraph,
+                                             entry->output_staging, outs, entry->output_copies);
       graph->instantiate();
       entry->exec = graph->raw_cuda_graph_exec();
       stats_.in_graph_copies += bound;

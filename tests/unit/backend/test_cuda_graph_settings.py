@@ -20,18 +20,18 @@ def test_reactivation_keeps_the_settings_the_runner_started_with(monkeypatch, cp
 
     monkeypatch.setattr(config, "cuda_graph_clone_outputs", False)
     monkeypatch.setattr(config, "cuda_graph_cache_size", 3)
-    backend._start_cuda_graphs()
-    first = backend._cuda_graph.runner
+    backend.cuda_graphs.start()
+    first = backend.cuda_graphs.serving.runner
     assert (first.clone_outputs, first.cache_size) == (False, 3)
 
     monkeypatch.setattr(config, "cuda_graph_clone_outputs", True)
     monkeypatch.setattr(config, "cuda_graph_cache_size", 8)
-    backend._start_cuda_graphs()  # what activate() does after a deactivate()
-    again = backend._cuda_graph.runner
+    backend.cuda_graphs.start()  # what activate() does after a deactivate()
+    again = backend.cuda_graphs.serving.runner
     assert again is not first
     assert (again.clone_outputs, again.cache_size) == (False, 3)
 
     fresh = TorchEagerBackend(TorchEagerBackendConfig(use_cuda_graphs=True))
     fresh._graph_spec = wrapped.graph_specs[0]
-    fresh._start_cuda_graphs()
-    assert (fresh._cuda_graph.runner.clone_outputs, fresh._cuda_graph.runner.cache_size) == (True, 8)
+    fresh.cuda_graphs.start()
+    assert (fresh.cuda_graphs.serving.runner.clone_outputs, fresh.cuda_graphs.serving.runner.cache_size) == (True, 8)

@@ -37,6 +37,7 @@ from aitune.torch.backend.torch_inductor_aot.torch_inductor_aot_backend import (
     make_export_adapter,
 )
 from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
+from aitune.torch.backend.backend import saved_plan
 from aitune.torch.config import config
 from aitune.torch.module.state import ModuleState
 from support import record_calls
@@ -370,13 +371,15 @@ def test_aot_input_order_for_dict_input(tmp_path, aoti_loads):
     # With use_cuda_graphs the shared CUDA-graph runner wraps the AOTInductor runner itself (no
     # Python callable between them), in the package's input order; a checkpoint describes the
     # package's own plan, which the C++ runtime feeds (and wraps in CUDA graphs itself).
-    backend._cuda_graph = CudaGraphServing(backend._infer, graph, settings=(1, True), native=backend._native_plan())
+    backend.cuda_graphs.serving = CudaGraphServing(
+        backend._infer, graph, settings=(1, True), native=backend._native_plan()
+    )
     graphs = backend.serving_plan()
     assert isinstance(graphs.native, _C.CudaGraphRunner) and graphs.input_order == order
     assert repr(graphs.native) == f"CudaGraphRunner({runner.describe()})"
     torch.testing.assert_close(_serve(graphs.native, graphs.rebuild, [leaves[i] for i in order]), expected)
     torch.testing.assert_close(backend.infer(inputs, bias=bias), expected)
-    saved = backend.saved_plan()
+    saved = saved_plan(backend)
     assert saved.native is runner and saved.input_order == order and saved.rebuild is None
 
 

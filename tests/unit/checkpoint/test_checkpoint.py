@@ -14,6 +14,7 @@ import aitune.torch as ait
 from aitune import exceptions as errors
 from aitune._native import _C
 from aitune.torch.backend import TorchEagerBackend, TorchInductorAotBackend, TorchInductorJitBackend
+from aitune.torch.backend.backend import saved_plan
 from aitune.torch.module.state import ModuleState
 
 
@@ -302,11 +303,11 @@ def test_output_paths_of_a_backend_served_through_cuda_graphs():
     with torch.no_grad():
         m(x)
     backend = TorchEagerBackend()
-    backend._cuda_graph = CudaGraphServing(m.module.forward, m.graph_specs[0], settings=(1, True))
-    saved = backend.saved_plan()
+    backend.cuda_graphs.serving = CudaGraphServing(m.module.forward, m.graph_specs[0], settings=(1, True))
+    saved = saved_plan(backend)
     with pytest.raises(RuntimeError, match="has not run yet"):
         _output_paths(saved)
-    backend._cuda_graph._flat_call(x)  # the runner's first (warm-up) call, which records the outputs
-    saved = backend.saved_plan()
+    backend.cuda_graphs.serving._flat_call(x)  # the runner's first (warm-up) call, which records the outputs
+    saved = saved_plan(backend)
     assert saved.input_order == (0,) and saved.outputs.num_outputs == 2
     assert _output_paths(saved) == ["output[0]", 'output[1]["sum"]']

@@ -24,7 +24,7 @@ from aitune.exceptions import (
     UnsupportedCheckpointError,
 )
 from aitune.torch.backend import registry
-from aitune.torch.backend.backend import ArtifactPath, Backend, ServingPlan
+from aitune.torch.backend.backend import ArtifactPath, Backend, ServingPlan, saved_plan
 from aitune.torch.checkpoint.backend_state import load_backend_state, save_backend_state
 from aitune.torch.checkpoint.corrupt import as_corrupt
 from aitune.torch.checkpoint.paths import resolve_entry
@@ -373,7 +373,7 @@ def _restore_backend(
         if entry.profiles is not None and backend.input_profile() is None:
             # An artifact loaded on its own does not know its shape range: keep the saved one, so
             # the input check holds and a checkpoint saved again still carries it.
-            backend.restore_input_profile([tuple(p) if p is not None else None for p in entry.profiles])
+            backend.saved_input_profile = [tuple(p) if p is not None else None for p in entry.profiles]
         return backend
     if not graph.samples:
         raise RuntimeError(
@@ -448,7 +448,7 @@ def backend_entry(backend: Backend, writer: Any, prefix: str) -> BackendEntry:
             writer.add_file(name, str(value.path))
             artifacts[key] = name
             del data[key]
-    plan = backend.saved_plan() if artifacts and not backend.is_jit else None
+    plan = saved_plan(backend) if artifacts and not backend.is_jit else None
     return BackendEntry(
         config=data.pop("config"),
         extra=data,
@@ -456,7 +456,7 @@ def backend_entry(backend: Backend, writer: Any, prefix: str) -> BackendEntry:
         input_order=list(plan.input_order) if plan else None,
         output_paths=_output_paths(plan) if plan else None,
         native=bool(artifacts) and not backend.is_jit,
-        use_cuda_graphs=backend.serves_cuda_graphs,
+        use_cuda_graphs=backend.cuda_graphs.requested,
         **common,
     )
 

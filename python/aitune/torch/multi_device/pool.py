@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import torch
 
-from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.backend import Backend, sibling_key
 from aitune.torch.config import config
 from aitune.torch.multi_device import worker
 from aitune.torch.multi_device.transport import graph_payload, module_payload, strategy_payload
@@ -73,7 +73,7 @@ def sibling_groups(candidates: list[Backend]) -> list[list[int]]:
     groups: list[list[int]] = []
     by_key: dict[str, list[int]] = {}
     for index, candidate in enumerate(candidates):
-        key = candidate.sibling_key()
+        key = sibling_key(candidate)
         if key is not None and key in by_key:
             by_key[key].append(index)
             continue

@@ -236,8 +236,8 @@ def _status(build: dict[str, Any]) -> str:
     return '<span class="ok">success</span>' if build.get("success") else '<span class="fail">failed</span>'
 
 
-def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
-    builds = graph.get("builds") or []
+def _graph_summary(graph: dict[str, Any], base: Path | None) -> list[str]:
+    """The graph's heading and strategy row, a failure or kept-eager note, the selection, the specs."""
     out = [f'<div class="graph"><h3>Graph <code>{_e(graph.get("display_name") or graph.get("name"))}</code></h3>']
     # long paths are links, which may wrap anywhere (CSS), so the table fits the page
     out.append(
@@ -280,8 +280,10 @@ def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
     )
     out.append(_spec_tables("Input spec", graph.get("input_spec") or {}))
     out.append(_spec_tables("Output spec", graph.get("output_spec") or {}))
+    return out
 
-    out.append("<h4>Candidates</h4>")
+
+def _candidates_table(builds: list[dict[str, Any]], base: Path | None) -> str:
     rows = []
     for b in builds:
         err = b.get("error") or {}
@@ -319,7 +321,7 @@ def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
                 _link(b.get("log_file"), base),
             ]
         )
-    out.append(
+    return (
         _table(
             [
                 "Backend",
@@ -339,6 +341,11 @@ def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
         else "<p>(no candidates)</p>"
     )
 
+
+def _measured_series(
+    graph: dict[str, Any], builds: list[dict[str, Any]]
+) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """(label, colour, measurement rows) of every measured candidate, then of the eager baseline."""
     series = []
     color_i = 0
     for b in builds:
@@ -347,6 +354,10 @@ def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
             color_i += 1
     if graph.get("baseline_measurements"):
         series.append(("eager baseline", _EAGER_COLOR, graph["baseline_measurements"]))
+    return series
+
+
+def _charts(builds: list[dict[str, Any]], series: list[tuple[str, str, list[dict[str, Any]]]]) -> str:
     charts = [
         _line_chart(
             "Latency (mean, whiskers p90/p99)",
@@ -370,9 +381,10 @@ def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
         ),
     ]
     charts = [c for c in charts if c]
-    if charts:
-        out.append('<div class="charts">' + "".join(charts) + "</div>")
+    return '<div class="charts">' + "".join(charts) + "</div>" if charts else ""
 
+
+def _numeric_table(builds: list[dict[str, Any]]) -> str:
     numeric_rows = []
     for b in builds:
         corr = b.get("correctness") or {}
@@ -391,25 +403,25 @@ def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
                     corr.get("passed"),
                 ]
             )
-    if numeric_rows:
-        out.append("<h4>Numeric check</h4>")
-        out.append(
-            _table(
-                [
-                    "Backend",
-                    "Precision class",
-                    "Leaf",
-                    "Max abs err",
-                    "Max rel err",
-                    "Rel L2 err",
-                    "Mismatch fraction",
-                    "NaN",
-                    "Passed",
-                ],
-                numeric_rows,
-            )
-        )
+    if not numeric_rows:
+        return ""
+    return "<h4>Numeric check</h4>" + _table(
+        [
+            "Backend",
+            "Precision class",
+            "Leaf",
+            "Max abs err",
+            "Max rel err",
+            "Rel L2 err",
+            "Mismatch fraction",
+            "NaN",
+            "Passed",
+        ],
+        numeric_rows,
+    )
 
+
+def _measurements_table(series: list[tuple[str, str, list[dict[str, Any]]]]) -> str:
     meas_rows = []
     for label, _, rows_ in series:
         for r in rows_:
@@ -426,24 +438,30 @@ def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
                     r.get("num_measured_calls"),
                 ]
             )
-    if meas_rows:
-        out.append("<h4>Measurements</h4>")
-        out.append(
-            _table(
-                [
-                    "Backend",
-                    "Batch",
-                    "Mean [ms]",
-                    "Median [ms]",
-                    "p90 [ms]",
-                    "p99 [ms]",
-                    "CV",
-                    "Throughput [/s]",
-                    "Calls",
-                ],
-                meas_rows,
-            )
-        )
+    if not meas_rows:
+        return ""
+    return "<h4>Measurements</h4>" + _table(
+        [
+            "Backend",
+            "Batch",
+            "Mean [ms]",
+            "Median [ms]",
+            "p90 [ms]",
+            "p99 [ms]",
+            "CV",
+            "Throughput [/s]",
+            "Calls",
+        ],
+        meas_rows,
+    )
+
+
+def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
+    builds = graph.get("builds") or []
+    series = _measured_series(graph, builds)
+    out = _graph_summary(graph, base)
+    out += ["<h4>Candidates</h4>", _candidates_table(builds, base), _charts(builds, series)]
+    out += [_numeric_table(builds), _measurements_table(series)]
     if graph.get("perf_validation_results"):
         out.append("<h4>Performance validation</h4>")
         keys = sorted({k for r in graph["perf_validation_results"] for k in r})

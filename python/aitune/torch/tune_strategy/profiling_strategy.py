@@ -249,7 +249,7 @@ class ProfilingTuneStrategy(TuneStrategy):
             backend.deactivate()
             return None
         if len(self._batch_sizes(ctx)) > 1:
-            backend.release_cuda_graph_captures()  # one pool per swept size adds up over candidates
+            backend.cuda_graphs.release_captures()  # one pool per swept size adds up over candidates
         self.backend_results[-1].update({**point.result.to_json_dict(self.metric_name), "latency": point.latency_ms})
         corr = self.backend_results[-1].get("correctness") or {}
         error = (  # the error beside the speed (docs/reference/validation.md#reporting)

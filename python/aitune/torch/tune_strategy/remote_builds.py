@@ -52,7 +52,7 @@ def materialize(strategy: TuneStrategy, record: CandidateRecord, ctx: GraphConte
         if built.artifacts and cls.restores_from_artifacts:
             backend = cls.restore(copy.deepcopy(blueprint.config), dict(built.artifacts), ctx.graph, ctx.device)
             if built.input_profile is not None and backend.input_profile() is None:
-                backend.restore_input_profile(built.input_profile)
+                backend.saved_input_profile = built.input_profile
         else:
             backend = copy.deepcopy(blueprint)
             build_dir = Path(ctx.cache_dir) / backend.key()

@@ -16,37 +16,32 @@ import torch
 
 from aitune.exceptions import BackendUnavailableError, CudaGraphCaptureError, TuningBudgetExceeded
 from aitune.torch.backend import TorchEagerBackend
-from aitune.torch.backend.backend import Backend
+from aitune.torch.backend.backend import Backend, availability
 from aitune.torch.backend.common.compile_caches import reset_compiler_caches
 from aitune.torch.config import config
 from aitune.torch.logging_utils import captured_output, format_duration, indent
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
-from aitune.torch.task.correctness import check_correctness
-from aitune.torch.task.numeric import check_numeric, effective_precision_class, reference_outputs, tf32_switches
-from aitune.torch.task.precise_reference import native_precision_class
+from aitune.torch.task.numeric import reference_outputs
 from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.max_batch_search import search_max_batch_size
 from aitune.torch.tune_data import recorder as telemetry
 from aitune.torch.tune_strategy.budget import TuningBudget, build_deadline
+from aitune.torch.tune_strategy.candidate_checks import validate_candidate
 from aitune.torch.tune_strategy.context import Baseline, GraphContext, installed_executor
 from aitune.torch.tune_strategy.outcome import CandidateTally
 from aitune.torch.tune_strategy.records import BuiltCandidate, CandidateRecord
 from aitune.torch.tune_strategy.siblings import SiblingBuilds
 from aitune.torch.utils.memory import clear_failed_build, is_disk_full, is_out_of_memory, release_memory
 from aitune.torch.utils.progress import CandidateProgress, LiveLine, set_candidate
-from aitune.torch.validation import ToleranceSetting, resolve_tolerance
+from aitune.torch.validation import ToleranceSetting
 
 logger = logging.getLogger("aitune")
 
 __all__ = ["Baseline", "GraphContext", "TuneStrategy", "availability"]
 
 
-def availability(backend: Backend, device: torch.device) -> tuple[bool, str]:
-    return backend.availability(device)
-
-
-def checked_budget_s(budget_s: Any) -> float | None:
+def checked_budget_s(budget_s: object) -> float | None:
     """A strategy's `budget_s=`: seconds > 0, or None for the config's (docs/reference/strategies.md#tuning-budget)."""
     if budget_s is None:
         return None
@@ -60,7 +55,7 @@ class TuneStrategy(abc.ABC):
     # the profiling strategies); OneBackend and custom strategies are not budgeted.
     _walks_candidates: ClassVar[bool] = False
 
-    def __init__(self, sink: Any = None, profiling_config: ProfilingConfig | None = None) -> None:
+    def __init__(self, sink: logging.Logger | None = None, profiling_config: ProfilingConfig | None = None) -> None:
         self.sink = sink
         self.profiling_config = profiling_config or ProfilingConfig()
         self.backend_results: list[dict[str, Any]] = []
@@ -101,7 +96,7 @@ class TuneStrategy(abc.ABC):
     def clone(self) -> TuneStrategy:
         return copy.deepcopy(self)
 
-    def prepare(self, device: Any) -> TuneStrategy:
+    def prepare(self, device: torch.device | str) -> TuneStrategy:
         """Settles what depends on the tuning device (e.g. default candidate lists, which add
         CUDA-graph variants on CUDA). Called before the results-store key is computed and before
         tuning; idempotent."""
@@ -348,11 +343,11 @@ class TuneStrategy(abc.ABC):
     def _reset_candidate_results(self) -> None:
         """Clears the per-candidate results a record carries (evaluate())."""
 
-    def _measure_candidate(self, backend: Backend, ctx: GraphContext) -> Any:
+    def _measure_candidate(self, backend: Backend, ctx: GraphContext) -> object:
         """The verdict on a built, validated candidate: the gate, or a measured point."""
         raise NotImplementedError(f"{type(self).__name__} does not measure candidates for evaluate()")
 
-    def _record_verdict(self, record: CandidateRecord, verdict: Any) -> bool:
+    def _record_verdict(self, record: CandidateRecord, verdict: object) -> bool:
         """Puts `verdict` (None: the candidate failed earlier) into `record`; True when the
         candidate qualified, so its build is kept for decide()."""
         raise NotImplementedError(f"{type(self).__name__} does not record verdicts for evaluate()")
@@ -570,30 +565,11 @@ class TuneStrategy(abc.ABC):
         return backend
 
     def _validate(self, backend: Backend, ctx: GraphContext, result: dict[str, Any]) -> None:
-        """Structural checks, then the numeric comparison with eager (docs/reference/validation.md). The precision
-        class that judged the outputs, and the TF32 switches in force, stay with the backend: a
-        checkpoint records them so every later check (aitune run --check) uses the same class."""
-        description = f"{ctx.module_name}.{ctx.graph.name}.{backend.describe()}"
-        step_start = time.perf_counter()
-        with LiveLine(f"🔍 {backend.describe()}: checking outputs against eager"):
-            check_correctness(backend, ctx.graph, ctx.data, description)
-        tune_data.record_step("correctness_check", time.perf_counter() - step_start)
-        cls = effective_precision_class(backend, ctx.module, ctx.device)
-        backend.validated_precision = {"precision_class": cls, "tf32": tf32_switches()}
-        if self._numeric_check and ctx.refs is not None:
-            tolerance = resolve_tolerance(cls, backend.tolerance, self._tolerance)
-            step_start = time.perf_counter()
-            with LiveLine(f"🔍 {backend.describe()}: comparing outputs with eager"):
-                # The noise bound applies to a candidate computing the model's own precision.
-                native = cls == native_precision_class(ctx.module, ctx.device)
-                summary = check_numeric(backend.infer, ctx.graph, ctx.data, ctx.refs, tolerance, cls, native)
-            tune_data.record_step("numeric_check", time.perf_counter() - step_start)
-            tune_data.record_correctness(summary)
-            result["correctness"] = {"precision_class": cls, "passed": summary.passed, **summary.worst}
-        if type(self).check_correctness is not TuneStrategy.check_correctness:
-            step_start = time.perf_counter()
-            self.check_correctness(backend, ctx.module_name, ctx.graph, ctx.data)
-            tune_data.record_step("user_correctness_check", time.perf_counter() - step_start)
+        """The checks of docs/reference/validation.md (candidate_checks.py), with this strategy's
+        switches, tolerance and, when a subclass defines one, its check_correctness metric."""
+        overridden = type(self).check_correctness is not TuneStrategy.check_correctness
+        user_check = self.check_correctness if overridden else None
+        validate_candidate(backend, ctx, result, self._numeric_check, self._tolerance, user_check)
         self._log("✅ backend validated")
 
     def check_correctness(self, backend: Backend, name: str, graph_spec: GraphSpec, data: list[Sample]) -> None:
@@ -607,6 +583,6 @@ class TuneStrategy(abc.ABC):
         """Raises CudaGraphCaptureError when a CUDA-graph capture of the candidate's calls failed:
         the shared runner then serves those calls without a graph, so the candidate is not what it
         claims to be. Its plain sibling (same build) remains a candidate."""
-        failure = backend.cuda_graph_capture_failure()
+        failure = backend.cuda_graphs.capture_failure()
         if failure is not None:
             raise CudaGraphCaptureError(f"CUDA graph capture failed for {backend.describe()}: {failure}")

@@ -439,4 +439,4 @@ def test_strategies_skip_the_default_provider_on_cuda_with_cpu_only_onnxruntime(
     assert not ok and reason.startswith("onnxruntime-gpu is not installed. Please install `onnxruntime-gpu`.")
     assert availability(ONNXRuntimeBackend(), torch.device("cpu")) == (True, "")
     explicit_cpu = ONNXRuntimeBackend(ONNXRuntimeBackendConfig(execution_provider="cpu"))
-    assert explicit_cpu.unavailable_on(torch.device("cuda:0")) is None  # the build explains that mismatch
+    assert explicit_cpu._unavailable_on(torch.device("cuda:0")) is None  # the build explains that mismatch

@@ -18,6 +18,7 @@ import torch
 import aitune.torch as ait
 from aitune.exceptions import AITuneUserInputError, IncompatibleCheckpointError
 from aitune.torch.backend import TorchAOBackend, TorchAOBackendConfig
+from aitune.torch.backend.backend import sibling_key
 from aitune.torch.backend.torchao import SelectedModules
 from aitune.torch.backend.torchao.torchao_config import SAVED_STATE_KEY
 from aitune.torch.tune_strategy import quantized_candidates
@@ -224,7 +225,7 @@ def test_quantized_candidates_are_opt_in_and_follow_the_device():
         "TorchAOBackend(mode=max-autotune-no-cudagraphs,quantization=int8wo,use_cuda_graphs=True)",
         "TorchAOBackend(mode=max-autotune-no-cudagraphs,quantization=int8wo)",
     ]
-    assert cuda[0].sibling_key() == cuda[1].sibling_key()  # one build serves both
+    assert sibling_key(cuda[0]) == sibling_key(cuda[1])  # one build serves both
     with pytest.raises(ValueError, match="Unknown quantization preset"):
         quantized_candidates("cpu", presets=["int4"])
 

@@ -13,6 +13,7 @@ import torch
 
 from aitune.exceptions import BackendUnavailableError
 from aitune.torch.backend import TorchAOBackend, TorchAOBackendConfig
+from aitune.torch.backend.backend import availability
 from aitune.torch.backend.torchao import QUANTIZATION_PRESETS, SelectedModules
 from aitune.torch.backend.torchao.torchao_config import SAVED_STATE_KEY
 from aitune.torch.backend.torchao_backend import DEFAULT_QUANTIZATION
@@ -230,24 +231,24 @@ def test_without_torchao_the_backend_is_skipped_with_the_reason(monkeypatch):
         False,
         "torchao is not installed. Please install `torchao` (pip install 'aitune[torchao]').",
     )
-    assert backend.availability(torch.device("cpu"))[0] is False
+    assert availability(backend, torch.device("cpu"))[0] is False
     with pytest.raises(BackendUnavailableError, match="torchao is not installed"):
         backend.build(torch.nn.Linear(4, 4), None, [], "cpu", "/tmp/unused-aitune-torchao")
 
 
 def test_device_requirements_name_the_compute_capability():
     cpu = torch.device("cpu")
-    assert TorchAOBackend(TorchAOBackendConfig(quantization="int8wo")).availability(cpu) == (True, "")
-    assert TorchAOBackend(TorchAOBackendConfig(quantization="fp8wo")).availability(cpu) == (True, "")
-    ok, reason = TorchAOBackend(TorchAOBackendConfig(quantization="fp8dq")).availability(cpu)
+    assert availability(TorchAOBackend(TorchAOBackendConfig(quantization="int8wo")), cpu) == (True, "")
+    assert availability(TorchAOBackend(TorchAOBackendConfig(quantization="fp8wo")), cpu) == (True, "")
+    ok, reason = availability(TorchAOBackend(TorchAOBackendConfig(quantization="fp8dq")), cpu)
     assert not ok and reason == (
         "fp8dq needs a CUDA GPU of compute capability 8.9 (sm_89, Ada Lovelace or Hopper) or newer; the tuning device "
         "is cpu"
     )
-    ok, reason = TorchAOBackend(TorchAOBackendConfig(quantization="nvfp4dq")).availability(cpu)
+    ok, reason = availability(TorchAOBackend(TorchAOBackendConfig(quantization="nvfp4dq")), cpu)
     assert not ok and "compute capability 10.0 (sm_100, Blackwell) or newer" in reason
     custom = TorchAOBackend(TorchAOBackendConfig(quantization_config=Float8DynamicActivationFloat8WeightConfig()))
-    assert "Float8DynamicActivationFloat8WeightConfig needs a CUDA GPU" in custom.availability(cpu)[1]
+    assert "Float8DynamicActivationFloat8WeightConfig needs a CUDA GPU" in availability(custom, cpu)[1]
 
 
 def test_the_saved_class_table_needs_torchao(monkeypatch):

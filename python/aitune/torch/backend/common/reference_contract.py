@@ -5,14 +5,21 @@ backend reads `self.device`, set before the call) and `_deploy()` none either; a
 backends take the device explicitly. A class's signatures are read once, when it is defined, so
 a backend copied from AITune's documentation builds and deploys unchanged. AITune backends also
 keep their own checkpoint state (`to_dict()` / classmethod `from_dict(module, state_dict)`),
-which ait.save stores without pickle (checkpoint/backend_state.py)."""
+which ait.save stores without pickle (checkpoint/backend_state.py).
+
+AITune's backends also call two helpers of its base class, `self._set_device(device)` and
+`with self._track_build_step(step) as result:`; they are defined here and Backend binds them
+under those names (its own lifecycle does not use them)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import inspect
-from typing import Callable
+from typing import Any, Callable, Iterator, Protocol
+
+import torch
 
 
 class ExecutionMode(str, enum.Enum):
@@ -59,3 +66,31 @@ class Contract:
             deploy_takes_device=_positional_count(deploy) != 0 if deploy is not None else True,
             own_state=callable(getattr(backend_class, "from_dict", None)),
         )
+
+
+class _DeviceHolder(Protocol):
+    _device: torch.device | None
+
+
+def set_device(backend: _DeviceHolder, device: torch.device | str | None) -> None:
+    """AITune's `Backend._set_device`: the device the backend serves on."""
+    if device is not None:
+        backend._device = torch.device(device)
+    if backend._device is None:
+        raise ValueError("Device is not set. Please set the device before deploying.")
+
+
+@contextlib.contextmanager
+def track_build_step(backend: object, step: Any) -> Iterator[dict[str, Any]]:
+    """AITune's `Backend._track_build_step`: records one build step (`with
+    self._track_build_step(step) as result:`) and whether it succeeded, in `backend._build_results`."""
+    result: dict[str, Any] = {"step": step}
+    steps = backend.__dict__.setdefault("_build_results", [])
+    try:
+        yield result
+        result["success"] = True
+    except Exception:
+        result["success"] = False
+        raise
+    finally:
+        steps.append(result)

@@ -315,7 +315,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             cuda_index = None
             if device.type == "cuda":
                 cuda_index = device.index if device.index is not None else torch.cuda.current_device()
-            use_device_time = self.serves_cuda_graphs and cuda_index is not None
+            use_device_time = self.cuda_graphs.requested and cuda_index is not None
             totals = {SPECIALISED: 0.0, DYNAMIC: 0.0}
             variants = {SPECIALISED: self._route, DYNAMIC: self._compiled}
             timed = [(key, call) for key, call in self._compare_calls if key not in self._untimed_keys]

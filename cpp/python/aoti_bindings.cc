@@ -16,6 +16,8 @@ namespace aitune::python {
 namespace py = pybind11;
 
 void register_aoti_bindings(py::module_& m) {
+  // The package metadata key the backend writes its input count under, which the runner reads.
+  m.attr("AOTI_NUM_INPUTS_METADATA_KEY") = AotiRunner::kNumInputsMetadataKey;
   py::class_<AotiRunner, Runner, std::shared_ptr<AotiRunner>>(
       m, "AotiRunner", "Serves a model.pt2 AOTInductor package natively.")
       .def_static(

@@ -7,9 +7,12 @@
 #include <utility>
 #include <variant>
 
+#include "checkpoint/manifest_backend.h"
+#include "checkpoint/manifest_schema.h"
 #include "checkpoint/state_schema.h"
 #include "checkpoint/zip_archive.h"
 #include "errors.h"
+#include "runtime/runtime.h"
 
 namespace aitune::python {
 namespace py = pybind11;
@@ -56,11 +59,6 @@ void register_structs(py::module_& m) {
       .def_readonly("kind", &ManifestParam::kind)
       .def_readonly("has_default", &ManifestParam::has_default);
 
-  py::class_<ManifestProfile>(m, "ManifestProfile", "A tensor input's saved range; bounded False: none.")
-      .def_readonly("bounded", &ManifestProfile::bounded)
-      .def_readonly("min", &ManifestProfile::min)
-      .def_readonly("max", &ManifestProfile::max);
-
   py::class_<ManifestLeaf>(m, "ManifestLeaf", "One leaf of an input or output spec.")
       .def_property_readonly("semantic_path",
                              [](const ManifestLeaf& l) { return semantic_path(l.semantic_steps); })
@@ -78,28 +76,17 @@ void register_structs(py::module_& m) {
       .def_property_readonly("value", [](const ManifestLeaf& l) { return decoded(l.value_json); })
       .def_readonly("needs_eq", &ManifestLeaf::needs_eq);
 
-  py::class_<ManifestBackend>(m, "ManifestBackend",
-                              "A graph's backend entry; `name` is the stable name in either format.")
-      .def_readonly("name", &ManifestBackend::name)
-      .def_property_readonly("class_path",
-                             [](const ManifestBackend& b) { return none_if_empty(b.class_path); })
-      .def_property_readonly("config", [](const ManifestBackend& b) { return decoded(b.config_json); })
-      .def_property_readonly("extra", [](const ManifestBackend& b) { return decoded(b.extra_json); })
-      .def_readonly("precision_class", &ManifestBackend::precision_class)
-      .def_readonly("has_tf32", &ManifestBackend::has_tf32)
-      .def_property_readonly("tf32", [](const ManifestBackend& b) { return decoded(b.tf32_json); })
-      .def_readonly("is_jit", &ManifestBackend::is_jit)
-      .def_readonly("native", &ManifestBackend::native)
-      .def_readonly("use_cuda_graphs", &ManifestBackend::use_cuda_graphs)
-      .def_property_readonly("device", [](const ManifestBackend& b) { return none_if_empty(b.device); })
-      .def_readonly("requires", &ManifestBackend::requires_)
-      .def_readonly("artifacts", &ManifestBackend::artifacts)
-      .def_readonly("input_order", &ManifestBackend::input_order)
-      .def_readonly("output_paths", &ManifestBackend::output_paths)
-      .def_readonly("profiles", &ManifestBackend::profiles)
-      .def_readonly("own_state", &ManifestBackend::own_state)
-      .def_property_readonly("state", [](const ManifestBackend& b) { return decoded(b.state_json); })
-      .def_readonly("state_tensors", &ManifestBackend::state_tensors);
+  // The backend entry's fields come from its one table (manifest_backend.h), decoded from JSON.
+  py::class_<ManifestBackend> backend(m, "ManifestBackend",
+                                      "A graph's backend entry; `name` is the stable name in either format.");
+  py::tuple names(backend_fields().size());
+  for (size_t i = 0; i < backend_fields().size(); ++i) {
+    const BackendField& field = backend_fields()[i];
+    backend.def_property_readonly(field.key,
+                                  [json = field.json](const ManifestBackend& b) { return decoded(json(b)); });
+    names[i] = field.key;
+  }
+  m.attr("MANIFEST_BACKEND_FIELDS") = names;
 
   py::class_<ManifestGraph>(m, "ManifestGraph", "One graph: its spec, backend and samples.")
       .def_readonly("name", &ManifestGraph::name)
@@ -142,6 +129,32 @@ void register_structs(py::module_& m) {
       .def_readonly("sha512", &Manifest::sha512);
 }
 
+// The current fingerprint (checkpoint/fingerprint.h's one builder): the environment probe's facts,
+// with what the Python process knows better (torch.__version__ keeps its local suffix) and the
+// versions of its packages (None: not installed).
+void register_fingerprint(py::module_& m) {
+  using Text = std::optional<std::string>;
+  m.def(
+      "current_fingerprint",
+      [](int device_index, const std::string& torch, const Text& cuda_runtime, const Text& tensorrt,
+         const Text& torch_tensorrt, const Text& onnxruntime) {
+        FingerprintSources s = fingerprint_sources(device_index);
+        s.torch = torch;
+        s.cuda_runtime = cuda_runtime.value_or("");
+        s.has_packages = true;
+        s.tensorrt = tensorrt.value_or("");
+        s.torch_tensorrt = torch_tensorrt.value_or("");
+        s.onnxruntime = onnxruntime.value_or("");
+        py::dict out;
+        for (const auto& [field, value] : build_fingerprint(s)) out[py::str(field)] = value;
+        return out;
+      },
+      py::arg("device_index"), py::arg("torch"), py::arg("cuda_runtime"), py::arg("tensorrt"),
+      py::arg("torch_tensorrt"), py::arg("onnxruntime"),
+      "The environment fingerprint saved in checkpoints, for the GPU of `device_index` (field -> str or "
+      "None).");
+}
+
 }  // namespace
 
 Manifest read_archive_manifest(const ArchiveReader& reader) {
@@ -155,6 +168,9 @@ Manifest read_archive_manifest(const ArchiveReader& reader) {
 
 void register_manifest_bindings(py::module_& m) {
   register_structs(m);
+  register_fingerprint(m);
+  m.attr("MANIFEST_FORMAT") = kManifestFormat;
+  m.attr("MANIFEST_RESULTS_KIND") = kManifestResultsKind;
   m.def(
       "read_manifest",
       [](const std::string& text) {

@@ -63,7 +63,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("task", ("aitune.torch.task",)),
     # multi_device runs a strategy's candidates on other devices, with the strategy's own steps.
     ("tune_strategy", ("aitune.torch.tune_strategy", "aitune.torch.multi_device")),
-    ("results", ("aitune.torch.results", "aitune.torch.checkpoint.format")),
+    (
+        "results",
+        (
+            "aitune.torch.results",
+            "aitune.torch.checkpoint.format",
+            "aitune.torch.checkpoint.entry_writer",
+            "aitune.torch.checkpoint.restore",
+        ),
+    ),
     ("module", ("aitune.torch.module",)),
     (
         "api",

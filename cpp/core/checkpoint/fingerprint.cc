@@ -1,5 +1,7 @@
 #include "checkpoint/fingerprint.h"
 
+#include <sys/utsname.h>
+
 #include <cctype>
 
 namespace aitune {
@@ -57,6 +59,30 @@ std::vector<FingerprintMismatch> fingerprint_mismatches(const Fingerprint& saved
     }
   }
   return out;
+}
+
+FingerprintFields build_fingerprint(const FingerprintSources& s) {
+  auto text = [](const std::string& v) { return v.empty() ? std::nullopt : std::optional<std::string>(v); };
+  FingerprintFields out = {{"gpu_name", text(s.gpu_name)},
+                           {"gpu_sm", text(s.gpu_sm)},
+                           {"driver_version", text(s.driver_version)},
+                           {"cuda_runtime", text(s.cuda_runtime)},
+                           {"torch", text(s.torch)}};
+  if (s.has_packages) {
+    out.emplace_back("tensorrt", text(s.tensorrt));
+    out.emplace_back("torch_tensorrt", text(s.torch_tensorrt));
+    out.emplace_back("onnxruntime", text(s.onnxruntime));
+  }
+  out.emplace_back("platform", text(s.platform));
+  return out;
+}
+
+std::string host_platform() {
+  struct utsname u {};
+  if (uname(&u) != 0) return "";
+  std::string system = u.sysname;
+  for (char& c : system) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return system + "-" + u.machine;
 }
 
 std::string fingerprint_value_text(const std::optional<std::string>& value) {

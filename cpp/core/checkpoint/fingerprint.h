@@ -1,13 +1,14 @@
-// The environment fingerprint's one comparison rule
-// (docs/reference/checkpoint.md#integrity-and-compatibility), used by the C++ runtime and, through
-// `_C.fingerprint_mismatches`, by Python's ait.load, so the two cannot drift. Torch-free: a fingerprint is a
-// flat map of text values.
+// The environment fingerprint (docs/reference/checkpoint.md#integrity-and-compatibility): its one
+// builder and its one comparison rule, used by the C++ runtime and, through `_C.current_fingerprint`
+// and `_C.fingerprint_mismatches`, by Python's ait.save/ait.load, so the two cannot drift.
+// Torch-free: a fingerprint is a flat map of text values; the caller probes the environment.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace aitune {
@@ -15,6 +16,31 @@ namespace aitune {
 // Field -> value ("torch" -> "2.11.0+cu130", "gpu_sm" -> "9.0"); nullopt for a component that is
 // absent (JSON null). A manifest's numbers are kept as their JSON text.
 using Fingerprint = std::map<std::string, std::optional<std::string>, std::less<>>;
+
+// What a fingerprint is built from; empty text is an absent component (JSON null).
+struct FingerprintSources {
+  std::string torch;           // torch's version: Python's torch.__version__ ("2.11.0+cu130") or libtorch's
+  std::string cuda_runtime;    // the CUDA runtime torch uses ("13.0")
+  std::string driver_version;  // the NVIDIA driver's
+  std::string gpu_name;        // the GPU the checkpoint is for
+  std::string gpu_sm;          // its compute capability ("9.0")
+  std::string platform;        // host_platform()
+  // Versions of Python packages: only a Python process knows them. Without them (the C++ runtime,
+  // the CLI) the fingerprint has no such fields, which compare as absent.
+  bool has_packages = false;
+  std::string tensorrt;  // the tensorrt module's version (aitune.tensorrt_install)
+  std::string torch_tensorrt;
+  std::string onnxruntime;
+};
+
+// The fingerprint's fields in the order they are saved.
+using FingerprintFields = std::vector<std::pair<std::string, std::optional<std::string>>>;
+
+FingerprintFields build_fingerprint(const FingerprintSources& sources);
+
+// "<system>-<machine>" of this host in lower case, as Python's platform module spells them
+// ("linux-x86_64", "linux-aarch64").
+std::string host_platform();
 
 struct FingerprintMismatch {
   std::string field;                 // the component reported: "gpu_sm" also for gpu_sm_ampere_plus

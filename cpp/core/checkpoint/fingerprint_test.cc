@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <string>
+#include <vector>
+
 namespace aitune {
 namespace {
 
@@ -80,6 +84,44 @@ TEST(FingerprintTest, MismatchesKeepTheOrderOfRequires) {
   EXPECT_EQ(found[0].field, "gpu_sm");
   EXPECT_EQ(found[1].field, "torch");
   EXPECT_EQ(found[2].field, "cuda_major");
+}
+
+TEST(FingerprintTest, TheBuilderSavesEveryFieldInOrderEmptyAsAbsent) {
+  FingerprintSources s;
+  s.torch = "2.11.0+cu130";
+  s.cuda_runtime = "13.0";
+  s.gpu_name = "NVIDIA H200";
+  s.gpu_sm = "9.0";
+  s.platform = "linux-x86_64";
+  s.has_packages = true;
+  s.tensorrt = "10.13.0";
+  const FingerprintFields fields = build_fingerprint(s);
+  const FingerprintFields expected = {{"gpu_name", "NVIDIA H200"},      {"gpu_sm", "9.0"},
+                                      {"driver_version", std::nullopt}, {"cuda_runtime", "13.0"},
+                                      {"torch", "2.11.0+cu130"},        {"tensorrt", "10.13.0"},
+                                      {"torch_tensorrt", std::nullopt}, {"onnxruntime", std::nullopt},
+                                      {"platform", "linux-x86_64"}};
+  EXPECT_EQ(fields, expected);
+}
+
+TEST(FingerprintTest, WithoutPythonPackagesTheirFieldsAreLeftOut) {
+  FingerprintSources s;
+  s.torch = "2.11.0";
+  s.platform = host_platform();
+  const FingerprintFields fields = build_fingerprint(s);
+  std::vector<std::string> names;
+  for (const auto& [name, value] : fields) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"gpu_name", "gpu_sm", "driver_version", "cuda_runtime", "torch",
+                                             "platform"}));
+  // A package a backend requires is absent on both sides' terms: saved "10.13.0" differs from it.
+  const Fingerprint current(fields.begin(), fields.end());
+  EXPECT_EQ(fingerprint_mismatches(kH200, current, {"tensorrt"}).size(), 1u);
+}
+
+TEST(FingerprintTest, HostPlatformIsSystemAndMachineInLowerCase) {
+  const std::string p = host_platform();
+  ASSERT_NE(p.find('-'), std::string::npos) << p;
+  for (char c : p.substr(0, p.find('-'))) EXPECT_FALSE(std::isupper(static_cast<unsigned char>(c))) << p;
 }
 
 }  // namespace

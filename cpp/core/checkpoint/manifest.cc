@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "checkpoint/backend_names.h"
+#include "checkpoint/manifest_backend.h"
 #include "checkpoint/manifest_schema.h"
 #include "checkpoint/semantic_path.h"
 
@@ -11,19 +11,6 @@ namespace aitune {
 namespace {
 
 using json = nlohmann::json;
-
-// `obj[key]` as JSON text; `absent` when the key is missing.
-std::string json_text(const json& obj, const char* key, const char* absent = "null") {
-  const auto it = obj.find(key);
-  return it == obj.end() ? absent : it->dump();
-}
-
-// `obj[key]` when it is a string; nullopt when it is null or missing.
-std::optional<std::string> optional_string(const json& obj, const char* key) {
-  const auto it = obj.find(key);
-  if (it == obj.end() || !it->is_string()) return std::nullopt;
-  return it->get<std::string>();
-}
 
 std::optional<ManifestScalar> scalar_of(const json& node) {
   if (!node.is_object() || !node.contains("value")) return std::nullopt;
@@ -82,52 +69,6 @@ ManifestLeaf read_leaf(const json& j) {
 std::vector<ManifestLeaf> read_leaves(const json& spec) {
   std::vector<ManifestLeaf> out;
   for (const json& l : spec["leaves"]) out.push_back(read_leaf(l));
-  return out;
-}
-
-ManifestProfile read_profile(const json& p) {
-  ManifestProfile r;
-  if (p.is_null()) {  // the schema allows it: no hard range for this input
-    r.bounded = false;
-    return r;
-  }
-  r.min = p.at(0).get<std::vector<int64_t>>();
-  for (const json& d : p.at(1))
-    r.max.push_back(d.is_null() ? std::nullopt : std::optional<int64_t>(d.get<int64_t>()));
-  return r;
-}
-
-ManifestBackend read_backend(const json& b, int format_version) {
-  ManifestBackend out;
-  if (format_version == 1) {
-    out.class_path = b["class"].get<std::string>();
-    out.name = backend_name_for_class_path(out.class_path);
-  } else {
-    out.name = b["name"].get<std::string>();
-  }
-  const json& config = b["config"];
-  out.config_json = config.dump();
-  out.extra_json = json_text(b, "extra", "{}");
-  // config.use_cuda_graphs decides; runtime.use_cuda_graphs is the writer's copy (manifest.h).
-  const auto cuda_graphs = config.find("use_cuda_graphs");
-  out.use_cuda_graphs = cuda_graphs != config.end() && cuda_graphs->is_boolean() && cuda_graphs->get<bool>();
-  out.precision_class = b["precision_class"].get<std::string>();
-  out.has_tf32 = b.contains("tf32");
-  out.tf32_json = json_text(b, "tf32");
-  out.is_jit = b["is_jit"].get<bool>();
-  out.native = b["native"].get<bool>();
-  out.device = b["device"].is_string() ? b["device"].get<std::string>() : "";
-  out.requires_ = b["requires"].get<std::vector<std::string>>();
-  for (const auto& [key, entry] : b["artifacts"].items()) out.artifacts[key] = entry.get<std::string>();
-  if (b["input_order"].is_array()) out.input_order = b["input_order"].get<std::vector<int>>();
-  if (b["output_paths"].is_array()) out.output_paths = b["output_paths"].get<std::vector<std::string>>();
-  if (b["profiles"].is_array()) {
-    out.profiles.emplace();
-    for (const json& p : b["profiles"]) out.profiles->push_back(read_profile(p));
-  }
-  out.own_state = b.value("own_state", false);
-  out.state_json = json_text(b, "state");
-  out.state_tensors = optional_string(b, "state_tensors");
   return out;
 }
 

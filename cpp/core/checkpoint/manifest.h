@@ -60,6 +60,8 @@ struct ManifestProfile {
   std::vector<std::optional<int64_t>> max;  // nullopt: unbounded
 };
 
+// `modules[].graphs[].backend`. Checked, read and listed for Python (backend_fields()) in
+// manifest_backend.{h,cc}: a new field goes here, there, and into checkpoint/entry_writer.py.
 struct ManifestBackend {
   std::string name;             // stable name (backend_names.h); for format 1, mapped from class_path
   std::string class_path;       // format 1 only: the Python class path it stored

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/backend_names.h"
+#include "checkpoint/manifest_backend.h"
 #include "checkpoint/schema_rules.h"
 #include "checkpoint/state_schema.h"
 
@@ -211,137 +212,6 @@ Status check_spec(const json& graph, const std::string& where, const char* key, 
   return Status::Ok();
 }
 
-Status check_profiles(const json& profiles, const std::string& where, const std::vector<size_t>& ranks) {
-  if (profiles.size() != ranks.size()) {
-    return bad(where, "one range per tensor input (" + std::to_string(ranks.size()) + ")", profiles);
-  }
-  for (size_t i = 0; i < profiles.size(); ++i) {
-    const json& p = profiles[i];
-    const std::string at = where + "[" + std::to_string(i) + "]";
-    if (p.is_null()) continue;
-    if (!p.is_array() || p.size() != 2 || !p[0].is_array() || !p[1].is_array() || p[0].size() != ranks[i] ||
-        p[1].size() != ranks[i]) {
-      return bad(at, "[min shape, max shape] of rank " + std::to_string(ranks[i]), p);
-    }
-    for (size_t a = 0; a < ranks[i]; ++a) {
-      const json& lo = p[0][a];
-      const json& hi = p[1][a];
-      if (!lo.is_number_integer() || lo.get<int64_t>() < 0) return bad(at + "[0][]", "a dimension", lo);
-      if (!hi.is_null() && (!hi.is_number_integer() || hi.get<int64_t>() < lo.get<int64_t>())) {
-        return bad(at + "[1][]", "null or a dimension not below the minimum", hi);
-      }
-    }
-  }
-  return Status::Ok();
-}
-
-Status check_backend(const Context& ctx, const json& graph, const std::string& where,
-                     const std::string& folder, const std::vector<size_t>& input_ranks, size_t num_outputs,
-                     bool* is_jit) {
-  const json* b = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(graph, where, "backend", Kind::kObject, &b));
-  const std::string at = where + ".backend";
-  const json* v = nullptr;
-  // Format 1 named the backend by its Python class path, format 2 by its stable name
-  // (backend_names.h); either is only ever looked up, never imported.
-  if (ctx.format_version == 1) {
-    AITUNE_RETURN_IF_ERROR(get(*b, at, "class", Kind::kString, &v));
-    if (v->get<std::string>().empty() || v->get<std::string>().size() > 512)
-      return bad(at + ".class", "a class name", *v);
-  } else {
-    AITUNE_RETURN_IF_ERROR(get(*b, at, "name", Kind::kString, &v));
-    const std::string& name = v->get_ref<const std::string&>();
-    if (name.empty() || name.size() > 512 ||
-        !std::all_of(name.begin(), name.end(), [](unsigned char c) { return c > 0x20 && c < 0x7F; })) {
-      return bad(at + ".name", "a backend name", *v);
-    }
-  }
-  AITUNE_RETURN_IF_ERROR(get(*b, at, "config", Kind::kObject, &v));
-  if (b->contains("extra")) AITUNE_RETURN_IF_ERROR(get(*b, at, "extra", Kind::kObject, &v));
-  std::string precision;
-  AITUNE_RETURN_IF_ERROR(
-      get_string_in(*b, at, "precision_class", {"fp32", "tf32", "fp16", "bf16", "int8", "fp8"}, &precision));
-  if (b->contains("tf32")) AITUNE_RETURN_IF_ERROR(get(*b, at, "tf32", Kind::kObject, &v, /*nullable=*/true));
-  const json* jit = nullptr;
-  const json* native = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(*b, at, "is_jit", Kind::kBool, &jit));
-  AITUNE_RETURN_IF_ERROR(get(*b, at, "native", Kind::kBool, &native));
-  *is_jit = jit->get<bool>();
-  if (b->contains("runtime")) AITUNE_RETURN_IF_ERROR(get(*b, at, "runtime", Kind::kObject, &v));
-  bool own_state = false;
-  if (b->contains("own_state")) {
-    AITUNE_RETURN_IF_ERROR(get(*b, at, "own_state", Kind::kBool, &v));
-    own_state = v->get<bool>();
-  }
-  const json* requires_ = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(*b, at, "requires", Kind::kArray, &requires_));
-  for (const json& r : *requires_) {
-    if (!r.is_string()) return bad(at + ".requires[]", "a fingerprint field name", r);
-  }
-  const json* device = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(*b, at, "device", Kind::kString, &device, /*nullable=*/true));
-  if (device) {
-    const std::string d = device->get<std::string>();
-    const bool cuda = starts_with(d, "cuda:") && d.size() > 5 && d.size() <= 8 &&
-                      std::all_of(d.begin() + 5, d.end(), [](unsigned char c) { return std::isdigit(c); });
-    if (d != "cpu" && d != "meta" && !cuda)
-      return bad(at + ".device", "\"cpu\", \"meta\" or \"cuda:N\"", *device);
-  }
-  const json* artifacts = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(*b, at, "artifacts", Kind::kObject, &artifacts));
-  for (const auto& [key, entry] : artifacts->items()) {
-    const std::string ak = at + ".artifacts[\"" + key + "\"]";
-    if (!entry.is_string()) return bad(ak, "an entry path", entry);
-    AITUNE_RETURN_IF_ERROR(check_listed(ctx, ak, entry.get<std::string>(), folder + "/backend/"));
-  }
-  if (b->contains("state_tensors")) {  // an own-state backend's tensors: one of its artifacts' files
-    const json* tensors = nullptr;
-    AITUNE_RETURN_IF_ERROR(get(*b, at, "state_tensors", Kind::kString, &tensors, /*nullable=*/true));
-    if (tensors)
-      AITUNE_RETURN_IF_ERROR(
-          check_listed(ctx, at + ".state_tensors", tensors->get<std::string>(), folder + "/backend/"));
-  }
-  if (own_state) {  // its to_dict() state: every artifact it names is inside the graph's backend folder
-    if (!b->contains("state")) return bad_text(at + ".state", "is missing");
-    AITUNE_RETURN_IF_ERROR(check_state_node(ctx, (*b)["state"], at + ".state", folder + "/backend/"));
-  }
-  const json* order = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(*b, at, "input_order", Kind::kArray, &order, /*nullable=*/true));
-  if (order) {
-    std::vector<bool> used(input_ranks.size(), false);
-    for (const json& i : *order) {
-      if (!i.is_number_integer() || i.get<int64_t>() < 0 ||
-          static_cast<size_t>(i.get<int64_t>()) >= input_ranks.size() || used[i.get<size_t>()]) {
-        return bad(at + ".input_order",
-                   "distinct tensor input indices below " + std::to_string(input_ranks.size()), *order);
-      }
-      used[i.get<size_t>()] = true;
-    }
-  }
-  const json* paths = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(*b, at, "output_paths", Kind::kArray, &paths, /*nullable=*/true));
-  if (paths) {
-    if (paths->size() != num_outputs) {
-      return bad(at + ".output_paths",
-                 "one access path per output tensor (" + std::to_string(num_outputs) + ")", *paths);
-    }
-    std::set<std::string> seen;
-    for (const json& p : *paths) {
-      if (!p.is_string() || !seen.insert(p.get<std::string>()).second)
-        return bad(at + ".output_paths", "distinct access paths", *paths);
-    }
-  }
-  // The C++ runtime serves an AOTInductor package through these two (other artifacts, e.g. ONNX,
-  // are served from Python and record neither).
-  if (native->get<bool>() && artifacts->contains("package") && (!order || !paths)) {
-    return bad_text(at, "serves a native package but has no input_order or output_paths");
-  }
-  const json* profiles = nullptr;
-  AITUNE_RETURN_IF_ERROR(get(*b, at, "profiles", Kind::kArray, &profiles, /*nullable=*/true));
-  if (profiles) AITUNE_RETURN_IF_ERROR(check_profiles(*profiles, at + ".profiles", input_ranks));
-  return Status::Ok();
-}
-
 // The graph's own fields, as graph_to_json writes them: name, llm_phase, key_tokens and the two
 // specs (tensor leaves' ranks in `inputs` and `outputs`).
 Status check_graph_spec(const json& g, const std::string& where, std::vector<size_t>* inputs,
@@ -512,7 +382,7 @@ StatusOr<nlohmann::json> parse_graph_spec(std::string_view text) {
 Status validate_manifest(const json& m) {
   if (!m.is_object()) return bad("manifest", "a JSON object", m);
   const auto format = m.find("format");
-  if (format == m.end() || *format != "aitune.checkpoint") {
+  if (format == m.end() || *format != kManifestFormat) {
     return unsupported("This is not an aitune checkpoint (format " +
                        (format == m.end() ? std::string("missing") : show(*format)) + ")");
   }
@@ -552,11 +422,12 @@ Status validate_manifest(const json& m) {
   if (modules->empty()) return bad_text("modules", "is empty: a checkpoint holds at least one tuned module");
   std::string kind;
   if (m.contains("kind"))
-    AITUNE_RETURN_IF_ERROR(get_string_in(m, "manifest", "kind", {"aitune.results"}, &kind));
+    AITUNE_RETURN_IF_ERROR(get_string_in(m, "manifest", "kind", {kManifestResultsKind}, &kind));
   if (m.contains("results_key")) AITUNE_RETURN_IF_ERROR(get(m, "manifest", "results_key", Kind::kString, &v));
   std::set<std::string> names, prefixes;
   for (size_t i = 0; i < modules->size(); ++i) {
-    AITUNE_RETURN_IF_ERROR(check_module(ctx, (*modules)[i], i, kind == "aitune.results", &names, &prefixes));
+    AITUNE_RETURN_IF_ERROR(
+        check_module(ctx, (*modules)[i], i, kind == kManifestResultsKind, &names, &prefixes));
   }
   return Status::Ok();
 }

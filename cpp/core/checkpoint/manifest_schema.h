@@ -17,6 +17,12 @@
 
 namespace aitune {
 
+// manifest.json's "format" (its versions: kManifestFormatMin/Max, backend_names.h); Python writes
+// what `_C.MANIFEST_FORMAT` says, so the two cannot drift.
+inline constexpr const char* kManifestFormat = "aitune.checkpoint";
+// The "kind" of a results-store file (results/store.py writes `_C.MANIFEST_RESULTS_KIND`).
+inline constexpr const char* kManifestResultsKind = "aitune.results";
+
 // Deepest nesting of arrays and objects accepted in a manifest or sample skeleton. aitune writes
 // at most ~12; nlohmann and Python's json recurse per level, so a document nested 80,000 levels
 // deep would overflow the stack before any schema check ran.

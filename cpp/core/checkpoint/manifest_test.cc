@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+
+#include "checkpoint/manifest_backend.h"
 
 namespace aitune {
 namespace {
@@ -200,6 +203,33 @@ TEST(Manifest, ReadsEveryFieldPythonReads) {
   EXPECT_TRUE(backend.own_state);
   EXPECT_EQ(backend.state_json, R"({"dict":[]})");
   EXPECT_EQ(backend.state_tensors, "modules/0/graphs/g/backend/model.pt2");
+}
+
+// What Python reads (`_C.ManifestBackend.<key>`) is each stored field as written, by its own name;
+// a format-1 "class" reads as class_path and the stable name it maps to.
+TEST(Manifest, TheBackendFieldTableGivesEveryFieldAsWritten) {
+  for (int version : {1, 2}) {
+    const json written = manifest(version)["modules"][0]["graphs"][0]["backend"];
+    auto read = read_manifest(manifest(version).dump());
+    ASSERT_TRUE(read.ok()) << read.status().message();
+    const ManifestBackend& backend = read->modules[0].graphs[0].backend;
+    std::map<std::string, json> fields;
+    for (const BackendField& f : backend_fields()) {
+      EXPECT_TRUE(fields.emplace(f.key, json::parse(f.json(backend))).second) << f.key << " is listed twice";
+    }
+    for (const auto& [key, value] : written.items()) {
+      if (key == "class") continue;
+      ASSERT_TRUE(fields.count(key)) << key;
+      EXPECT_EQ(fields[key], value) << key;
+    }
+    EXPECT_EQ(fields["name"], "torch_inductor_aot");
+    EXPECT_EQ(fields["class_path"], version == 1 ? written["class"] : json(nullptr));
+    EXPECT_EQ(fields["use_cuda_graphs"], true);  // the config's switch
+    EXPECT_EQ(fields["state"], nullptr);
+    EXPECT_EQ(fields["state_tensors"], nullptr);
+    EXPECT_EQ(fields["tf32"], nullptr);
+    EXPECT_EQ(fields["has_tf32"], false);
+  }
 }
 
 TEST(Manifest, AbsentAndNullFieldsReadAsTheirDefaults) {

@@ -12,6 +12,7 @@
 #include "bridge/tensor_bridge.h"
 #include "checkpoint/extraction_cache.h"
 #include "checkpoint/semantic_path.h"
+#include "checkpoint/skeleton.h"
 #include "checkpoint/zip_archive.h"
 #include "common/cache_dir.h"
 #include "dispatch/graph_dispatch.h"
@@ -52,41 +53,6 @@ bool value_equals(const Value& v, const std::optional<ManifestScalar>& c) {
   return false;
 }
 
-// Walks a sample skeleton node, collecting tensors with their path steps.
-void walk(const json& node, std::vector<json>& steps, std::vector<std::pair<json, std::string>>& out) {
-  if (!node.is_object()) return;
-  if (node.contains("tensor")) {
-    json path = steps.size() == 1 ? steps[0] : json{{"tuple", steps}};
-    out.emplace_back(path, node["tensor"].get<std::string>());
-    return;
-  }
-  auto seq = [&](const json& items) {
-    for (size_t i = 0; i < items.size(); ++i) {
-      steps.push_back(static_cast<int64_t>(i));
-      walk(items[i], steps, out);
-      steps.pop_back();
-    }
-  };
-  if (node.contains("tuple")) return seq(node["tuple"]);
-  if (node.contains("list")) return seq(node["list"]);
-  if (node.contains("namedtuple")) return seq(node["items"]);
-  if (node.contains("dict") || node.contains("mapping")) {
-    for (const json& kv : node.contains("dict") ? node["dict"] : node["items"]) {
-      steps.push_back(kv[0]);
-      walk(kv[1], steps, out);
-      steps.pop_back();
-    }
-    return;
-  }
-  if (node.contains("dataclass")) {
-    for (const auto& [k, v] : node["fields"].items()) {
-      steps.push_back(k);
-      walk(v, steps, out);
-      steps.pop_back();
-    }
-  }
-}
-
 }  // namespace
 
 const at::Tensor* Outputs::find(std::string_view access_path) const {
@@ -96,21 +62,25 @@ const at::Tensor* Outputs::find(std::string_view access_path) const {
   return nullptr;
 }
 
-Fingerprint current_fingerprint(int device_index) {
+FingerprintSources fingerprint_sources(int device_index) {
   const EnvironmentInfo info = probe_environment();
-  auto text = [](const std::string& v) { return v.empty() ? std::nullopt : std::optional<std::string>(v); };
-  Fingerprint fp = {{"torch", info.torch_version},
-                    {"cuda_runtime", text(info.torch_cuda_runtime)},
-                    {"driver_version", text(info.driver_version)},
-                    {"gpu_name", std::nullopt},
-                    {"gpu_sm", std::nullopt}};
+  FingerprintSources s;
+  s.torch = info.torch_version;
+  s.cuda_runtime = info.torch_cuda_runtime;
+  s.driver_version = info.driver_version;
+  s.platform = host_platform();
   for (const GpuInfo& g : info.gpus) {
     if (g.index == std::max(device_index, 0)) {
-      fp["gpu_name"] = g.name;
-      fp["gpu_sm"] = std::to_string(g.sm_major) + "." + std::to_string(g.sm_minor);
+      s.gpu_name = g.name;
+      s.gpu_sm = std::to_string(g.sm_major) + "." + std::to_string(g.sm_minor);
     }
   }
-  return fp;
+  return s;
+}
+
+Fingerprint current_fingerprint(int device_index) {
+  const FingerprintFields fields = build_fingerprint(fingerprint_sources(device_index));
+  return Fingerprint(fields.begin(), fields.end());
 }
 
 struct ModuleHandle::Served {
@@ -538,23 +508,7 @@ StatusOr<StoredSample> ModuleHandle::sample(const std::string& graph, size_t ind
       if (mm.name != name_) continue;
       for (const ManifestParam& p : mm.forward_signature) params.push_back(p.name);
     }
-    std::vector<std::pair<json, std::string>> found;
-    std::vector<json> steps;
-    const json& args = skel.value("args", json::object());
-    if (args.contains("tuple") || args.contains("list")) {
-      const json& items = args.contains("tuple") ? args["tuple"] : args["list"];
-      for (size_t i = 0; i < items.size(); ++i) {
-        steps = {i < params.size() ? json(params[i]) : json(static_cast<int64_t>(i))};
-        walk(items[i], steps, found);
-      }
-    }
-    const json& kwargs = skel.value("kwargs", json::object());
-    if (kwargs.contains("dict")) {
-      for (const json& kv : kwargs["dict"]) {
-        steps = {kv[0]};
-        walk(kv[1], steps, found);
-      }
-    }
+    const std::vector<SkeletonTensor> found = sample_input_tensors(skel, params);
     StoredSample s;
     s.batch_size =
         skel.value("batch_size", json()).is_number_integer() ? skel["batch_size"].get<int64_t>() : 0;
@@ -562,19 +516,17 @@ StatusOr<StoredSample> ModuleHandle::sample(const std::string& graph, size_t ind
     for (const LeafInfo& leaf : g->inputs) {
       if (!leaf.is_tensor) continue;
       std::string key;
-      for (const auto& [path, k] : found) {
-        if (semantic_display(path) == leaf.semantic_path) key = k;
+      for (const SkeletonTensor& t : found) {
+        if (semantic_display(t.path) == leaf.semantic_path) key = t.key;
       }
-      if (key.empty() && t_index < found.size()) key = found[t_index].second;  // flattening order
+      if (key.empty() && t_index < found.size()) key = found[t_index].key;  // flattening order
       ++t_index;
       if (key.empty() || !by_key.count(key))
         return corrupt("Sample " + prefix + " lacks input '" + leaf.semantic_path + "'");
       s.inputs[leaf.name] = by_key[key];
     }
     if (skel.contains("reference_output")) {
-      std::vector<std::pair<json, std::string>> outs;
-      steps.clear();
-      walk(skel["reference_output"], steps, outs);
+      const std::vector<SkeletonTensor> outs = sample_output_tensors(skel);
       size_t o_index = 0;
       for (const LeafInfo& leaf : g->outputs) {
         if (!leaf.is_tensor) continue;
@@ -585,7 +537,7 @@ StatusOr<StoredSample> ModuleHandle::sample(const std::string& graph, size_t ind
                                        : semantic_display(path.is_string() ? json{{"tuple", {path}}} : path);
           if (disp == leaf.semantic_path || semantic_display(path) == leaf.semantic_path) key = k;
         }
-        if (key.empty() && o_index < outs.size()) key = outs[o_index].second;
+        if (key.empty() && o_index < outs.size()) key = outs[o_index].key;
         ++o_index;
         if (!key.empty() && by_key.count(key)) s.reference.emplace_back(leaf.access_path, by_key[key]);
       }

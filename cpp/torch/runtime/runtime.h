@@ -173,8 +173,13 @@ class Runtime {
   std::vector<std::unique_ptr<ModuleHandle>> modules_;
 };
 
-// The current environment as a docs/reference/checkpoint.md#integrity-and-compatibility fingerprint (for
-// device_index's GPU, when any): torch, cuda_runtime, driver_version, gpu_name, gpu_sm.
+// What this process's environment probe knows of a fingerprint, for device_index's GPU when any
+// (docs/reference/checkpoint.md#integrity-and-compatibility): torch (libtorch's version),
+// cuda_runtime, driver_version, gpu_name, gpu_sm, platform; no Python package versions.
+FingerprintSources fingerprint_sources(int device_index);
+
+// The current environment's fingerprint: build_fingerprint (checkpoint/fingerprint.h) of the
+// probe's sources.
 Fingerprint current_fingerprint(int device_index);
 
 }  // namespace aitune

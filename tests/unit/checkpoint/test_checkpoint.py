@@ -296,7 +296,7 @@ def test_output_paths_of_a_backend_served_through_cuda_graphs():
     # use_cuda_graphs the shared CUDA-graph serving is their native runner, and saving must name
     # the access path of each of its outputs without a backend-specific hook.
     from aitune.torch.backend.common.cuda_graphs import CudaGraphServing
-    from aitune.torch.checkpoint.format import _output_paths
+    from aitune.torch.checkpoint.entry_writer import _output_paths
 
     m = ait.Module(_TwoOutputs(), "two_outputs")
     x = torch.randn(2, 3)

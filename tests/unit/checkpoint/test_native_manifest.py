@@ -16,8 +16,9 @@ import aitune.torch as ait
 from aitune import exceptions as errors
 from aitune._native import _C
 from aitune.torch.backend import TorchEagerBackend
-from aitune.torch.checkpoint.format import BackendEntry, Manifest, OpenedCheckpoint, config_of
+from aitune.torch.checkpoint.format import OpenedCheckpoint, backend_name, resolve_backend
 from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
+from aitune.torch.checkpoint.restore import config_of
 from aitune.torch.checkpoint.storage import LocalTorchStorage
 from aitune.torch.config import config
 
@@ -65,37 +66,52 @@ def _fingerprint_as_compared(saved: dict) -> dict:
     return {k: v if v is None or isinstance(v, str) else json.dumps(v) for k, v in saved.items()}
 
 
-def _assert_holds_what_was_written(manifest: Manifest, raw: dict) -> None:
+def _assert_backend_holds_what_was_written(entry: _C.ManifestBackend, written: dict) -> None:
+    """Every key the writer stored reads back under its own name, but two: a format-1 file's
+    "class" (read as class_path, and mapped to a name) and "runtime" (the writer's copy of the
+    config's use_cuda_graphs switch, which decides: manifest.h)."""
+    for key, value in written.items():
+        if key == "class":
+            assert entry.class_path == value and entry.name == _C.LEGACY_BACKEND_NAMES.get(value, f"custom:{value}")
+        elif key == "runtime":
+            assert entry.use_cuda_graphs is bool(written["config"].get("use_cuda_graphs"))
+        else:
+            assert key in _C.MANIFEST_BACKEND_FIELDS and getattr(entry, key) == value, key
+
+
+def _assert_holds_what_was_written(manifest: _C.Manifest, raw: dict) -> None:
     assert manifest.format_version == raw["format_version"]
     assert (manifest.kind, manifest.results_key) == (raw.get("kind"), raw.get("results_key"))
     assert manifest.created_at == raw["created_at"]
     assert manifest.fingerprint == _fingerprint_as_compared(raw["fingerprint"])
     root = raw["root"]
-    assert (manifest.root.kind, manifest.root.class_path, manifest.root.weights) == (
+    assert (manifest.root.kind, manifest.root.class_name, manifest.root.weights) == (
         root["kind"],
         root["class"],
         root["weights"],
     )
-    assert [f.to_json() for f in manifest.files] == raw["files"]
+    assert [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in manifest.files] == raw["files"]
     assert manifest.sha512 == (raw.get("sha512") or {})
     assert len(manifest.modules) == len(raw["modules"])
     for module, written in zip(manifest.modules, raw["modules"]):
         assert {
             "name": module.name,
             "prefix": module.prefix,
-            "class": module.class_path,
+            "class": module.class_name,
             "strict_mode": module.strict_mode,
             "fallback_policy": module.fallback_policy,
             "weights": module.weights,
-            "forward_signature": module.forward_signature,
+            "forward_signature": [
+                {"name": p.name, "kind": p.kind, "has_default": p.has_default} for p in module.forward_signature
+            ],
             "dynamic_shapes": module.dynamic_shapes,
         } == {k: v for k, v in written.items() if k != "graphs"}
         assert len(module.graphs) == len(written["graphs"])
         for graph, written_graph in zip(module.graphs, written["graphs"]):
             assert graph.name == written_graph["name"] and graph.samples == written_graph["samples"]
-            spec = graph_to_json(graph_from_native(graph.spec, [], None))
+            spec = graph_to_json(graph_from_native(graph, [], None))
             assert spec == {k: written_graph[k] for k in spec}
-            assert graph.backend.to_json(manifest.format_version) == written_graph["backend"]
+            _assert_backend_holds_what_was_written(graph.backend, written_graph["backend"])
 
 
 def test_the_typed_manifest_holds_every_field_ait_save_wrote(saved):
@@ -104,7 +120,7 @@ def test_the_typed_manifest_holds_every_field_ait_save_wrote(saved):
     _assert_holds_what_was_written(manifest, raw)
     # What the fixture was made to cover: a prefix, module weights, SHA-512 digests, constants.
     assert manifest.modules[0].prefix == "encoder" and manifest.modules[0].weights and manifest.sha512
-    leaves = manifest.modules[0].graphs[0].spec.inputs
+    leaves = manifest.modules[0].graphs[0].inputs
     assert any(not leaf.is_tensor for leaf in leaves)
     assert any(isinstance(leaf.semantic_path, tuple) for leaf in leaves)
 
@@ -162,9 +178,8 @@ def test_use_cuda_graphs_is_the_configs_switch_for_python_and_cpp(saved, in_conf
         backend["config"]["use_cuda_graphs"] = in_config
     backend["runtime"] = {"use_cuda_graphs": in_runtime}
     native = _C.read_manifest(json.dumps(raw)).modules[0].graphs[0].backend
-    entry = BackendEntry.from_native(native)
-    restored = config_of(entry.resolve(), entry)
-    assert native.use_cuda_graphs is entry.use_cuda_graphs is bool(in_config) is restored.use_cuda_graphs
+    restored = config_of(resolve_backend(native), native)
+    assert native.use_cuda_graphs is bool(in_config) is restored.use_cuda_graphs
 
 
 # -- one table of format-1 backend names ------------------------------------------------------------
@@ -176,9 +191,8 @@ def test_cpp_and_python_give_a_format1_class_path_the_tables_name(saved, class_p
     backend["class"] = class_path
     del backend["name"]
     native = _C.read_manifest(json.dumps(raw)).modules[0].graphs[0].backend
-    entry = BackendEntry.from_native(native)
-    assert native.name == entry.name == _C.LEGACY_BACKEND_NAMES[class_path]
-    assert native.class_path == entry.class_path == class_path
+    assert native.name == backend_name(native) == _C.LEGACY_BACKEND_NAMES[class_path]
+    assert native.class_path == class_path
 
 
 def test_a_format1_class_path_outside_the_table_is_custom_in_both(saved):
@@ -188,12 +202,12 @@ def test_a_format1_class_path_outside_the_table_is_custom_in_both(saved):
     backend["class"] = "my_pkg.backends.MyBackend"
     del backend["name"]
     native = _C.read_manifest(json.dumps(raw)).modules[0].graphs[0].backend
-    assert native.name == BackendEntry.from_native(native).name == "custom:my_pkg.backends.MyBackend"
+    assert native.name == backend_name(native) == "custom:my_pkg.backends.MyBackend"
 
 
 # -- the graph a tuning process sends a worker -------------------------------------------------------
 def test_a_graph_spec_alone_reads_as_the_manifests_graph(saved):
-    graph = OpenedCheckpoint(saved, "fast").manifest.modules[0].graphs[0].spec
+    graph = OpenedCheckpoint(saved, "fast").manifest.modules[0].graphs[0]
     written = graph_to_json(graph_from_native(graph, [], None))
     alone = _C.read_graph_spec(json.dumps(written))
     assert graph_to_json(graph_from_native(alone, [], None)) == written

@@ -194,8 +194,8 @@ def test_a_freshly_built_package_that_crashes_on_its_first_call_fails_its_build(
     ckpt = OpenedCheckpoint(bad, "fast")
     entry = ckpt.manifest.modules[0]
     kinds = {name: number for number, name in KIND_NAMES.items()}
-    params = [(p["name"], kinds[p["kind"]], p["has_default"]) for p in entry.forward_signature]
-    graph = graph_from_native(entry.graphs[0].spec, params, None)
+    params = [(p.name, kinds[p.kind], p.has_default) for p in entry.forward_signature]
+    graph = graph_from_native(entry.graphs[0], params, None)
     package = next(p for p in ckpt.extract_all().rglob("model.pt2"))
     with pytest.raises(RuntimeError, match=r"its first call crashes \(SIGSEGV\)") as info:
         probe_package_load(package, -1, graph=graph)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from safetensors.torch import load_file as load_safetensors_file
@@ -20,13 +20,21 @@ from safetensors.torch import save as save_safetensors
 
 from aitune.torch.checkpoint.artifact import ArtifactPath
 from aitune.torch.checkpoint.paths import resolve_entry
-from aitune.torch.checkpoint.structure import NotRepresentable, decode, encode
+from aitune.torch.checkpoint.structure import JSON, NotRepresentable, decode, encode
 
 _TENSORS = "state.safetensors"
 
 
+class EntryWriter(Protocol):
+    """What adds archive entries: `_C.ArchiveWriter`, or storage.Sha512Recorder around one."""
+
+    def add_file(self, name: str, source_path: str) -> None: ...
+
+    def add_bytes(self, name: str, data: bytes) -> None: ...
+
+
 class _Encoder:
-    def __init__(self, writer: Any, prefix: str) -> None:
+    def __init__(self, writer: EntryWriter, prefix: str) -> None:
         self.writer = writer
         self.prefix = prefix
         self.tensors: dict[str, torch.Tensor] = {}
@@ -47,7 +55,7 @@ class _Encoder:
                 self.entries.append(name)
         return {"artifact": {"folder": folder, "relative_path": artifact.relative_path.as_posix()}}
 
-    def encode(self, value: Any, where: str) -> Any:
+    def encode(self, value: Any, where: str) -> JSON:
         if isinstance(value, ArtifactPath):
             return self.artifact(value)
         if isinstance(value, Path):
@@ -71,10 +79,18 @@ class _Encoder:
             raise NotRepresentable(f"{where}: {e}") from None
 
 
-def save_backend_state(owner: str, state: dict[str, Any], writer: Any, prefix: str) -> dict[str, Any]:
-    """Writes the state's tensors and artifacts under `<prefix>/` and returns the manifest entry
-    fields: "state" (the skeleton), "state_tensors" and "artifacts" (entry names). `owner` names
-    the state in errors, e.g. "TorchScriptBackend.to_dict()"."""
+class StoredState(NamedTuple):
+    """A state as written: what the manifest stores (a backend entry, entry_writer.py, or a
+    LocalTorchStorage state dict, storage.py)."""
+
+    skeleton: JSON
+    tensors_entry: str | None  # the entry holding its tensors; None without tensors
+    entries: dict[str, str]  # every entry written, by name
+
+
+def save_backend_state(owner: str, state: dict[str, Any], writer: EntryWriter, prefix: str) -> StoredState:
+    """Writes the state's tensors and artifacts under `<prefix>/`. `owner` names the state in
+    errors, e.g. "TorchScriptBackend.to_dict()"."""
     encoder = _Encoder(writer, prefix)
     try:
         skeleton = encoder.encode(state, owner)
@@ -90,19 +106,22 @@ def save_backend_state(owner: str, state: dict[str, Any], writer: Any, prefix: s
         writer.add_bytes(tensors_entry, save_safetensors(encoder.tensors))
         encoder.entries.append(tensors_entry)
     json.dumps(skeleton)  # fails here, naming nothing half-written, if a node is not JSON
-    return {"state": skeleton, "state_tensors": tensors_entry, "artifacts": {name: name for name in encoder.entries}}
+    return StoredState(skeleton, tensors_entry, {name: name for name in encoder.entries})
 
 
-def load_backend_state(entry: dict[str, Any], extracted: Path | None, what: str = "backend state") -> dict[str, Any]:
-    """The state dict to pass to `from_dict`, with ArtifactPaths under the extracted folder. Every
+def load_backend_state(
+    skeleton: JSON, tensors_entry: str | None, extracted: Path | None, what: str = "backend state"
+) -> dict[str, Any]:
+    """The state dict to pass to `from_dict` (`skeleton` as stored, `tensors_entry`: the entry
+    holding its tensors), with ArtifactPaths under the extracted folder. Every
     path the state names (its tensors' entry, each artifact's folder and relative path) goes
     through checkpoint/paths.py: one that leads outside the extraction folder, or names nothing
     extracted, is a CorruptCheckpointError naming `what` and the field."""
     tensors: dict[str, torch.Tensor] = {}
-    if entry.get("state_tensors"):
-        tensors = load_safetensors_file(str(resolve_entry(extracted, entry["state_tensors"], f"{what}: state_tensors")))
+    if tensors_entry:
+        tensors = load_safetensors_file(str(resolve_entry(extracted, tensors_entry, f"{what}: state_tensors")))
 
-    def walk(node: Any) -> Any:
+    def walk(node: JSON) -> Any:
         if "artifact" in node:
             spec = node["artifact"]
             where = f"{what}: artifact"
@@ -125,4 +144,4 @@ def load_backend_state(entry: dict[str, Any], extracted: Path | None, what: str 
             return {k: walk(v) for k, v in node["dict"]}
         return decode(node, tensors)
 
-    return walk(entry["state"])
+    return walk(skeleton)

@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import json
-import platform
-from typing import Any
 
 import torch
 
@@ -21,24 +18,24 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def current_fingerprint(device: torch.device | None = None) -> dict[str, Any]:
-    native = json.loads(_C.environment_report()[0])
+def current_fingerprint(device: torch.device | None = None) -> dict[str, str | None]:
+    """The environment's fingerprint for `device`'s GPU (the first one by default), built by the
+    C++ core's one builder (cpp/core/checkpoint/fingerprint.h), which the C++ runtime uses too;
+    Python adds what only it knows: torch's own version string and its packages' versions."""
     index = device.index if device is not None and device.type == "cuda" and device.index is not None else 0
-    gpu = next((g for g in native["gpus"] if g["index"] == index), None)
-    return {
-        "gpu_name": gpu["name"] if gpu else None,
-        "gpu_sm": gpu["sm"] if gpu else None,
-        "driver_version": native["driver_version"] or None,
-        "cuda_runtime": torch.version.cuda,
-        "torch": torch.__version__,
-        "tensorrt": tensorrt_version(),  # the module's, not a distribution's (aitune.tensorrt_install)
-        "torch_tensorrt": _version("torch-tensorrt"),
-        "onnxruntime": _version("onnxruntime") or _version("onnxruntime-gpu"),
-        "platform": f"{platform.system().lower()}-{platform.machine()}",
-    }
+    return _C.current_fingerprint(
+        index,
+        torch.__version__,
+        torch.version.cuda,
+        tensorrt_version(),  # the module's, not a distribution's (aitune.tensorrt_install)
+        _version("torch-tensorrt"),
+        _version("onnxruntime") or _version("onnxruntime-gpu"),
+    )
 
 
-def mismatches(saved: dict[str, Any], current: dict[str, Any], requires: list[str], context: str) -> list[tuple]:
+def mismatches(
+    saved: dict[str, str | None], current: dict[str, str | None], requires: list[str], context: str
+) -> list[tuple]:
     """(component, saved, current, context) for every required field that differs.
 
     The comparison is the C++ core's (`_C.fingerprint_mismatches`), which the C++ runtime applies

@@ -15,12 +15,13 @@ from safetensors.torch import save as save_safetensors
 
 from aitune._native import _C
 from aitune.torch.checkpoint.structure import NotRepresentable, decode, encode
+from aitune.torch.graph.dynamic_shapes import ShapeDefinition
 from aitune.torch.graph.graph_spec import ConstantLeaf, GraphSpec, Sample, TensorLeaf, TensorsSpec
 
 logger = logging.getLogger("aitune")
 
 
-def path_to_json(path: Any) -> Any:
+def path_to_json(path: str | int | tuple) -> str | int | dict[str, list]:
     return {"tuple": list(path)} if isinstance(path, tuple) else path
 
 
@@ -47,7 +48,7 @@ def _leaf_to_json(leaf: TensorLeaf | ConstantLeaf) -> dict[str, Any]:
     }
 
 
-def _leaf_from_native(leaf: Any) -> TensorLeaf | ConstantLeaf:
+def _leaf_from_native(leaf: _C.ManifestLeaf) -> TensorLeaf | ConstantLeaf:
     """From the native reader's `_C.ManifestLeaf`."""
     if not leaf.is_tensor:
         return ConstantLeaf(leaf.semantic_path, leaf.access_path, decode(leaf.value, {}), leaf.needs_eq)
@@ -81,7 +82,9 @@ def graph_to_json(graph: GraphSpec) -> dict[str, Any]:
     }
 
 
-def graph_from_native(graph: Any, forward_params: list, dynamic_shapes: Any) -> GraphSpec:
+def graph_from_native(
+    graph: _C.ManifestGraph, forward_params: list, dynamic_shapes: dict[Any, ShapeDefinition] | None
+) -> GraphSpec:
     """A GraphSpec from the native reader's `_C.ManifestGraph`: a checkpoint's graph
     (`ArchiveReader.read_manifest`) or one sent as graph_to_json's text (`_C.read_graph_spec`)."""
     return GraphSpec(

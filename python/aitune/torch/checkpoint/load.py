@@ -5,6 +5,7 @@ touched, so a bad file leaves the object as it was. Nothing is unpickled."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -17,8 +18,10 @@ import torch
 from aitune._native import _C
 from aitune.exceptions import CorruptCheckpointError, IncompatibleCheckpointError, UnsupportedCheckpointError
 from aitune.torch.checkpoint.fingerprint import current_fingerprint, mismatches
-from aitune.torch.checkpoint.format import Manifest, OpenedCheckpoint, as_corrupt, config_of, restore_backend
+from aitune.torch.checkpoint.corrupt import as_corrupt
+from aitune.torch.checkpoint.format import OpenedCheckpoint, resolve_backend, shown_name
 from aitune.torch.checkpoint.graphs import graph_from_native, sample_from_entries
+from aitune.torch.checkpoint.restore import config_of, restore_backend
 from aitune.torch.checkpoint.storage import LocalTorchStorage
 from aitune.torch.checkpoint.weights import unpack_state_dict
 from aitune.torch.graph.dynamic_shapes import from_json as dynamic_shapes_from_json
@@ -65,7 +68,7 @@ def load(
     target = Path(path) if Path(path).is_absolute() and Path(path).is_file() else storage.resolve(path)
     ckpt = OpenedCheckpoint(target, verify)
     manifest = ckpt.manifest
-    if manifest.kind == "aitune.results":
+    if manifest.kind == _C.MANIFEST_RESULTS_KIND:
         raise UnsupportedCheckpointError(
             f"{target} is a file of aitune's tuning-results store (it holds no weights and serves only the "
             "module it was tuned for), not a checkpoint: save the tuned module with ait.save"
@@ -78,7 +81,7 @@ def load(
     return result
 
 
-def _as_corrupt(path: Path) -> Any:
+def _as_corrupt(path: Path) -> contextlib.AbstractContextManager[None]:
     """Checkpoint errors as CorruptCheckpointError, letting the ValueErrors ait.load documents through."""
     return as_corrupt(path, (_DocumentedValueError,))
 
@@ -88,7 +91,7 @@ class _DocumentedValueError(ValueError):
 
 
 def _locate_and_check(
-    manifest: Manifest, module: Any, device_map: dict, on_incompatible: str
+    manifest: _C.Manifest, module: Any, device_map: dict, on_incompatible: str
 ) -> tuple[list, set, dict]:
     """Locates every saved module in the object and checks the environment, changing nothing."""
     entries = manifest.modules
@@ -139,7 +142,7 @@ def _locate_and_check(
                 saved_fp,
                 current_fp,
                 g.backend.requires,
-                f"{g.backend.shown.rsplit('.', 1)[-1]} of module '{entry.name}' graph '{g.name}'",
+                f"{shown_name(g.backend).rsplit('.', 1)[-1]} of module '{entry.name}' graph '{g.name}'",
             )
             if found and on_incompatible == "retune":
                 retune.add((entry.name, g.name))
@@ -171,7 +174,9 @@ def _device_present(device: torch.device) -> bool:
     return device.index is None or device.index < torch.cuda.device_count()
 
 
-def _read_everything(ckpt: OpenedCheckpoint, manifest: Manifest, located: list) -> tuple[list, Any, Path | None]:
+def _read_everything(
+    ckpt: OpenedCheckpoint, manifest: _C.Manifest, located: list
+) -> tuple[list, dict[str, torch.Tensor] | None, Path | None]:
     """Weights, samples and artifacts (hash-verified), read before the object is touched."""
     artifacts_root = ckpt.extract_all() if any(g.backend.artifacts for e, _, _ in located for g in e.graphs) else None
     prepared = []
@@ -180,16 +185,16 @@ def _read_everything(ckpt: OpenedCheckpoint, manifest: Manifest, located: list) 
         if entry.weights:
             w = entry.weights
             weights = unpack_state_dict(ckpt.read(w["entry"]), w["aliases"], w["extra_state"])
-        params = [(p["name"], _KIND_NUMBERS[p["kind"]], p["has_default"]) for p in entry.forward_signature]
+        params = [(p.name, _KIND_NUMBERS[p.kind], p.has_default) for p in entry.forward_signature]
         # The user's DynamicDim/BatchDim definitions: a rebuild (JIT, eager, a re-tune) and any later
         # recording of the loaded module use the same axis ranges as the tuning did.
         dynamic_shapes = dynamic_shapes_from_json(entry.dynamic_shapes)
         graphs = []
         for g in entry.graphs:
             # An unknown backend or a config its class refuses fails now, before anything changes.
-            cls = g.backend.resolve()
+            cls = resolve_backend(g.backend)
             config = config_of(cls, g.backend)
-            graph = graph_from_native(g.spec, params, dynamic_shapes)
+            graph = graph_from_native(g, params, dynamic_shapes)
             for sample_prefix in g.samples:
                 skeleton = ckpt.read(f"{sample_prefix}.json").decode("utf-8")
                 _C.check_json_nesting(skeleton, f"{sample_prefix}.json")
@@ -232,7 +237,7 @@ def _check_sample_fits(graph: GraphSpec, sample: Sample, strict: bool) -> None:
 def _install(
     module: Any,
     prepared: list,
-    root_weights: Any,
+    root_weights: dict[str, torch.Tensor] | None,
     artifacts_root: Path | None,
     retune: set,
     device_map: dict,

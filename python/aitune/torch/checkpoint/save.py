@@ -14,7 +14,8 @@ import torch
 import aitune
 from aitune._native import _C
 from aitune.torch.checkpoint.fingerprint import current_fingerprint
-from aitune.torch.checkpoint.format import FORMAT, backend_entry, manifest_format_version
+from aitune.torch.checkpoint.entry_writer import backend_entry
+from aitune.torch.checkpoint.format import FORMAT, manifest_format_version
 from aitune.torch.checkpoint.graphs import graph_to_json, sample_to_entries
 from aitune.torch.checkpoint.storage import LocalTorchStorage, Sha512Recorder, abandoned_on_error
 from aitune.torch.checkpoint.weights import pack_state_dict
@@ -89,7 +90,9 @@ def _human(size: int) -> str:
     return f"{size} B"
 
 
-def _write_archive(writer: Any, module: Any, tuned: list, include_samples: bool, include_weights: bool) -> None:
+def _write_archive(
+    writer: Sha512Recorder, module: object, tuned: list, include_samples: bool, include_weights: bool
+) -> None:
     """Every entry of the checkpoint of `tuned` (found in `module`), then its manifest."""
     version = manifest_format_version()
     modules = []
@@ -107,7 +110,7 @@ def _write_archive(writer: Any, module: Any, tuned: list, include_samples: bool,
             graph_prefix = f"modules/{index}/graphs/{graph.name}"
             first_device = first_device or backend.device
             entry = graph_to_json(graph)
-            entry["backend"] = backend_entry(backend, writer, graph_prefix).to_json(version)
+            entry["backend"] = backend_entry(backend, writer, graph_prefix, version)
             entry["samples"] = []
             if include_samples:
                 refs = graph.reference_outputs

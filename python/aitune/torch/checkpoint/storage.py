@@ -8,7 +8,7 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from aitune._native import _C
 from aitune.exceptions import (
@@ -22,6 +22,8 @@ from aitune.torch.checkpoint.paths import resolve_entry
 from aitune.torch.config import config
 
 SHA_TYPES = ("256", "512")
+W = TypeVar("W", "_C.ArchiveWriter", "Sha512Recorder")
+
 STATE_FORMAT = "aitune.state_dict"  # LocalTorchStorage.save: a state dict on its own, not a tuned module
 
 
@@ -65,7 +67,9 @@ class LocalTorchStorage:
                 "format": STATE_FORMAT,
                 "format_version": 1,
                 "sha_type": self.sha_type,
-                **stored,
+                "state": stored.skeleton,
+                "state_tensors": stored.tensors_entry,
+                "artifacts": stored.entries,
                 "sha512": writer.digests if self.sha_type == "512" else None,
                 "files": writer.files(),
             }
@@ -94,11 +98,13 @@ class LocalTorchStorage:
                     lambda name: resolve_entry(extracted, name, "sha512").read_bytes(),
                     {r["path"] for r in records},
                 )
-            return load_backend_state(manifest, extracted, f"Checkpoint {target}: state dict")
+            return load_backend_state(
+                manifest["state"], manifest.get("state_tensors"), extracted, f"Checkpoint {target}: state dict"
+            )
 
 
 @contextlib.contextmanager
-def abandoned_on_error(writer: Any) -> Iterator[Any]:
+def abandoned_on_error(writer: W) -> Iterator[W]:
     """An archive writer whose temporary file is removed at once when anything -- an error,
     Ctrl-C -- stops the write half-way (not when the traceback holding the writer is freed):
     nothing half-written stays beside the target."""
@@ -112,7 +118,7 @@ def abandoned_on_error(writer: Any) -> Iterator[Any]:
 class Sha512Recorder:
     """An ArchiveWriter that also records the SHA-512 of every entry it adds (when enabled)."""
 
-    def __init__(self, writer: Any, enabled: bool) -> None:
+    def __init__(self, writer: _C.ArchiveWriter, enabled: bool) -> None:
         self.writer = writer
         self.enabled = enabled
         self.digests: dict[str, str] = {}
@@ -126,7 +132,7 @@ class Sha512Recorder:
             self.digests[name] = digest.hexdigest()
         self.writer.add_file(name, source_path)
 
-    def add_bytes(self, name: str, data: Any) -> None:
+    def add_bytes(self, name: str, data: bytes) -> None:
         if self.enabled:
             self.digests[name] = hashlib.sha512(memoryview(data)).hexdigest()
         self.writer.add_bytes(name, data)
@@ -141,7 +147,7 @@ class Sha512Recorder:
         self.writer.abandon()
 
 
-def verify_sha512(digests: dict[str, str] | None, read: Any, listed: set[str] | None = None) -> None:
+def verify_sha512(digests: dict[str, str] | None, read: Callable[[str], bytes], listed: set[str] | None = None) -> None:
     """Raises CorruptCheckpointError naming every entry whose SHA-512 differs from the manifest's.
     `listed`: the archive's entries; a digest for any other name (a path outside it) is refused."""
     if not digests:

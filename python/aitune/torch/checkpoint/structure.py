@@ -13,11 +13,15 @@ import dataclasses
 import inspect
 import math
 import sys
-from typing import Any
+from typing import Any, Union
 
 import torch
 
 from aitune.exceptions import UnsupportedCheckpointError
+
+
+# A JSON value as json.loads returns it: what a skeleton node is.
+JSON = Union[None, bool, int, float, str, list["JSON"], dict[str, "JSON"]]
 
 
 class NotRepresentable(ValueError):
@@ -52,7 +56,7 @@ def _import(qualname: str) -> type:
     return obj
 
 
-def encode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
+def encode(value: Any, tensors: dict[str, torch.Tensor]) -> JSON:
     """JSON-able skeleton of `value`; tensors are put into `tensors` under fresh keys."""
     if isinstance(value, torch.Tensor):
         key = str(len(tensors))
@@ -83,7 +87,7 @@ def encode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
     raise NotRepresentable(f"a {type(value).__module__}.{type(value).__qualname__} value cannot be stored as JSON")
 
 
-def decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
+def decode(node: JSON, tensors: dict[str, torch.Tensor]) -> Any:
     if "tensor" in node:
         return tensors[node["tensor"]]
     if "value" in node:

@@ -29,14 +29,16 @@ import aitune
 from aitune._native import _C
 from aitune.exceptions import IncompatibleCheckpointError
 from aitune.torch.checkpoint.fingerprint import current_fingerprint, mismatches
+from aitune.torch.checkpoint.entry_writer import backend_entry
 from aitune.torch.checkpoint.format import (
     FORMAT,
     OpenedCheckpoint,
-    backend_entry,
     manifest_format_version,
-    restore_backend,
+    resolve_backend,
+    shown_name,
 )
 from aitune.torch.checkpoint.graphs import graph_from_native, graph_to_json
+from aitune.torch.checkpoint.restore import restore_backend
 from aitune.torch.checkpoint.storage import abandoned_on_error
 from aitune.torch.config import config
 from aitune.torch.backend.backend import Backend
@@ -49,7 +51,7 @@ from aitune.utils.json_types import JSON, JSONDict
 
 logger = logging.getLogger("aitune")
 
-STORE_KIND = "aitune.results"
+STORE_KIND = _C.MANIFEST_RESULTS_KIND  # cpp/core/checkpoint/manifest_schema.h
 _M1 = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64
 _M2 = -4658895280553007687  # 0xBF58476D1CE4E5B9 as int64
 _M3 = -7723592293110705685  # 0x94D049BB133111EB as int64
@@ -282,12 +284,12 @@ class ResultsStore:
             manifest.fingerprint,
             current_fingerprint(self.device),
             b.requires,
-            f"{b.shown.rsplit('.', 1)[-1]} of module '{self.module_name}' graph '{g.name}'",
+            f"{shown_name(b).rsplit('.', 1)[-1]} of module '{self.module_name}' graph '{g.name}'",
         )
         if problems:
             raise IncompatibleCheckpointError(problems)
-        cls = b.resolve()
-        stored = graph_from_native(g.spec, graph.forward_params, graph.dynamic_shapes)
+        cls = resolve_backend(b)
+        stored = graph_from_native(g, graph.forward_params, graph.dynamic_shapes)
         stored.samples = graph.samples
         artifacts_root = ckpt.extract_all() if b.artifacts else None
         self.module.to(self.device)  # as a strategy does: JIT and eager backends serve the module
@@ -326,7 +328,7 @@ class ResultsStore:
         # partial file, and no leftover waits for the traceback to be freed.
         with abandoned_on_error(writer):
             entry = graph_to_json(graph)
-            entry["backend"] = backend_entry(backend, writer, f"modules/0/graphs/{graph.name}").to_json(version)
+            entry["backend"] = backend_entry(backend, writer, f"modules/0/graphs/{graph.name}", version)
             entry["samples"] = []
             cls = type(self.module)
             module_entry = {

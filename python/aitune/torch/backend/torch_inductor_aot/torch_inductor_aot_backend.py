@@ -44,7 +44,7 @@ from aitune.torch.graph.tree import canonical_call
 from aitune.torch.validation import NumericTolerance
 
 PACKAGE_NAME = "model.pt2"
-NUM_INPUTS_METADATA_KEY = "aitune_num_inputs"  # read by the C++ runner (AotiRunner::kNumInputsMetadataKey)
+NUM_INPUTS_METADATA_KEY = _C.AOTI_NUM_INPUTS_METADATA_KEY  # the C++ runner reads it (AotiRunner::kNumInputsMetadataKey)
 LOAD_PROBE_ENV = load_check.LOAD_PROBE_ENV  # 0: no load check (load_check.py)
 
 

@@ -204,7 +204,7 @@ class Backend(abc.ABC):
     _track_build_step = reference_contract.track_build_step
     _logger: ClassVar[logging.Logger] = logging.getLogger(__name__)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         # A backend written to AITune's contract (4-argument _build, _deploy() without a device,
         # its own to_dict/from_dict) is recognised once, here (reference_contract.py).

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from aitune.utils.json_types import JSONDict
+
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 _EAGER_COLOR = "#555555"
 
@@ -28,11 +30,11 @@ code{font-size:12px}svg text{font-family:system-ui,sans-serif}
 """
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
+def _fmt(value: object, digits: int = 4) -> str:
     if isinstance(value, bool) or value is None:
         return _e(value)
     if isinstance(value, float):
@@ -88,7 +90,7 @@ def _worst(correctness: dict[str, Any]) -> dict[str, Any]:
     return worst if isinstance(worst, dict) else {}
 
 
-def _num(v: Any) -> float | None:
+def _num(v: object) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
@@ -236,7 +238,7 @@ def _status(build: dict[str, Any]) -> str:
     return '<span class="ok">success</span>' if build.get("success") else '<span class="fail">failed</span>'
 
 
-def _graph_summary(graph: dict[str, Any], base: Path | None) -> list[str]:
+def _graph_summary(graph: JSONDict, base: Path | None) -> list[str]:
     """The graph's heading and strategy row, a failure or kept-eager note, the selection, the specs."""
     out = [f'<div class="graph"><h3>Graph <code>{_e(graph.get("display_name") or graph.get("name"))}</code></h3>']
     # long paths are links, which may wrap anywhere (CSS), so the table fits the page
@@ -342,9 +344,7 @@ def _candidates_table(builds: list[dict[str, Any]], base: Path | None) -> str:
     )
 
 
-def _measured_series(
-    graph: dict[str, Any], builds: list[dict[str, Any]]
-) -> list[tuple[str, str, list[dict[str, Any]]]]:
+def _measured_series(graph: JSONDict, builds: list[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, Any]]]]:
     """(label, colour, measurement rows) of every measured candidate, then of the eager baseline."""
     series = []
     color_i = 0
@@ -456,7 +456,7 @@ def _measurements_table(series: list[tuple[str, str, list[dict[str, Any]]]]) -> 
     )
 
 
-def _graph_html(graph: dict[str, Any], base: Path | None) -> str:
+def _graph_html(graph: JSONDict, base: Path | None) -> str:
     builds = graph.get("builds") or []
     series = _measured_series(graph, builds)
     out = _graph_summary(graph, base)

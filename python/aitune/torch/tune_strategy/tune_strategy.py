@@ -166,7 +166,7 @@ class TuneStrategy(abc.ABC):
         """AITune's multi-line form: `name: …`, `description: …`, then the backend(s)."""
         return "\n".join(self._describe_parts())
 
-    def _log(self, message: str, *args: Any) -> None:
+    def _log(self, message: str, *args: object) -> None:
         (self.sink or logger).info(message, *args)
 
     def _log_graph_block(self, ctx: GraphContext, dry_run: bool = False) -> None:

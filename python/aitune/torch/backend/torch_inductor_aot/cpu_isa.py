@@ -19,7 +19,7 @@ from pathlib import Path
 
 from aitune.exceptions import IncompatibleCheckpointError
 
-# Inductor's ISA names (torch/_inductor/cpu_vec_isa.py, upper-cased in the metadata) -> the
+# Inductor's ISA names (module torch._inductor.cpu_vec_isa, upper-cased in the metadata) -> the
 # /proc/cpuinfo flags its compiler flags need (-mavx512f ... -> avx512f ...). Names not listed
 # (NEON, ASIMD, VSX, ZVECTOR) are not judged.
 _CPU_FLAGS: dict[str, tuple[str, ...]] = {

@@ -103,7 +103,10 @@ def _restore_backend(
     # The stored samples come back on the CPU; a rebuild (torch.compile's warm-up, CUDA-graph
     # capture) must see them where the weights are.
     graph.samples = [Sample(*to_device((s.args, s.kwargs), device), s.batch_size) for s in graph.samples]
-    backend = cls() if entry.own_state else cls(config)  # AITune's backends configure themselves
+    # Construction reads the checkpoint's config: a custom backend that fails on it (a crafted
+    # config without its fields) fails as the file's error, like a restore.
+    with as_corrupt(path or Path("?")):
+        backend = cls() if entry.own_state else cls(config)  # AITune's backends configure themselves
     backend.build(module, graph, graph.samples, device, _rebuild_dir(module_name, graph.name, cls, config))
     return backend
 

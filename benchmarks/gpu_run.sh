@@ -26,6 +26,7 @@ finish() {
     echo "--- zoo rows"; grep "^{" "$LOGS/zoo.log" | cut -c1-3000
     echo "--- defaults"; cat "$LOGS/defaults.md"
     echo "--- torchao presets"; cat "$LOGS/torchao_presets.md"
+    echo "--- kernel diff"; cat "$LOGS/kerneldiff.log"; echo "--- before/after"; cat "$LOGS/before_after.log"
   } >> "$summary" 2>/dev/null
   tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
   cat "$summary"
@@ -34,7 +35,7 @@ trap finish EXIT
 
 # BUILD_TESTS=OFF builds without the C++ tests and benchmarks (quicker, for benchmark-only calls).
 # STAGES selects what runs (default: build tests bench demo): build ctest tests gputests seltests bench
-# demo roundtrip jit trtverify defaults defaults_bg defaults_wait torchao; ZOO_MODELS adds the model zoo. trtverify:
+# demo roundtrip jit trtverify defaults defaults_bg defaults_wait torchao kerneldiff beforeafter; ZOO_MODELS adds the model zoo. trtverify:
 # benchmarks/tensorrt_verify.py (real TensorRT engines vs eager, earlier shapes replayed after later
 # captures, threads on own streams, unaligned inputs; TRTVERIFY_ARGS, default "--quick --models resnet50"). defaults: benchmarks/defaults.py, aitune
 # with no options vs eager/torch.compile per model (DEFAULTS_ARGS adds options, e.g. "--models
@@ -92,6 +93,14 @@ if has bench; then
   step bench_cuda_graph2 $PY benchmarks/cuda_graph_overhead.py --out "$LOGS/cuda_graph_overhead_2.json"
 fi
 has demo && step demo $PY -m aitune.torch.examples.demo
+# beforeafter: benchmarks/before_after.sh, per-call cost beside the earlier tree in .gpu-carry/before.tar
+# (here: git archive -o .gpu-carry/before.tar <commit>; carry .gpu-carry).
+has beforeafter && step before_after timeout -k 10 "${BEFOREAFTER_TIMEOUT:-600}" \
+  env OUT="$OUT" BEFORE_TAR=.gpu-carry/before.tar PYTHON=$PY bash benchmarks/before_after.sh
+# kerneldiff: tools/diagnostics/kernel_diff.py, the CUDA kernels, GPU busy time and span per call of
+# aitune's default build beside reduce-overhead + freezing (KERNELDIFF_ARGS, default "--model bert").
+has kerneldiff && step kerneldiff timeout -k 10 "${KERNELDIFF_TIMEOUT:-400}" $PY tools/diagnostics/kernel_diff.py \
+  ${KERNELDIFF_ARGS:---model bert} --out "$OUT/kernel_diff.json"
 has trtverify && step trtverify timeout -k 10 "${TRTVERIFY_TIMEOUT:-1500}" $PY benchmarks/tensorrt_verify.py \
   ${TRTVERIFY_ARGS:---quick --models resnet50} --out "$OUT/tensorrt_verify.json"
 if has aotidiag; then

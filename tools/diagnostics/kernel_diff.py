@@ -20,7 +20,9 @@ import collections
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -52,21 +54,44 @@ def side(name: str, model_name: str, calls: int) -> dict[str, object]:
         for _ in range(20):
             fn(*args)
         torch.cuda.synchronize()
+        info["pipelined_us"] = round(pipelined_us(lambda: fn(*args)), 1)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(calls):
                 fn(*args)
             torch.cuda.synchronize()
     totals: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+    starts, ends = [], []
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
             entry = totals[event.name]
             entry[0] += event.device_time  # µs
             entry[1] += 1
+            starts.append(event.time_range.start)
+            ends.append(event.time_range.end)
     rows = sorted(((us / calls, n / calls, k) for k, (us, n) in totals.items()), reverse=True)
     info["gpu_us_per_call"] = round(sum(r[0] for r in rows), 1)
+    # The GPU's span per call (first activity's start to the last one's end, over the calls):
+    # span minus busy time is the GPU idle between activities (launch gaps, waits on the host).
+    info["gpu_span_us_per_call"] = round((max(ends) - min(starts)) / calls, 1) if starts else None
     info["kernels_per_call"] = round(sum(r[1] for r in rows), 1)
     info["kernels"] = [{"us": round(us, 2), "n": round(n, 2), "name": k[:160]} for us, n, k in rows[:40]]
     return info
+
+
+def pipelined_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5) -> float:
+    """benchmarks/defaults.py's pipelined column: calls back to back, one sync, wall µs per call
+    (median of `rounds`), measured before the profiler is on."""
+    import torch
+
+    times = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e6 / calls)
+    return sorted(times)[rounds // 2]
 
 
 def main() -> None:
@@ -87,7 +112,10 @@ def main() -> None:
         results.append(json.loads(lines[-1]) if lines else {"side": name, "error": done.stderr[-3000:]})
     Path(args.out).write_text(json.dumps(results, indent=1))
     for info in results:
-        print(f"== {info['side']}: {info.get('gpu_us_per_call')} µs GPU/call, {info.get('kernels_per_call')} kernels")
+        print(
+            f"== {info['side']}: {info.get('gpu_us_per_call')} µs GPU busy/call, span {info.get('gpu_span_us_per_call')} µs, "
+            f"pipelined {info.get('pipelined_us')} µs, {info.get('kernels_per_call')} kernels"
+        )
         print("   picks:", info.get("picks", "-"), info.get("error", ""))
         for row in info.get("kernels", [])[:25]:
             print(f"   {row['us']:9.2f} µs  x{row['n']:<5} {row['name'][:110]}")

@@ -232,10 +232,14 @@ def child(args: argparse.Namespace) -> None:
 
 class FxCacheLog:
     """Collects torch._inductor.codecache's messages about its FX-graph cache (hits, misses,
-    bypasses and each key's hash details, truncated) without changing how anything else logs."""
+    bypasses and each key's hash details) without changing how anything else logs. A key's details
+    are kept as one line per hashed component (`[hash] name: start of its value`): the graph
+    module's code alone can fill any size limit, and the components whose hashes differ between a
+    cold and a warm row are what explains a miss."""
 
     MAX_RECORDS = 12
     MAX_CHARS = 20000
+    COMPONENT_CHARS = 240
 
     def __init__(self) -> None:
         import logging
@@ -247,11 +251,21 @@ class FxCacheLog:
             def emit(self, record: logging.LogRecord) -> None:
                 message = record.getMessage()
                 if "fx graph cache" in message.lower() and len(outer.records) < outer.MAX_RECORDS:
-                    outer.records.append(message[: outer.MAX_CHARS])
+                    outer.records.append(outer.compact(message))
 
         source = logging.getLogger("torch._inductor.codecache")
         source.addHandler(_Handler(level=logging.DEBUG))
         source.setLevel(logging.DEBUG)
+
+    @classmethod
+    def compact(cls, message: str) -> str:
+        """A hash-details message as its first line and one line per component; other messages
+        (hit, miss, bypass) as they are, truncated."""
+        lines = message.splitlines()
+        if "hash details" not in message.lower():
+            return message[: cls.MAX_CHARS]
+        components = [line[: cls.COMPONENT_CHARS] for line in lines[1:] if re.match(r"\[\w+\] ", line)]
+        return "\n".join([lines[0], *components])[: cls.MAX_CHARS]
 
 
 def telemetry_outcome() -> dict[str, Any]:

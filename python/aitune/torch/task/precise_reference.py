@@ -9,15 +9,15 @@ refuses a real error of 1e-2 in a bf16 model, which the class bounds alone allow
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, TypeVar
 
 import torch
 import torch.utils._pytree as pytree
 
 from aitune.torch.graph.graph_spec import Sample
+from aitune.torch.utils.precision_switches import ieee_fp32, tf32_allowed
 
 logger = logging.getLogger("aitune")
 T = TypeVar("T")
@@ -26,15 +26,6 @@ LOW_PRECISION_DTYPES = (torch.float16, torch.bfloat16)
 # The classes whose default tolerance has a noise bound (cpp/core/select/tolerance.cc): the ones
 # eager itself computes in. fp32 eager is its own precise reference; int8/fp8 are never native.
 NOISE_CLASSES = ("tf32", "fp16", "bf16")
-
-
-def tf32_allowed() -> bool:
-    """torch lets some float32 arithmetic on CUDA use TF32."""
-    return bool(
-        torch.backends.cuda.matmul.allow_tf32
-        or torch.backends.cudnn.allow_tf32
-        or torch.get_float32_matmul_precision() != "highest"
-    )
 
 
 def native_precision_class(module: torch.nn.Module, device: torch.device) -> str:
@@ -49,25 +40,6 @@ def native_precision_class(module: torch.nn.Module, device: torch.device) -> str
     if device.type == "cuda" and tf32_allowed():
         return "tf32"
     return "fp32"
-
-
-@contextlib.contextmanager
-def full_fp32() -> Iterator[None]:
-    """float32 arithmetic without TF32 on CUDA for the duration (torch's switches restored after)."""
-    saved = (
-        torch.get_float32_matmul_precision(),
-        torch.backends.cuda.matmul.allow_tf32,
-        torch.backends.cudnn.allow_tf32,
-    )
-    try:
-        torch.set_float32_matmul_precision("highest")
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        yield
-    finally:
-        torch.set_float32_matmul_precision(saved[0])
-        torch.backends.cuda.matmul.allow_tf32 = saved[1]
-        torch.backends.cudnn.allow_tf32 = saved[2]
 
 
 def _upcast(value: T) -> T:
@@ -90,7 +62,7 @@ class PreciseRunner:
 
     def __call__(self, sample: Sample) -> object:
         args, kwargs = copy.deepcopy((sample.args, sample.kwargs))
-        with torch.no_grad(), full_fp32():
+        with torch.no_grad(), ieee_fp32():
             if not self._upcast_weights:
                 return self._forward(*args, **kwargs)
             from torch.nn.utils.stateless import _reparametrize_module  # what torch.func.functional_call uses

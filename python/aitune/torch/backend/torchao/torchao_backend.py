@@ -41,6 +41,7 @@ from aitune.torch.backend.torchao.quantized_state import (
 )
 from aitune.torch.backend.torchao.torchao_config import SAVED_STATE_KEY, TorchAOBackendConfig
 from aitune.torch.graph.graph_spec import GraphSpec
+from aitune.torch.utils import precision_switches
 from aitune.torch.validation import NumericTolerance
 
 logger = logging.getLogger("aitune")
@@ -68,13 +69,12 @@ def torchao_settings_scope() -> Iterator[None]:
     """Puts back the process-wide settings torchao's quantize_ changes (module docstring)."""
     import torch._inductor.config as inductor_config
 
-    precision = torch.get_float32_matmul_precision()
     current = inductor_config.get_config_copy()
     saved = {name: current[name] for name in _INDUCTOR_OPTIONS if name in current}
     try:
-        yield
+        with precision_switches.preserved():  # exactly: the FX-graph cache keys by them
+            yield
     finally:
-        torch.set_float32_matmul_precision(precision)
         inductor_config.load_config(saved)
 
 

@@ -8,6 +8,7 @@ needs one particular variant."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -201,3 +202,57 @@ def test_too_many_shapes_for_the_recompile_limit_keeps_dynamic(aitune_log, monke
     assert "reach Dynamo's recompile limit (2)" in aitune_log.text
     assert not _policy_lines(aitune_log)
     _assert_serves(m, reference)
+
+
+def _restarted_traces() -> int:
+    """Dynamo's second (and later) attempts at tracing a frame in this process: a restart of the
+    analysis re-traces the whole model (torch._dynamo.convert_frame times each attempt by name)."""
+    from torch._dynamo.utils import compilation_time_metrics
+
+    return sum(
+        len(times)
+        for name, times in compilation_time_metrics.items()
+        if re.fullmatch(r"compile_attempt_[1-9]\d*", name)
+    )
+
+
+class BatchNormNet(torch.nn.Module):
+    """BatchNorm's eps is a Python float that the operator needs as a number: in a dynamic=True
+    compile with torch's default specialize_float=False it was specialised late, and Inductor's
+    tensorify pass restarted the whole trace (TensorifyScalarRestartAnalysis)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.bn = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(self.conv(x))).flatten(1)
+
+
+def test_a_dynamic_build_traces_the_model_once_in_strict_mode():
+    """Run alone on the code before the fix, the build restarted once (this read 1)."""
+    assert aitune_config.strict_mode  # the default
+    torch.manual_seed(0)
+    model = BatchNormNet().eval()
+    reference = copy.deepcopy(model)
+    m = ait.Module(
+        model, "bn", strategy=_strategy(TorchInductorJitBackend(TorchInductorJitBackendConfig(dynamic=True)))
+    )
+    # torch remembers, per process, which float symbols a restart specialised (and then does not
+    # restart for them again): forget them, so an earlier test's restart cannot hide this one's.
+    from torch._dynamo.symbolic_convert import TensorifyState
+
+    TensorifyState.clear()
+    before = _restarted_traces()
+    ait.tune(m, [torch.randn(3, 8, 8) for _ in range(2)], batch_sizes=[2], device="cpu")
+    assert m.state is ModuleState.TUNED
+    [(_, backend)] = m.tuned_module.backends
+    assert backend.compiled_dynamic is True
+    # Strict mode: floats are part of the graph's identity, so they are specialised up front and
+    # nothing restarts.
+    assert _restarted_traces() - before == 0
+    for bs in (2, 5):
+        x = torch.randn(bs, 3, 8, 8)
+        with torch.no_grad():
+            torch.testing.assert_close(m(x), reference(x), atol=1e-5, rtol=1e-5)

@@ -11,6 +11,7 @@ from typing import Callable
 import torch
 
 from aitune.torch.backend.common.export_shapes import prepare_export_sample
+from aitune.torch.config import config
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
 
 logger = logging.getLogger("aitune")
@@ -48,3 +49,17 @@ def original_forward(module: torch.nn.Module) -> Callable:
     """The module's own forward: a wrapped module's instance `forward` is aitune's router, and
     compiling it would recurse into aitune."""
     return getattr(module, "_aitune_original_forward", None) or module.forward
+
+
+def specialize_float_patch() -> contextlib.AbstractContextManager:
+    """Dynamo traces Python floats as symbols by default (`specialize_float=False`); in a
+    `dynamic=True` compile a float that an operator needs as a plain number (BatchNorm's or
+    LayerNorm's eps) is specialised late, and Inductor's tensorify pass then restarts the whole
+    Dynamo and AOTAutograd trace (TensorifyScalarRestartAnalysis): every dynamic build of a model
+    with such a layer was traced twice. In strict mode (config.strict_mode, the default) a float
+    input is part of aitune's graph identity (docs/reference/recording.md#graph-identity), so a graph
+    never sees another value and specialising floats up front changes nothing it serves; with
+    strict mode off, torch's default stays."""
+    if not config.strict_mode or not hasattr(torch._dynamo.config, "specialize_float"):
+        return contextlib.nullcontext()
+    return torch._dynamo.config.patch(specialize_float=True)

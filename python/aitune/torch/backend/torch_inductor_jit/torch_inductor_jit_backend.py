@@ -28,9 +28,8 @@ from aitune.torch.backend.common.autocast import AutocastMixin
 from aitune.torch.backend.backend import Backend, cost_factor
 from aitune.torch.backend.common.compile_caches import keep_compile_caches_in_aitune, reset_compiler_caches
 from aitune.torch.backend.common.export_shapes import has_size_one_dynamic_axis
-from aitune.torch.backend.common.jit_warmup import original_forward, run_warmup, warmup_calls
+from aitune.torch.backend.common.jit_warmup import original_forward, run_warmup, specialize_float_patch, warmup_calls
 from aitune.torch.backend.registry import register_backend
-from aitune.torch.config import config as aitune_config
 from aitune.torch.backend.torch_inductor_jit.torch_inductor_jit_config import TorchInductorJitBackendConfig
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
 from aitune.torch.validation import NumericTolerance
@@ -84,20 +83,6 @@ def _private_forward(forward: Callable) -> Callable:
     name = f"aitune_specialised_forward_{next(_specialised_ids)}"
     code = specialised_forward.__code__.replace(co_name=name, co_qualname=name)
     return types.FunctionType(code, specialised_forward.__globals__, name, None, specialised_forward.__closure__)
-
-
-def specialize_float_patch() -> contextlib.AbstractContextManager:
-    """Dynamo traces Python floats as symbols by default (`specialize_float=False`); in a
-    `dynamic=True` compile a float that an operator needs as a plain number (BatchNorm's or
-    LayerNorm's eps) is specialised late, and Inductor's tensorify pass then restarts the whole
-    Dynamo and AOTAutograd trace (TensorifyScalarRestartAnalysis): every dynamic build of a model
-    with such a layer was traced twice. In strict mode (config.strict_mode, the default) a float
-    input is part of aitune's graph identity (docs/reference/recording.md#graph-identity), so a graph
-    never sees another value and specialising floats up front changes nothing it serves; with
-    strict mode off, torch's default stays."""
-    if not aitune_config.strict_mode or not hasattr(torch._dynamo.config, "specialize_float"):
-        return contextlib.nullcontext()
-    return torch._dynamo.config.patch(specialize_float=True)
 
 
 def _cache_entries(fn: Callable | None) -> int | None:

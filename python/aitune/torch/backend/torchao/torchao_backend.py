@@ -28,7 +28,7 @@ import torch
 from aitune.exceptions import AITuneUserInputError, BackendUnavailableError, IncompatibleCheckpointError
 from aitune.torch.backend.backend import Backend
 from aitune.torch.backend.common.compile_caches import reset_compiler_caches
-from aitune.torch.backend.common.jit_warmup import run_warmup, warmup_calls
+from aitune.torch.backend.common.jit_warmup import run_warmup, specialize_float_patch, warmup_calls
 from aitune.torch.backend.registry import register_backend
 from aitune.torch.backend.torchao.presets import DEFAULT_QUANTIZATION, device_refusal
 from aitune.torch.backend.torchao.quantized_state import (
@@ -180,7 +180,7 @@ class TorchAOBackend(Backend):
         if config.mode is not None:
             kwargs["mode"] = config.mode
         self._compiled = torch.compile(self._forward, **kwargs)
-        run_warmup(self._compiled, self._warmup_calls)
+        run_warmup(self._compiled, self._warmup_calls, specialize_float_patch)
 
     def _check_model_constraints(self, module: torch.nn.Module) -> None:
         """The MX and NVFP4 formats need bf16 weights whose dims are multiples of their block

@@ -63,6 +63,9 @@ install_carried() {
     fi
   done
 }
+# A wheel larger than one call's carry comes in parts over consecutive calls (benchmarks/carry_wheels.sh:
+# ai-dynamo-runtime for the serving benchmark); the parts are joined here once all have arrived.
+step parts bash benchmarks/carry_wheels.sh assemble
 step deps install_carried
 if has build || ! $PY -c 'import aitune._C' 2>/dev/null; then
   step build $PY -m pip install --no-build-isolation --no-deps -v \

@@ -79,15 +79,16 @@ if has tests || has gputests; then
   step doctor_cli aitune doctor
   step doctor_py $PY -m aitune doctor
   # SIGINT at the limit (exec: pytest itself gets it) makes pytest print what failed so far; a
-  # plain kill left only a row of dots and an F (2026-12-07).
-  step pytest_gpu timeout -s INT -k 30 "${PYTEST_TIMEOUT:-3000}" bash -c "cd tests && AITUNE_CRASH_REPORT=1 exec $PY -m pytest -q -s -p no:cacheprovider -m gpu -rfEs"
+  # plain kill left only a row of dots and an F (2026-12-07). --durations: the slowest tests, to
+  # split a selection over device calls (about 250 tests took more than one 10-minute call).
+  step pytest_gpu timeout -s INT -k 30 "${PYTEST_TIMEOUT:-3000}" bash -c "cd tests && AITUNE_CRASH_REPORT=1 exec $PY -m pytest -q -s -p no:cacheprovider -m gpu -rfEs --durations=30"
 fi
 has tests && step pytest_all bash -c "cd tests && $PY -m pytest -q -p no:cacheprovider -rs"
 # gputests: the GPU-marked tests plus the pytest arguments in PYTEST_FILES (relative to tests/, e.g.
 # PYTEST_FILES="gpu/ e2e/test_cpp_runtime.py unit/backend/test_inductor_backends.py": the tiers are folders);
 # seltests: only the latter. AITUNE_CRASH_REPORT=1 adds native frames to a crash (pass -s: pytest captures fd 2).
 if { has gputests || has seltests; } && [ -n "${PYTEST_FILES:-}" ]; then
-  step pytest_sel timeout -s INT -k 30 "${PYTEST_TIMEOUT:-3000}" bash -c "cd tests && AITUNE_CRASH_REPORT=1 exec $PY -m pytest -q -p no:cacheprovider -rfEs $PYTEST_FILES"
+  step pytest_sel timeout -s INT -k 30 "${PYTEST_TIMEOUT:-3000}" bash -c "cd tests && AITUNE_CRASH_REPORT=1 exec $PY -m pytest -q -p no:cacheprovider -rfEs --durations=30 $PYTEST_FILES"
 fi
 if has bench; then
   step bench_core "$BUILD/cpp/core/aitune_core_bench" --benchmark_repetitions=5 \

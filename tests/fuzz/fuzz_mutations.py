@@ -3,6 +3,7 @@ damaged, manifests edited, the fields that name files attacked, members replaced
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from pathlib import Path
@@ -74,12 +75,16 @@ def mutate_manifest(manifest: dict, rng: random.Random, edits: list[str]) -> str
         parent, key = _get(manifest, path[:-1]), path[-1]
         before = json.dumps(parent[key])[:60]
         op = rng.random()
+        # Copies, never the shared objects themselves: an INTERESTING list placed in the manifest
+        # and then edited in place (an element set to the list itself) made a cycle json.dumps
+        # refused, and edited the table for every later mutant, so `--only N` replayed another
+        # mutant than the run had made (seed 217608022, mutant 2000-2500, 2026-12-07).
         if op < 0.5:
-            parent[key] = rng.choice(INTERESTING)
+            parent[key] = copy.deepcopy(rng.choice(INTERESTING))
         elif op < 0.65 and isinstance(parent, dict):
             del parent[key]
         elif op < 0.75 and isinstance(parent, list):
-            parent.insert(key, parent[key])
+            parent.insert(key, copy.deepcopy(parent[key]))
         elif op < 0.85 and isinstance(parent, list):
             parent.pop(key)
         elif op < 0.92:

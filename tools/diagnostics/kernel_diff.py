@@ -20,9 +20,7 @@ import collections
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Callable
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -32,6 +30,7 @@ def side(name: str, model_name: str, calls: int) -> dict[str, object]:
     from torch.profiler import ProfilerActivity, profile
 
     sys.path.insert(0, str(BENCHMARKS))
+    import defaults
     import zoo
 
     torch.manual_seed(0)
@@ -54,7 +53,8 @@ def side(name: str, model_name: str, calls: int) -> dict[str, object]:
         for _ in range(20):
             fn(*args)
         torch.cuda.synchronize()
-        info["pipelined_us"] = round(pipelined_us(lambda: fn(*args)), 1)
+        # benchmarks/defaults.py's pipelined column, measured before the profiler is on.
+        info["pipelined_us"] = round(1000 * defaults.pipelined_ms(lambda: fn(*args), torch.cuda.synchronize), 1)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(calls):
                 fn(*args)
@@ -76,22 +76,6 @@ def side(name: str, model_name: str, calls: int) -> dict[str, object]:
     info["kernels_per_call"] = round(sum(r[1] for r in rows), 1)
     info["kernels"] = [{"us": round(us, 2), "n": round(n, 2), "name": k[:160]} for us, n, k in rows[:40]]
     return info
-
-
-def pipelined_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5) -> float:
-    """benchmarks/defaults.py's pipelined column: calls back to back, one sync, wall µs per call
-    (median of `rounds`), measured before the profiler is on."""
-    import torch
-
-    times = []
-    for _ in range(rounds):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e6 / calls)
-    return sorted(times)[rounds // 2]
 
 
 def main() -> None:

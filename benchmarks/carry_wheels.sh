@@ -14,6 +14,13 @@
 #   there: bash benchmarks/carry_wheels.sh assemble    # gpu_run.sh runs it before installing .gpu-carry/wheels
 #   (`split` splits what is already in .gpu-carry-stock: fetch does it after downloading)
 #
+# One call instead of two: `pack` repacks every large wheel's files as tar.xz (ai-dynamo-runtime:
+# 74.7 MB as a wheel, 43.6 MB as tar.xz, because xz compresses the shared library far better than
+# the wheel's zip deflate), and `stage packed` carries the small wheels with those archives. On the
+# machine `assemble` checks each archive's SHA-256, unpacks it, zips the files into the wheel again
+# and checks every file against the wheel's own RECORD hashes before pip sees it.
+#   here:  bash benchmarks/carry_wheels.sh pack && bash benchmarks/carry_wheels.sh stage packed
+#
 # CARRY_PART_MB sets the part size (default 40, leaving room for the tree); CARRY_PYTHON the target
 # interpreter's version (default 3.12, the GPU image's).
 set -euo pipefail
@@ -51,10 +58,96 @@ split_large() {  # every stock wheel over CARRY_PART_MB into parts, with the who
   done
 }
 
+pack() {  # every stock wheel over CARRY_PART_MB as <wheel>.tar.xz of its files, with that file's SHA-256
+  mkdir -p "$STOCK/packed"
+  local whl name size tmp
+  for whl in "$STOCK"/*.whl; do
+    name=$(basename "$whl")
+    size=$(stat -c %s "$whl")
+    [ "$size" -gt $((PART_MB * 1024 * 1024)) ] || continue
+    if [ ! -f "$STOCK/packed/$name.sha256" ]; then
+      tmp=$(mktemp -d)
+      python3 -m zipfile -e "$whl" "$tmp"
+      tar -C "$tmp" -cf - . | xz -9 -T0 > "$STOCK/packed/$name.tar.xz"
+      rm -rf "$tmp"
+      echo "$(sha256sum "$STOCK/packed/$name.tar.xz" | cut -d' ' -f1) $name" > "$STOCK/packed/$name.sha256"
+    fi
+    echo "$name: $size bytes as a wheel, $(stat -c %s "$STOCK/packed/$name.tar.xz") as tar.xz"
+  done
+}
+
+stage_packed() {  # one call: the small wheels whole, the large ones as packed archives
+  rm -rf "$CARRY/wheels" "$CARRY/parts" "$CARRY/packed"
+  mkdir -p "$CARRY/wheels" "$CARRY/packed"
+  local whl name
+  for whl in "$STOCK"/*.whl; do
+    name=$(basename "$whl")
+    if [ -f "$STOCK/packed/$name.sha256" ]; then
+      cp "$STOCK/packed/$name.sha256" "$STOCK/packed/$name.tar.xz" "$CARRY/packed/"
+    elif [ "$(stat -c %s "$whl")" -gt $((PART_MB * 1024 * 1024)) ]; then
+      echo "$name is over ${PART_MB} MiB and not packed: run 'pack' first" >&2
+      return 1
+    else
+      cp "$whl" "$CARRY/wheels/"
+    fi
+  done
+  du -sh "$CARRY" | sed 's/^/carry now: /'
+}
+
+unpack() {  # there: each packed archive back into its wheel, checked against its own RECORD
+  local sum want name tmp
+  for sum in "$CARRY"/packed/*.sha256; do
+    [ -f "$sum" ] || continue
+    read -r want name < "$sum"
+    if [ "$(sha256sum "$CARRY/packed/$name.tar.xz" | cut -d' ' -f1)" != "$want" ]; then
+      echo "packed: $name.tar.xz arrived with another SHA-256 than packed; not installed" >&2
+      return 1
+    fi
+    tmp=$(mktemp -d)
+    tar -C "$tmp" -xJf "$CARRY/packed/$name.tar.xz"
+    if ! python3 - "$tmp" "$CARRY/wheels/$name.tmp" <<'PY'
+import base64, csv, hashlib, pathlib, sys, zipfile
+root, out = pathlib.Path(sys.argv[1]), sys.argv[2]
+records = list(root.glob("*.dist-info/RECORD"))
+if len(records) != 1:
+    sys.exit(f"expected one *.dist-info/RECORD, found {len(records)}")
+listed = set()
+for row in csv.reader(records[0].read_text().splitlines()):
+    if not row:
+        continue
+    path, digest = row[0], row[1]
+    if path.startswith("/") or ".." in pathlib.PurePosixPath(path).parts:
+        sys.exit(f"{path}: a path outside the wheel")
+    listed.add(path)
+    if not digest:
+        continue  # RECORD itself
+    algo, value = digest.split("=", 1)
+    have = base64.urlsafe_b64encode(hashlib.new(algo, (root / path).read_bytes()).digest()).rstrip(b"=").decode()
+    if have != value:
+        sys.exit(f"{path}: content differs from the wheel's RECORD")
+extra = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - listed
+if extra:
+    sys.exit(f"files the wheel's RECORD does not list: {sorted(extra)[:5]}")
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as whl:
+    for path in sorted(listed):
+        whl.write(root / path, path)
+PY
+    then
+      echo "packed: $name did not unpack to the wheel's recorded files; not installed" >&2
+      rm -rf "$tmp" "$CARRY/wheels/$name.tmp"
+      return 1
+    fi
+    rm -rf "$tmp"
+    mv "$CARRY/wheels/$name.tmp" "$CARRY/wheels/$name"
+    echo "packed: $name rebuilt from tar.xz, every file as its RECORD lists"
+  done
+}
+
 stage() {  # stage K: the K-th call's carry (1-based)
+  [ "$1" = packed ] && { stage_packed; return; }
   local k=$1 part_index sum name count whl
   part_index=$(printf '%02d' $((k - 1)))
-  rm -rf "$CARRY/wheels" "$CARRY/parts"
+  rm -rf "$CARRY/wheels" "$CARRY/parts" "$CARRY/packed"
   mkdir -p "$CARRY/wheels" "$CARRY/parts"
   for whl in "$STOCK"/*.whl; do
     [ -f "$whl" ] || continue
@@ -71,8 +164,9 @@ stage() {  # stage K: the K-th call's carry (1-based)
   du -sh "$CARRY" | sed 's/^/carry now: /'
 }
 
-assemble() {  # there: keep what arrived, join what is complete into .gpu-carry/wheels
+assemble() {  # there: unpack packed archives; keep what parts arrived, join what is complete
   mkdir -p "$KEEP" "$CARRY/wheels"
+  unpack || return 1
   cp "$CARRY"/parts/* "$KEEP"/ 2>/dev/null || true
   local sum want name count have
   for sum in "$KEEP"/*.sha256; do
@@ -97,7 +191,8 @@ assemble() {  # there: keep what arrived, join what is complete into .gpu-carry/
 case "${1:-}" in
   fetch) shift; fetch "$@" ;;
   split) split_large ;;
+  pack) pack ;;
   stage) stage "${2:?stage K}" ;;
   assemble) assemble ;;
-  *) echo "usage: $0 {fetch NAME==VERSION...|split|stage K|assemble}" >&2; exit 2 ;;
+  *) echo "usage: $0 {fetch NAME==VERSION...|split|pack|stage K|stage packed|assemble}" >&2; exit 2 ;;
 esac

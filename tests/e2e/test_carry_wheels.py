@@ -85,3 +85,74 @@ def test_a_damaged_part_is_refused(stock):
     assert r.returncode == 1
     assert "another SHA-256" in r.stderr
     assert not (there / ".gpu-carry" / "wheels" / BIG).exists()
+
+
+def _wheel(path: Path, files: dict[str, bytes]) -> None:
+    """A wheel whose RECORD lists every file with its SHA-256, as pip writes it."""
+    import base64
+    import hashlib
+    import zipfile
+
+    record = "small_pkg-1.0.dist-info/RECORD"
+    lines = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{name},sha256={digest},{len(data)}")
+    lines.append(f"{record},,")
+    with zipfile.ZipFile(path, "w") as whl:
+        for name, data in files.items():
+            whl.writestr(name, data)
+        whl.writestr(record, "\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def packed(tmp_path):
+    here = _repo(tmp_path / "here")
+    there = _repo(tmp_path / "there")
+    stock = here / ".gpu-carry-stock"
+    stock.mkdir()
+    files = {"big_pkg/lib.so": os.urandom(1024 * 1024 + 7) * 2, "big_pkg/__init__.py": b"x = 1\n"}
+    _wheel(stock / BIG, files)
+    (stock / SMALL).write_bytes(b"small wheel")
+    r = _run(here, "pack", keep=tmp_path / "keep")
+    assert r.returncode == 0, r.stderr
+    assert f"{BIG}:" in r.stdout and "as tar.xz" in r.stdout
+    assert _run(here, "stage", "packed", keep=tmp_path / "keep").returncode == 0
+    carried = sorted(p.relative_to(here / ".gpu-carry").as_posix() for p in (here / ".gpu-carry").rglob("*"))
+    assert f"wheels/{SMALL}" in carried and f"packed/{BIG}.tar.xz" in carried
+    assert not any(name.startswith(f"wheels/{BIG}") for name in carried)  # the large wheel goes packed only
+    return here, there, files, tmp_path / "keep"
+
+
+@pytest.mark.skipif(shutil.which("xz") is None, reason="needs xz")
+def test_a_packed_wheel_is_rebuilt_in_one_call_with_its_recorded_files(packed):
+    import zipfile
+
+    here, there, files, keep = packed
+    _send(here, there)
+    r = _run(there, "assemble", keep=keep)
+    assert r.returncode == 0, r.stderr
+    assert "rebuilt from tar.xz" in r.stdout
+    with zipfile.ZipFile(there / ".gpu-carry" / "wheels" / BIG) as whl:
+        assert {name: whl.read(name) for name in files} == files
+
+
+@pytest.mark.skipif(shutil.which("xz") is None, reason="needs xz")
+def test_a_packed_wheel_whose_files_differ_from_its_record_is_refused(packed, tmp_path):
+    import subprocess as sp
+
+    here, there, _, keep = packed
+    _send(here, there)
+    # Repack with one file changed, and give the archive a matching SHA-256: only RECORD can tell.
+    archive = there / ".gpu-carry" / "packed" / f"{BIG}.tar.xz"
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    sp.run(["tar", "-C", str(unpacked), "-xJf", str(archive)], check=True)
+    (unpacked / "big_pkg" / "__init__.py").write_bytes(b"x = 2\n")
+    sp.run(f"tar -C {unpacked} -cf - . | xz > {archive}", shell=True, check=True)
+    digest = sp.run(["sha256sum", str(archive)], capture_output=True, text=True, check=True).stdout.split()[0]
+    (there / ".gpu-carry" / "packed" / f"{BIG}.sha256").write_text(f"{digest} {BIG}\n")
+    r = _run(there, "assemble", keep=keep)
+    assert r.returncode == 1
+    assert "big_pkg/__init__.py: content differs" in r.stderr
+    assert not (there / ".gpu-carry" / "wheels" / BIG).exists()

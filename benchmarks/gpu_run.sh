@@ -25,7 +25,7 @@ finish() {
     grep -E '_us"' "$LOGS/cuda_graph_overhead_2.json"; echo "--- zoo"; grep -A20 "^| model" "$LOGS/zoo.log"
     echo "--- zoo rows"; grep "^{" "$LOGS/zoo.log" | cut -c1-3000
     echo "--- defaults"; cat "$LOGS/defaults.md"
-    echo "--- torchao presets"; cat "$LOGS/torchao_presets.md"
+    echo "--- torchao presets"; cat "$LOGS/torchao_presets.md"; echo "--- serving"; cat "$LOGS/serving_gpu.md"
     echo "--- kernel diff"; cat "$LOGS/kerneldiff.log"; echo "--- before/after"; cat "$LOGS/before_after.log"
   } >> "$summary" 2>/dev/null
   tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
@@ -35,7 +35,7 @@ trap finish EXIT
 
 # BUILD_TESTS=OFF builds without the C++ tests and benchmarks (quicker, for benchmark-only calls).
 # STAGES selects what runs (default: build tests bench demo): build ctest tests gputests seltests bench
-# demo roundtrip jit trtverify defaults defaults_bg defaults_wait torchao kerneldiff beforeafter; ZOO_MODELS adds the model zoo. trtverify:
+# demo roundtrip jit trtverify defaults defaults_bg defaults_wait torchao serving kerneldiff beforeafter; ZOO_MODELS adds the model zoo. trtverify:
 # benchmarks/tensorrt_verify.py (real TensorRT engines vs eager, earlier shapes replayed after later
 # captures, threads on own streams, unaligned inputs; TRTVERIFY_ARGS, default "--quick --models resnet50"). defaults: benchmarks/defaults.py, aitune
 # with no options vs eager/torch.compile per model (DEFAULTS_ARGS adds options, e.g. "--models
@@ -63,8 +63,9 @@ install_carried() {
     fi
   done
 }
-# A wheel larger than one call's carry comes in parts over consecutive calls (benchmarks/carry_wheels.sh:
-# ai-dynamo-runtime for the serving benchmark); the parts are joined here once all have arrived.
+# A wheel larger than one call's carry (benchmarks/carry_wheels.sh: ai-dynamo-runtime for the serving
+# benchmark) comes packed as tar.xz and is rebuilt here, or in parts over consecutive calls, joined
+# here once all have arrived.
 step parts bash benchmarks/carry_wheels.sh assemble
 step deps install_carried
 if has build || ! $PY -c 'import aitune._C' 2>/dev/null; then
@@ -146,6 +147,11 @@ fi
 # into summary.txt, its JSON to $OUT. Needs torchao: the carried wheel (install_carried above).
 has torchao && step torchao_presets timeout -k 10 "${TORCHAO_TIMEOUT:-570}" $PY benchmarks/torchao_presets.py \
   ${TORCHAO_ARGS:-} --out "$OUT/torchao_presets.json" --md "$LOGS/torchao_presets.md"
+# serving: benchmarks/serving_gpu.py, the Dynamo worker on this GPU (issue 26; needs the Dynamo wheels,
+# carried with `carry_wheels.sh pack` + `stage packed`); SERVING_ARGS adds options. Its tables go into
+# summary.txt, its JSON to $OUT.
+has serving && step serving timeout -s INT -k 20 "${SERVING_TIMEOUT:-570}" $PY benchmarks/serving_gpu.py \
+  ${SERVING_ARGS:-} --out "$OUT/serving_gpu.json" --markdown "$LOGS/serving_gpu.md"
 if [ -n "$ZOO_MODELS" ]; then
   step zoo timeout -k 10 "${ZOO_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/zoo.py --models $ZOO_MODELS ${ZOO_ARGS:-} --out "$OUT/zoo.json"
 fi

@@ -426,6 +426,11 @@ class Backend(abc.ABC):
             backend.cuda_graphs.start()
         return backend
 
+    def follow_record(self, record: dict[str, Any]) -> None:
+        """Before a rebuild from a checkpoint or the results store: what to_dict() stored beside the
+        config and the artefacts (the manifest entry's `extra`), so the rebuild serves what was
+        validated when tuning instead of deciding again. Default: nothing to follow."""
+
     @classmethod
     def _restoring(cls, config: BackendConfig) -> Backend:
         """The blank backend that restore() fills; a config check meant for building only may be skipped here."""

@@ -107,6 +107,9 @@ def _restore_backend(
     # config without its fields) fails as the file's error, like a restore.
     with as_corrupt(path or Path("?")):
         backend = cls() if entry.own_state else cls(config)  # AITune's backends configure themselves
+        extra = entry.extra
+        if isinstance(extra, dict) and extra:
+            backend.follow_record(extra)
     backend.build(module, graph, graph.samples, device, _rebuild_dir(module_name, graph.name, cls, config))
     return backend
 

@@ -256,3 +256,25 @@ def test_a_dynamic_build_traces_the_model_once_in_strict_mode():
         x = torch.randn(bs, 3, 8, 8)
         with torch.no_grad():
             torch.testing.assert_close(m(x), reference(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("tuned_choice", ["specialised", "dynamic"])
+def test_a_load_serves_the_variant_chosen_when_tuned(aitune_log, monkeypatch, tmp_path, tuned_choice):
+    """A checkpoint (or a results-store file) records the choice; the rebuild follows it instead of
+    timing the two variants again, where the other might come out faster this time."""
+    _force(monkeypatch, tuned_choice)
+    m, backend, reference = _tune(batch_sizes=(2, 3))
+    assert backend.dynamic_choice == tuned_choice
+    path = tmp_path / "mlp.ait"
+    ait.save(m, path)
+    other = "dynamic" if tuned_choice == "specialised" else "specialised"
+    _force(monkeypatch, other)  # a second comparison would now pick the other variant
+    timed = []
+    monkeypatch.setattr(TorchInductorJitBackend, "_median_ms", lambda self, *a: timed.append(a) or 1.0)
+    loaded = ait.load(_mlp(), path)
+    [(_, restored)] = loaded.tuned_module.backends
+    assert restored.dynamic_choice == tuned_choice and timed == []
+    assert (restored._specialised is None) == (tuned_choice == "dynamic")  # no unused static graphs compiled
+    assert "as chosen when tuned" in aitune_log.text
+    _assert_serves(loaded, reference, sizes=(2, 3, 4))
+    assert RECOMPILE not in aitune_log.text

@@ -152,6 +152,9 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         # warm-up calls of the dynamic build wait until the dynamic variant serves them.
         self._untimed_keys: frozenset = frozenset()
         self._deferred_warmups: list[tuple[tuple, dict]] = []
+        # A rebuild from a checkpoint or the results store serves the variant chosen when tuning
+        # (follow_record): no second comparison, which could time the other one faster this time.
+        self._recorded_choice: str | None = None
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -190,6 +193,17 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
     def specialised_shapes(self) -> list[tuple]:
         """The shape keys (see shape_key) served by the specialised variant."""
         return [key for key, _ in self._compare_calls if key in self._specialised_keys]
+
+    def to_dict(self) -> dict[str, object]:
+        data = super().to_dict()
+        if self._dynamic_choice is not None:
+            data["dynamic_choice"] = self._dynamic_choice
+        return data
+
+    def follow_record(self, record: dict[str, object]) -> None:
+        choice = record.get("dynamic_choice")
+        if choice in (SPECIALISED, DYNAMIC):
+            self._recorded_choice = str(choice)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _build(
@@ -288,6 +302,15 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         limit = recompile_limit()
         num_shapes = len(self._compare_calls)
         self._dynamic_choice = DYNAMIC
+        if self._recorded_choice == DYNAMIC:
+            logger.info(
+                "TorchInductorJitBackend (graph '%s'): dynamic=None: serving by the dynamic build, as chosen when "
+                "tuned (no specialised variant built)",
+                self._graph_name,
+            )
+            self._compare_calls = []
+            self._serve_deferred_by_dynamic()
+            return
         if num_shapes >= limit:
             logger.info(
                 "TorchInductorJitBackend (graph '%s'): dynamic=None: %d distinct input shapes reach Dynamo's "
@@ -312,6 +335,15 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
                     "than the input shapes)"
                 )
             self._specialised_keys = frozenset(key for key, _ in self._compare_calls)
+            if self._recorded_choice == SPECIALISED:
+                self._dynamic_choice = SPECIALISED
+                logger.info(
+                    "TorchInductorJitBackend (graph '%s'): dynamic=None: serving the %d stored shape(s) by static "
+                    "per-shape graphs, as chosen when tuned (not timed again)",
+                    self._graph_name,
+                    num_shapes,
+                )
+                return
             cuda_index = None
             if device.type == "cuda":
                 cuda_index = device.index if device.index is not None else torch.cuda.current_device()

@@ -102,6 +102,51 @@ def test_frontend_and_worker_serve_embeddings_and_reject_bad_requests(tmp_path, 
     assert re.search(r"served 3 requests \(2 rejected as bad requests, 0 failed\)", log), log[-2000:]
 
 
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda:0",
+            marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
+        ),
+    ],
+)
+def test_bad_requests_get_400_and_the_worker_serves_on(tmp_path, checkpoint, device):
+    """The four bad requests of issue 26 on the tuned-module path (the batcher), on the CPU and on
+    CUDA: wrong item shape, wrong dtype (floats for token ids), more items than the largest tuned
+    batch size, malformed JSON. Each gets a 400 naming the problem; the next request is served."""
+    env, port = environment(tmp_path), free_port()
+    with (
+        running(frontend_command(port), env, tmp_path / "frontend.log") as frontend,
+        running(worker_command(checkpoint, device), env, tmp_path / "worker.log") as worker,
+    ):
+        wait_for(
+            lambda: "embedder" in models(port), READY_TIMEOUT_S, "the model on /v1/models", tmp_path / "worker.log"
+        )
+        bad = {
+            "wrong shape": ({"model": "embedder", "input": [[1, 2, 3]]}, "has 3 token ids"),
+            "wrong dtype": ({"model": "embedder", "input": [[0.5] * SEQUENCE]}, None),
+            "oversized batch": ({"model": "embedder", "input": token_ids(5)}, "a request may carry at most 4"),
+            "malformed JSON": (b'{"model": "embedder", "input": [[1, 2', None),
+        }
+        for what, (body, message) in bad.items():
+            status, answer = post(port, "/v1/embeddings", body)
+            assert status == 400, (what, status, answer)
+            assert message is None or message in answer["message"], (what, answer)
+            assert worker.poll() is None and frontend.poll() is None, f"{what} ended a process"
+        ids = token_ids(4, seed=3)
+        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": ids})
+        assert status == 200, body
+        served = torch.tensor([item["embedding"] for item in sorted(body["data"], key=lambda d: d["index"])])
+        torch.testing.assert_close(served, eager(ids), rtol=1e-3, atol=1e-4)
+    log = (tmp_path / "worker.log").read_text(errors="replace")
+    rejected = int(re.search(r"served 1 requests \((\d+) rejected as bad requests, 0 failed\)", log)[1])
+    # Dynamo's frontend refuses the floats and the malformed JSON itself (its request types); the
+    # worker rejects the wrong shape and the oversized batch, and would the floats if they came.
+    assert rejected >= 2, log[-2000:]
+
+
 def test_serve_starts_two_workers_behind_one_frontend(tmp_path, checkpoint):
     """`python -m aitune.dynamo serve --devices cpu,cpu --frontend`: both workers load the
     checkpoint, the frontend routes concurrent requests to both, and stopping the launcher

@@ -5,15 +5,19 @@ or TensorRT backend is fastest, or only valid, there). A group is padded up to t
 size by repeating its last item; the padding rows are dropped from the outputs.
 
 The model runs in one worker thread, so the event loop keeps accepting requests (which is what
-fills the next batch) and calls reach the device one at a time."""
+fills the next batch) and calls reach the device one at a time. `stats()` counts what ran: calls
+per padded batch size, items, padding rows and the model thread's busy time (docs/serving.md,
+"Stats")."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
 import concurrent.futures
 import dataclasses
 import logging
+import time
 from typing import Any, Callable, Hashable, Sequence
 
 logger = logging.getLogger("aitune.dynamo")
@@ -53,6 +57,22 @@ class DynamicBatcher:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="aitune-model")
         self.batches_run = 0
         self.items_run = 0
+        self.padding_run = 0  # rows added to reach a tuned size (their outputs are dropped)
+        self.calls_by_size: collections.Counter[int] = collections.Counter()  # padded size -> model calls
+        # The model thread's time in run_batch, failed calls included. A CUDA call ends with the
+        # copy of its outputs to the host, which waits for the device: this is device time plus
+        # the host work around it, so busy_s / wall time bounds how busy the model keeps the GPU.
+        self.busy_s = 0.0
+
+    def stats(self) -> dict[str, Any]:
+        """What ran so far; the keys of `calls_by_size` are strings, as JSON writes them."""
+        return {
+            "batches": self.batches_run,
+            "items": self.items_run,
+            "padding_rows": self.padding_run,
+            "calls_by_size": {str(size): n for size, n in sorted(self.calls_by_size.items())},
+            "model_busy_s": round(self.busy_s, 6),
+        }
 
     async def submit(self, keyed_items: list[tuple[Hashable, Any]]) -> list:
         """The outputs of a request's items, in order; raises the error of a batch that failed."""
@@ -94,6 +114,13 @@ class DynamicBatcher:
                     break
             await self._run(waiting)
 
+    def _timed_run_batch(self, key: Hashable, items: list, padded: int) -> list:
+        start = time.perf_counter()
+        try:
+            return self._run_batch(key, items, padded)
+        finally:  # only the model thread writes busy_s
+            self.busy_s += time.perf_counter() - start
+
     async def _run(self, waiting: list[_Waiting]) -> None:
         loop = asyncio.get_running_loop()
         groups: dict[Hashable, list[_Waiting]] = {}
@@ -106,7 +133,7 @@ class DynamicBatcher:
                 start += count
                 try:
                     outputs = await loop.run_in_executor(
-                        self._executor, self._run_batch, key, [w.item for w in chunk], padded
+                        self._executor, self._timed_run_batch, key, [w.item for w in chunk], padded
                     )
                 except Exception as e:  # noqa: BLE001 - this batch's requests fail, the worker serves on
                     logger.warning("A batch of %d item(s) failed: %s: %s", count, type(e).__name__, e)
@@ -116,6 +143,8 @@ class DynamicBatcher:
                     continue
                 self.batches_run += 1
                 self.items_run += count
+                self.padding_run += padded - count
+                self.calls_by_size[padded] += 1
                 for w, output in zip(chunk, outputs):
                     if not w.future.done():
                         w.future.set_result(output)

@@ -93,6 +93,17 @@ class ModuleEngine:
             f"'input[{position}]' has {len(ids)} token ids; the tuned model accepts item shapes {accepted_text}"
         )
 
+    def check_request_size(self, count: int) -> None:
+        """BadRequest when a request carries more items than the largest tuned batch size: the most
+        the tuned model runs in one call, so the most one request may ask for (a larger one would
+        hold the model for several calls while the other requests wait)."""
+        largest = max(max(s.batch_sizes) for s in self.shapes)
+        if count > largest:
+            raise BadRequest(
+                f"'input' has {count} items; the tuned model runs at most {largest} per call (its largest tuned "
+                f"batch size), so a request may carry at most {largest}"
+            )
+
     def sizes_for(self, key: Hashable) -> list[int]:
         return self.shapes[key[0]].batch_sizes  # type: ignore[index]
 

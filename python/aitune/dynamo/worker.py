@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import logging
 import os
 import signal
 import sys
 import threading
+import time
 from typing import Any, AsyncGenerator, Callable
 
 from aitune.dynamo.batching import DynamicBatcher
@@ -105,6 +107,16 @@ class DynamoWorker:
     async def on_shutdown(self) -> None:
         pass
 
+    def stats(self) -> dict[str, Any]:
+        """Counters logged as one JSON line, `Stats: {...}`, on SIGUSR1 and at shutdown; {} logs
+        nothing."""
+        return {}
+
+    def log_stats(self) -> None:
+        stats = self.stats()
+        if stats:
+            logger.info("Stats: %s", json.dumps(stats, sort_keys=True))
+
     def run(self, enable_nats: bool = False) -> None:
         """Serves until SIGTERM or SIGINT, then returns (within STOP_DEADLINE_S of the signal)."""
         dynamo = import_dynamo()  # before setup: a missing package fails before any model loads
@@ -126,6 +138,7 @@ class DynamoWorker:
         stopper = _Stopper(runtime, lambda: in_flight[0])
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopper, sig.name)
+        loop.add_signal_handler(signal.SIGUSR1, self.log_stats)  # counters on demand (docs/serving.md, "Stats")
         endpoint = runtime.endpoint(f"{self.namespace}.{self.component}.{self.endpoint_name}")
         invalid_argument = dynamo.InvalidArgument
 
@@ -194,7 +207,7 @@ class FunctionWorker(DynamoWorker):
     async def on_shutdown(self) -> None:
         if self.batcher is not None:
             await self.batcher.close()
-            logger.info("Batches run: %d for %d items", self.batcher.batches_run, self.batcher.items_run)
+        self.log_stats()
         if self._executor is not None:  # a call still running ends with the process (_Stopper)
             self._executor.shutdown(wait=False, cancel_futures=True)
         logger.info(
@@ -203,6 +216,22 @@ class FunctionWorker(DynamoWorker):
             self.rejected,
             self.failed,
         )
+
+    def stats(self) -> dict[str, Any]:
+        """Requests served, rejected and failed, and the batcher's counts (tuned modules): read
+        twice, the difference is what ran in between; `at` is time.monotonic(), a clock all
+        processes of the host share."""
+        stats: dict[str, Any] = {
+            "at": round(time.monotonic(), 6),
+            "served": self.served,
+            "rejected": self.rejected,
+            "failed": self.failed,
+        }
+        if self.batcher is not None and self.engine is not None:
+            stats.update(
+                self.batcher.stats(), tuned_batch_sizes=sorted({n for s in self.engine.shapes for n in s.batch_sizes})
+            )
+        return stats
 
     async def serve(self, request: Any) -> AsyncGenerator[Any, None]:
         try:
@@ -225,6 +254,7 @@ class FunctionWorker(DynamoWorker):
             encoding, dimensions = embedding_options(request)
             if self.engine is not None:
                 sequences = token_sequences(request)
+                self.engine.check_request_size(len(sequences))
                 keyed = [self.engine.item(ids, i) for i, ids in enumerate(sequences)]
                 rows = await self.batcher.submit(keyed)  # type: ignore[union-attr]
                 return pack_embeddings(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
+import logging
 import struct
 import subprocess
 import sys
@@ -147,6 +149,10 @@ def test_batcher_groups_concurrent_requests_into_tuned_batches_and_isolates_fail
     assert after == ["out:x", "out:y"], "a failed batch does not stop the batcher"
     assert threads == {"aitune-model_0"}, "the model runs in one thread of its own"
     assert batcher.batches_run == 2 and batcher.items_run == 5
+    stats = batcher.stats()  # what ran: the failed call counts only in the busy time
+    assert stats["calls_by_size"] == {"2": 1, "4": 1} and stats["padding_rows"] == 1
+    assert (stats["batches"], stats["items"]) == (2, 5)
+    assert 0.02 <= stats["model_busy_s"] < 5, "two 10 ms calls and the failed one, timed in the model thread"
 
 
 def test_module_engine_serves_a_tuned_module_at_its_tuned_batch_sizes(tmp_path):
@@ -165,6 +171,47 @@ def test_module_engine_serves_a_tuned_module_at_its_tuned_batch_sizes(tmp_path):
         engine.item([1, 2, 3, 4, 5], 2)
     with pytest.raises(TypeError, match="serves a torch module directly only when it is a tuned ait.Module"):
         ModuleEngine(make_embedder())
+    engine.check_request_size(max(TUNED_BATCH_SIZES))
+    with pytest.raises(BadRequest, match=r"'input' has 5 items; the tuned model runs at most 4 per call"):
+        engine.check_request_size(5)
+
+
+def test_worker_stats_count_requests_and_batches_and_log_one_json_line(tmp_path, caplog):
+    """The counters a worker logs on SIGUSR1 and at shutdown (`Stats: {...}`, docs/serving.md)."""
+    import aitune.torch as ait
+    from aitune.dynamo.worker import FunctionWorker
+
+    loaded = ait.load(make_embedder(), tune_and_save(tmp_path / "e.ait"), device_map={"embedder": "cpu"})
+    worker = FunctionWorker(loaded, DynamoWorkerConfig(type="embedding", model_path="e", max_wait_ms=50))
+    worker.setup()
+
+    async def scenario():
+        requests = [{"input": ids} for ids in token_ids(3, seed=2)] + [{"input": [1, 2]}, {"input": token_ids(5)}]
+        answers = await asyncio.gather(*(_first(worker.serve(r)) for r in requests), return_exceptions=True)
+        await worker.batcher.close()
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert [type(a).__name__ for a in answers] == ["dict", "dict", "dict", "BadRequest", "BadRequest"]
+    stats = worker.stats()
+    assert {k: stats[k] for k in ("served", "rejected", "failed", "batches", "items", "padding_rows")} == {
+        "served": 3,
+        "rejected": 2,
+        "failed": 0,
+        "batches": 1,
+        "items": 3,
+        "padding_rows": 1,
+    }
+    assert stats["calls_by_size"] == {"4": 1} and stats["tuned_batch_sizes"] == TUNED_BATCH_SIZES
+    caplog.set_level(logging.INFO, logger="aitune.dynamo")
+    worker.log_stats()
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("Stats: "))
+    assert json.loads(line.removeprefix("Stats: "))["served"] == 3
+
+
+async def _first(generator):
+    async for chunk in generator:
+        return chunk
 
 
 def test_missing_dynamo_is_named_with_the_install_command():

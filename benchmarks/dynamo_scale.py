@@ -7,9 +7,10 @@ one frontend, and ait.tune wall time on one device vs several (devices=[...]).
     python benchmarks/dynamo_scale.py --devices cpu,cpu --size small --seconds 10
 
 Serving: the embedding model is tuned once on the first device and saved; then for 1 and for N
-workers, `python -m aitune.dynamo serve --frontend` starts them, `--clients` threads send
-OpenAI embedding requests (`--items` sequences each) for `--seconds` after a warm-up, over
-keep-alive HTTP to 127.0.0.1, and the requests/s, items/s and p50/p99 latency are reported.
+workers, `python -m aitune.dynamo serve --frontend` starts them (serving_launch.py), `--clients`
+closed-loop clients (serving_load.py) send OpenAI embedding requests (`--items` sequences each) for
+`--seconds` after a warm-up, over keep-alive HTTP to 127.0.0.1, and the requests/s, items/s and
+p50/p99 latency are reported.
 Tuning: ait.tune of the same model with MaxThroughputStrategy over `--candidates`, first on the
 first device alone, then with devices=[...] (fresh aitune caches; torch's compile caches are
 warm for the second run, which the report says)."""
@@ -17,28 +18,25 @@ warm for the second run, which the report says)."""
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
-import http.client
 import json
 import os
-import signal
-import socket
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import torch
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # the shared serving helpers, also when imported from elsewhere
+from serving_launch import free_port, launched, serve_command, serve_env, wait_ready  # noqa: E402
+from serving_load import run_load  # noqa: E402
+
 SIZES = {  # (vocabulary, width, layers, sequence length)
     "small": (1000, 64, 1, 16),
     "base": (30522, 384, 4, 128),
+    "bert-base": (30522, 768, 12, 128),  # BERT-base's shape (serving_gpu.py's embedding model)
 }
 
 
@@ -122,110 +120,24 @@ def tune_once(args: argparse.Namespace, devices: list[str], checkpoint: Path | N
     return {"devices": devices, "wall_s": round(wall, 2), "picked": picked}
 
 
-# -- serving -----------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
+# -- serving ----------------------------------------------------------------------------------
 @contextlib.contextmanager
 def serving(checkpoint: Path, devices: list[str], size: str, log: Path):
     port = free_port()
-    env = dict(
-        os.environ,
-        DYNAMO_SCALE_SIZE=size,
-        DYN_DISCOVERY_BACKEND="file",
-        DYN_REQUEST_PLANE="tcp",
-        DYN_FILE_KV=tempfile.mkdtemp(prefix="dynamo-scale-kv-"),
-        PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    )
-    command = [
-        sys.executable,
-        "-m",
-        "aitune.dynamo",
-        "serve",
-        "--model",
-        "dynamo_scale:make_model",
-        "--checkpoint",
-        str(checkpoint),
-        "--devices",
-        ",".join(devices),
-        "--frontend",
-        "--http-host",
-        "127.0.0.1",
-        "--http-port",
-        str(port),
-        "--model-name",
-        "bench",
-    ]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while log.read_text(errors="replace").count("Worker ready") < len(devices) or not _listed(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the workers did not start; see {log}")
-            time.sleep(0.5)
+    command = serve_command("dynamo_scale:make_model", checkpoint, devices, "bench", http_port=port)
+    # DYN_LOG=warn unless set: at Dynamo's default level every request logs seven lines.
+    env = serve_env(DYNAMO_SCALE_SIZE=size, DYN_LOG=os.environ.get("DYN_LOG", "warn"))
+    with launched(command, env, log) as process:
+        wait_ready([(process, log, len(devices))], port, ["bench"], timeout_s=300)
         yield port
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-
-
-def _listed(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:
-            return any(m["id"] == "bench" for m in json.loads(r.read())["data"])
-    except OSError:
-        return False
 
 
 def load(port: int, size: str, clients: int, items: int, seconds: float, warmup_s: float) -> dict:
     vocabulary, _, _, sequence = SIZES[size]
     body = json.dumps({"model": "bench", "input": torch.randint(0, vocabulary, (items, sequence)).tolist()})
-    latencies: list[float] = []
-    errors = [0]
-    lock = threading.Lock()
-    start = time.monotonic()
-    measure_from, stop_at = start + warmup_s, start + warmup_s + seconds
-
-    def client() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        while True:
-            sent = time.monotonic()
-            if sent >= stop_at:
-                break
-            connection.request("POST", "/v1/embeddings", body, {"Content-Type": "application/json"})
-            response = connection.getresponse()
-            response.read()
-            done = time.monotonic()
-            if sent >= measure_from:
-                with lock:
-                    if response.status == 200:
-                        latencies.append(done - sent)
-                    else:
-                        errors[0] += 1
-        connection.close()
-
-    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-        list(pool.map(lambda _: client(), range(clients)))
-    latencies.sort()
-    count = len(latencies)
-    return {
-        "requests_per_s": round(count / seconds, 1),
-        "items_per_s": round(count * items / seconds, 1),
-        "p50_ms": round(1000 * statistics.median(latencies), 2) if count else None,
-        "p99_ms": round(1000 * latencies[min(count - 1, int(0.99 * count))], 2) if count else None,
-        "requests": count,
-        "errors": errors[0],
-        "clients": clients,
-        "items_per_request": items,
-    }
+    result = run_load(port, "/v1/embeddings", body.encode(), clients, seconds, warmup_s)
+    result.update(items_per_s=round(result["requests_per_s"] * items, 1), items_per_request=items)
+    return result
 
 
 def main() -> int:

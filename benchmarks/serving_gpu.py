@@ -1,0 +1,415 @@
+"""Serving on one GPU (issue 26 items 1 and 3, docs/serving.md "Measured"): does the Dynamo worker's
+dynamic batcher turn many concurrent single-item requests into tuned-batch calls, at what latency,
+and what does the HTTP -> Dynamo -> worker path add over a direct call of the tuned module?
+
+    python benchmarks/serving_gpu.py --out serving_gpu.json --markdown serving_gpu.md   # ~7 min, one GPU
+    python benchmarks/serving_gpu.py --device cpu --quick --out /tmp/s.json           # smoke test, < 2 min
+
+For each model of serving_models.py (a BERT-base-class embedder and a ResNet-50-class classifier,
+fp16 on CUDA; on the CPU every process uses one torch thread, OMP_NUM_THREADS=1, since they share
+the cores): ait.tune with `--batch-sizes` samples (FirstWinsStrategy, aitune's default, without
+the max-batch search, so the tuned sizes are exactly those; on the CPU the eager backend, since the
+defaults keep a model this small eager and an untuned module cannot be saved), ait.save, then the
+direct reference: the tuned module called in a loop in this process at each tuned batch size (p50
+of `module(x)` on device tensors, synchronized; and of the worker's own batch call, host items ->
+device -> host rows). Then one frontend and three `python -m aitune.dynamo serve` launchers on the
+device, loaded at once: `<kind>-off` (one worker, max_wait_ms=0: batching off), `<kind>-on` (one
+worker, `--max-wait-ms`) and `<kind>-on2` (two workers on the same device). Closed-loop clients
+(serving_load.py) send single-item requests: one row per client count for off and for on, and the
+two-worker row at `--two-worker-clients`; each row warms up for `--warmup-s`, then measures for
+`--seconds`.
+
+Columns: requests/s; p50 and p99 latency (ms); model busy % (the worker's model thread inside its
+batch calls / wall time, from the worker's SIGUSR1 `Stats:` line: a CUDA call ends with the copy of
+its outputs, which waits for the device, so this is device time plus the host work around it, summed
+over workers); GPU util % (mean of `nvidia-smi --query-gpu=utilization.gpu` sampled every 100 ms
+over the window: the share of time a kernel ran; none on the CPU); the padded batch sizes the
+workers ran (calls per size, from the same Stats lines); the direct call's p50 at the size run most.
+JSON (--out) and markdown (--markdown) are rewritten after every row, so a timeout keeps the rows
+done. The issue's targets are summarised per model: on/off requests/s at 64 clients (>= 5x), p99/p50
+with batching on at 64 clients (<= 3x), and served p50 - direct p50 at 1 client (<= 1 ms)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import serving_models  # noqa: E402
+from serving_launch import (  # noqa: E402
+    free_port,
+    launched,
+    serve_command,
+    serve_env,
+    stats_delta,
+    wait_ready,
+    worker_pids,
+    worker_stats,
+)
+from serving_load import run_load  # noqa: E402
+
+READY_TIMEOUT_S = 420.0  # JIT backends compile again when a worker loads the checkpoint
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--models", default=",".join(serving_models.KINDS), help="embedding,image or one of them")
+    parser.add_argument("--clients", type=ints, default=None, help="default 1,8,64,256 (--quick: 1,8)")
+    parser.add_argument("--two-worker-clients", type=int, default=None, help="default 64 (--quick: 8)")
+    parser.add_argument("--batch-sizes", type=ints, default=None, help="tuned sizes, default 1,2,4,8,16,32")
+    parser.add_argument("--max-wait-ms", type=float, default=2.0, help="the batching-on rows' wait")
+    parser.add_argument("--seconds", type=float, default=None, help="measured per row, default 3 (--quick: 1)")
+    parser.add_argument("--warmup-s", type=float, default=None, help="per row, default 1.5 (--quick: 0.5)")
+    parser.add_argument("--size", choices=["full", "tiny"], default=None, help="default full on CUDA, tiny on CPU")
+    parser.add_argument("--dtype", default=None, help="default float16 on CUDA, float32 on the CPU")
+    parser.add_argument("--image-size", type=int, default=None, help="image side, default 224 (tiny: 32)")
+    parser.add_argument("--strategy", choices=["defaults", "eager"], default=None, help="default: defaults on CUDA")
+    parser.add_argument(
+        "--dynamo-log",
+        default="warn",
+        help="DYN_LOG of the frontend and workers (Dynamo's default, info, logs "
+        "seven lines per request: gigabytes at GPU rates)",
+    )
+    parser.add_argument("--quick", action="store_true", help="a smaller grid: clients 1,8, batch sizes 1,2,4,8")
+    parser.add_argument("--no-serving", action="store_true", help="tune and the direct reference only (no Dynamo)")
+    parser.add_argument("--work-dir", type=Path, default=None, help="checkpoints and logs (default: a temp folder)")
+    parser.add_argument("--out", type=Path, default=None, help="JSON, rewritten after every row")
+    parser.add_argument("--markdown", type=Path, default=None, help="the tables, rewritten after every row")
+    args = parser.parse_args(argv)
+    cuda = args.device.startswith("cuda")
+    quick = args.quick
+    args.clients = args.clients or ([1, 8] if quick else [1, 8, 64, 256])
+    args.two_worker_clients = args.two_worker_clients or (8 if quick else 64)
+    args.batch_sizes = args.batch_sizes or ([1, 2, 4, 8] if quick else [1, 2, 4, 8, 16, 32])
+    args.seconds = args.seconds or (1.0 if quick else 3.0)
+    args.warmup_s = args.warmup_s if args.warmup_s is not None else (0.5 if quick else 1.5)
+    args.size = args.size or ("full" if cuda else "tiny")
+    args.dtype = args.dtype or ("float16" if cuda else "float32")
+    args.image_size = args.image_size or (224 if args.size == "full" else 32)
+    args.strategy = args.strategy or ("defaults" if cuda else "eager")
+    args.models = [m for m in args.models.split(",") if m]
+    unknown = set(args.models) - set(serving_models.KINDS)
+    if unknown:
+        parser.error(f"unknown --models {sorted(unknown)}; known: {', '.join(serving_models.KINDS)}")
+    return args
+
+
+# -- tuning and the direct reference -----------------------------------------------------------
+def tune_and_save(kind: str, args: argparse.Namespace, checkpoint: Path):
+    """(the tuned ait.Module, what the report says about its tuning)."""
+    import aitune.torch as ait
+    from aitune.torch import module_registry
+    from aitune.torch.backend import TorchEagerBackend
+
+    def strategy(name: str):
+        if name == "eager":
+            one = ait.OneBackendStrategy(TorchEagerBackend())
+            return one.enable_find_max_batch_size(False).enable_performance_validation(False)
+        return ait.FirstWinsStrategy().enable_find_max_batch_size(False)
+
+    samples = serving_models.item_samples(kind, max(args.batch_sizes))
+    info: dict = {"strategy": args.strategy}
+    for name in (args.strategy, "eager"):
+        module_registry.clear()
+        model = ait.Module(serving_models.FACTORIES[kind]().to(args.device), kind, strategy=strategy(name))
+        start = time.perf_counter()
+        ait.tune(model, samples, batch_sizes=args.batch_sizes, device=args.device)
+        info["tune_s"] = round(info.get("tune_s", 0) + time.perf_counter() - start, 2)
+        if model.tuned_module is not None:
+            info["picked"] = model.tuned_module.backends[0][1].describe()
+            ait.save(model, checkpoint)
+            return model, info
+        info["note"] = f"the {name} strategy kept the module eager; tuned again with the eager backend to serve it"
+    raise RuntimeError(f"{kind}: not even the eager backend tuned")
+
+
+def _p50_ms(call: Callable[[], object], sync: Callable[[], None], budget_s: float) -> float:
+    for _ in range(3):
+        call()
+    sync()
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(times) < 10 or (len(times) < 200 and time.perf_counter() < deadline):
+        start = time.perf_counter()
+        call()
+        sync()
+        times.append(time.perf_counter() - start)
+    return round(1000 * statistics.median(times), 3)
+
+
+def direct_reference(kind: str, tuned, args: argparse.Namespace) -> dict[str, dict]:
+    """Per tuned batch size: p50 of the tuned module on device tensors, and of the worker's own
+    batch call (ModuleEngine.run_batch: stack the host items, copy in, run, copy the rows out)."""
+    import torch
+
+    from aitune.dynamo.module_engine import ModuleEngine
+
+    cuda = args.device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    engine = ModuleEngine(tuned)
+    samples = serving_models.item_samples(kind, max(args.batch_sizes))
+    key, _ = engine.item(samples[0].tolist(), 0)
+    budget = 0.2 if args.quick else 0.5
+    reference = {}
+    with torch.no_grad():
+        for size in args.batch_sizes:
+            batch = torch.stack(samples[:size]).to(args.device)
+            p50 = _p50_ms(lambda: tuned(batch), sync, budget)  # noqa: B023 - called before the next size
+            io_p50 = _p50_ms(lambda: engine.run_batch(key, samples[:size], size), sync, budget)  # noqa: B023
+            reference[str(size)] = {
+                "p50_ms": p50,
+                "with_copies_p50_ms": io_p50,
+                "items_per_s": round(size / p50 * 1000),
+            }
+    return reference
+
+
+# -- serving -----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work: Path) -> Iterator[dict]:
+    """The frontend and the off / on / on2 launchers of one model, all loading at once; yields
+    {"port", mode: (log, worker pids)}."""
+    port = free_port()
+    env = serve_env(
+        SERVING_MODELS_SIZE=args.size,
+        SERVING_MODELS_DTYPE=args.dtype,
+        SERVING_MODELS_IMAGE=str(args.image_size),
+        DYN_LOG=args.dynamo_log,
+    )
+    plan = {
+        "off": ([args.device], 0.0),
+        "on": ([args.device], args.max_wait_ms),
+        "on2": ([args.device] * 2, args.max_wait_ms),
+    }
+    with contextlib.ExitStack() as stack:
+        launchers = {}
+        for mode, (devices, wait_ms) in plan.items():
+            command = serve_command(
+                f"serving_models:make_{kind}",
+                checkpoint,
+                devices,
+                f"{kind}-{mode}",
+                http_port=port if mode == "off" else None,  # the one frontend serves all three
+                component=mode,
+                max_wait_ms=wait_ms,
+            )
+            log = work / f"{kind}-{mode}.log"
+            launchers[mode] = (stack.enter_context(launched(command, env, log)), log, len(devices))
+        # Unwound first: all launchers get SIGTERM at once, then each is waited for in turn.
+        stack.callback(lambda: [p.send_signal(signal.SIGTERM) for p, _, _ in launchers.values() if p.poll() is None])
+        started = time.monotonic()
+        wait_ready(list(launchers.values()), port, [f"{kind}-{m}" for m in plan], READY_TIMEOUT_S)
+        session = {"port": port, "ready_s": round(time.monotonic() - started, 1)}
+        for mode, (_, log, workers) in launchers.items():
+            pids = worker_pids(log)
+            if len(pids) != workers:
+                raise RuntimeError(f"{log}: expected {workers} worker pids, found {pids}")
+            session[mode] = (log, pids)
+        yield session
+
+
+class GpuUtilization:
+    """nvidia-smi's utilization.gpu of one device sampled every 100 ms; None without nvidia-smi."""
+
+    def __init__(self, device: str) -> None:
+        self._process: subprocess.Popen | None = None
+        if not device.startswith("cuda"):
+            return
+        index = int(device.partition(":")[2] or 0)
+        visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        target = visible[index] if index < len(visible) else str(index)
+        query = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100"]
+        with contextlib.suppress(OSError):
+            self._process = subprocess.Popen(query + ["-i", target], stdout=subprocess.PIPE, text=True)
+
+    def stop(self) -> float | None:
+        if self._process is None:
+            return None
+        self._process.terminate()
+        out, _ = self._process.communicate(timeout=10)
+        samples = [float(v) for v in out.split() if v.replace(".", "", 1).isdigit()]
+        return round(statistics.mean(samples), 1) if samples else None
+
+
+def measure_row(kind: str, mode: str, clients: int, session: dict, args: argparse.Namespace) -> dict:
+    log, pids = session[mode]
+
+    def during(measure_from: float, stop_at: float) -> dict:
+        time.sleep(max(0.0, measure_from - time.monotonic()))
+        first = worker_stats(log, pids)
+        gpu = GpuUtilization(args.device)
+        time.sleep(max(0.0, stop_at - time.monotonic()))
+        utilization = gpu.stop()
+        second = worker_stats(log, pids)
+        return {"gpu_util_pct": utilization, "workers": [stats_delta(first[p], second[p]) for p in pids]}
+
+    body = serving_models.request_body(kind, f"{kind}-{mode}")
+    result = run_load(session["port"], "/v1/embeddings", body, clients, args.seconds, args.warmup_s, during)
+    window = result.pop("during")
+    calls: dict[str, int] = {}
+    for worker in window["workers"]:
+        for size, n in worker["calls_by_size"].items():
+            calls[size] = calls.get(size, 0) + n
+    busy = sum(w["model_busy_s"] / w["wall_s"] for w in window["workers"] if w["wall_s"] > 0)
+    items = sum(w["items"] for w in window["workers"])
+    batches = sum(w["batches"] for w in window["workers"])
+    row = {"model": kind, "mode": mode, "workers": len(pids), "max_wait_ms": 0.0 if mode == "off" else args.max_wait_ms}
+    row.update(result)
+    row.update(
+        model_busy_pct=round(100 * busy, 1),
+        gpu_util_pct=window["gpu_util_pct"],
+        calls_by_size=dict(sorted(calls.items(), key=lambda kv: int(kv[0]))),
+        mean_batch=round(items / batches, 2) if batches else None,
+        padding_rows=sum(w["padding_rows"] for w in window["workers"]),
+        per_worker=window["workers"],
+    )
+    return row
+
+
+# -- the report --------------------------------------------------------------------------------
+def summary(kind: str, rows: list[dict], direct: dict, args: argparse.Namespace) -> dict:
+    """The issue's targets for one model, on the rows measured so far."""
+    mine = {(r["mode"], r["clients"]): r for r in rows if r["model"] == kind}
+    many = 64 if 64 in args.clients else max(args.clients)
+    out: dict = {"clients_for_ratio": many}
+    on, off = mine.get(("on", many)), mine.get(("off", many))
+    if on and off and off["requests_per_s"]:
+        out["on_over_off_requests_per_s"] = round(on["requests_per_s"] / off["requests_per_s"], 2)
+    if on and on["p50_ms"]:
+        out["on_p99_over_p50"] = round(on["p99_ms"] / on["p50_ms"], 2)
+    for mode in ("off", "on"):
+        one = mine.get((mode, 1))
+        if one and one["p50_ms"] is not None and "1" in direct:
+            out[f"{mode}_1_client_minus_direct_ms"] = round(one["p50_ms"] - direct["1"]["p50_ms"], 3)
+    return out
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        f"Serving on {report['device_name']} ({report['device']}), torch {report['torch']}; see serving_gpu.py.",
+        "",
+    ]
+    for kind, model in report["models"].items():
+        lines += [f"### {kind}: {model.get('description', '')}", ""]
+        tuning = model.get("tuning", {})
+        lines.append(f"Tuned in {tuning.get('tune_s')} s: {tuning.get('picked')}. {tuning.get('note', '')}".strip())
+        if model.get("direct"):
+            lines += ["", "| batch | direct p50 ms | with host copies p50 ms | direct items/s |", "|---|---|---|---|"]
+            for size, d in model["direct"].items():
+                lines.append(f"| {size} | {d['p50_ms']} | {d['with_copies_p50_ms']} | {d['items_per_s']} |")
+        lines += [
+            "",
+            "| workers | batching | clients | requests/s | p50 ms | p99 ms | model busy % | GPU util % "
+            "| batch sizes run (calls) | direct p50 ms at the most run | errors |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in model["rows"]:
+            sizes = ", ".join(f"{s}×{n}" for s, n in r["calls_by_size"].items()) or "-"
+            most = max(r["calls_by_size"], key=r["calls_by_size"].get) if r["calls_by_size"] else None
+            reference = model.get("direct", {}).get(most, {}).get("p50_ms") if most else None
+            batching = "off" if r["mode"] == "off" else f"on ({r['max_wait_ms']} ms)"
+            gpu = r["gpu_util_pct"] if r["gpu_util_pct"] is not None else "-"
+            lines.append(
+                f"| {r['workers']} | {batching} | {r['clients']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['model_busy_pct']} "
+                f"| {gpu} | {sizes} | {reference} | {r['errors']} |"
+            )
+        if model.get("summary"):
+            lines += ["", "Targets: " + json.dumps(model["summary"])]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write(report: dict, args: argparse.Namespace) -> None:
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2))
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(markdown(report))
+
+
+def run_model(kind: str, report: dict, args: argparse.Namespace, work: Path) -> None:
+    import torch
+
+    model = report["models"][kind] = {"rows": [], "wall_s": {}}
+    checkpoint = work / f"{kind}.ait"
+    tuned, model["tuning"] = tune_and_save(kind, args, checkpoint)
+    model["description"] = f"{type(tuned.__wrapped__).__name__}, {args.size}, {args.dtype}"
+    started = time.monotonic()
+    model["direct"] = direct_reference(kind, tuned, args)
+    model["wall_s"]["direct"] = round(time.monotonic() - started, 1)
+    del tuned
+    from aitune.torch import module_registry
+
+    module_registry.clear()  # the workers need the memory more than this process
+    gc.collect()
+    if args.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    write(report, args)
+    print(json.dumps({kind: {"tuning": model["tuning"], "direct": model["direct"]}}), flush=True)
+    if args.no_serving:
+        return
+    started = time.monotonic()
+    with serving_session(kind, checkpoint, args, work) as session:
+        model["wall_s"]["workers_ready"] = session["ready_s"]
+        started = time.monotonic()
+        grid = [(mode, clients) for mode in ("off", "on") for clients in args.clients]
+        for mode, clients in grid + [("on2", args.two_worker_clients)]:
+            row = measure_row(kind, mode, clients, session, args)
+            model["rows"].append(row)
+            model["summary"] = summary(kind, model["rows"], model["direct"], args)
+            model["wall_s"]["rows"] = round(time.monotonic() - started, 1)
+            write(report, args)
+            print(json.dumps({k: v for k, v in row.items() if k != "per_worker"}), flush=True)
+        started = time.monotonic()
+    model["wall_s"]["stop"] = round(time.monotonic() - started, 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    os.environ.update(
+        SERVING_MODELS_SIZE=args.size, SERVING_MODELS_DTYPE=args.dtype, SERVING_MODELS_IMAGE=str(args.image_size)
+    )
+    cuda = args.device.startswith("cuda")
+    if not cuda:  # the frontend, the workers, the clients and this process share the cores
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    if not cuda:
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="aitune-serving-gpu-"))
+    work.mkdir(parents=True, exist_ok=True)
+    report = {
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name(args.device) if cuda else "CPU",
+        "torch": torch.__version__,
+        "cpus": os.cpu_count(),
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "work_dir": str(work),
+        "models": {},
+    }
+    started = time.monotonic()
+    for kind in args.models:
+        run_model(kind, report, args, work)
+        report["wall_s"] = round(time.monotonic() - started, 1)
+        write(report, args)
+    print(markdown(report), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,45 @@
+"""benchmarks/serving_gpu.py's smoke path on the CPU (`--device cpu --quick`, tiny models): the
+whole benchmark runs under the real Dynamo frontend and workers, and its JSON has every row and
+column with sane values. Skips, with the reason, only when ai-dynamo is not installed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from dynamo_processes import REPO, environment, require_dynamo
+
+ROW_KEYS = {"requests_per_s", "p50_ms", "p99_ms", "errors", "model_busy_pct", "gpu_util_pct", "calls_by_size"}
+
+
+def test_serving_benchmark_cpu_smoke(tmp_path):
+    require_dynamo()
+    out, table = tmp_path / "serving.json", tmp_path / "serving.md"
+    command = [sys.executable, str(REPO / "benchmarks" / "serving_gpu.py"), "--device", "cpu", "--quick"]
+    command += ["--seconds", "0.5", "--warmup-s", "0.3", "--out", str(out), "--markdown", str(table)]
+    command += ["--work-dir", str(tmp_path / "work")]
+    result = subprocess.run(command, env=environment(tmp_path), capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    report = json.loads(out.read_text())
+    assert set(report["models"]) == {"embedding", "image"}
+    for kind, model in report["models"].items():
+        assert list(model["direct"]) == ["1", "2", "4", "8"], kind
+        assert all(d["p50_ms"] > 0 and d["with_copies_p50_ms"] > 0 for d in model["direct"].values())
+        grid = [(r["mode"], r["clients"], r["workers"]) for r in model["rows"]]
+        assert grid == [("off", 1, 1), ("off", 8, 1), ("on", 1, 1), ("on", 8, 1), ("on2", 8, 2)], kind
+        for row in model["rows"]:
+            assert ROW_KEYS <= set(row), (kind, row)
+            assert row["requests_per_s"] > 0 and row["errors"] == 0, (kind, row)
+            assert row["p99_ms"] >= row["p50_ms"] > 0, (kind, row)
+            assert row["gpu_util_pct"] is None and 0 < row["model_busy_pct"] <= 100 * row["workers"] + 5, row
+            assert row["calls_by_size"] and {int(s) for s in row["calls_by_size"]} <= {1, 2, 4, 8}, row
+            if row["mode"] == "off":
+                assert list(row["calls_by_size"]) == ["1"], f"max_wait_ms=0 runs every item alone: {row}"
+            assert all(w["items"] > 0 for w in row["per_worker"]), f"every worker served: {row['per_worker']}"
+        assert {"on_over_off_requests_per_s", "on_p99_over_p50", "off_1_client_minus_direct_ms"} <= set(
+            model["summary"]
+        )
+    assert "| workers | batching | clients | requests/s |" in table.read_text()

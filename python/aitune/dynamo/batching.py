@@ -1,13 +1,22 @@
-"""The worker's dynamic batcher (docs/serving.md, "Batching"): items of concurrent requests are
-collected for at most `max_wait_s` after the first one, grouped by shape, and run in batches of
-the tuned batch sizes — the shapes the tuned backends were built and measured for (a CUDA-graph
-or TensorRT backend is fastest, or only valid, there). A group is padded up to the next tuned
-size by repeating its last item; the padding rows are dropped from the outputs.
+"""The worker's dynamic batcher (docs/serving.md, "Batching"): items of concurrent requests run
+in batches of the tuned batch sizes, the shapes the tuned backends were built and measured for (a
+CUDA-graph or TensorRT backend is fastest, or only valid, there). Items are grouped by shape key;
+a batch is padded up to the next tuned size by repeating its last item, and the padding rows'
+outputs are dropped.
 
-The model runs in one worker thread, so the event loop keeps accepting requests (which is what
-fills the next batch) and calls reach the device one at a time. `stats()` counts what ran: calls
-per padded batch size, items, padding rows and the model thread's busy time (docs/serving.md,
-"Stats")."""
+The model runs in one thread of its own, so calls reach the device one at a time, and the event
+loop keeps accepting requests while a batch runs: collecting overlaps the model call. Whenever the
+model thread is free, the collector takes what is queued at once, up to the largest tuned size of
+one shape. It waits (for at most `max_wait_s` after the oldest queued item arrived) only when
+waiting can help: the model is free, fewer items than the largest tuned size are queued, and more
+are expected, because fewer requests arrived since the last call ended than that call answered (in
+a closed loop, each answered client sends its next request). A steady single client therefore never
+waits; items that already waited `max_wait_s` behind a running call go at once.
+`max_wait_s=0` turns batching off: every item is a model call of its own.
+
+Each collection that waits costs one timer; items are grouped by shape as they arrive, so taking
+a batch costs O(its size). `stats()` counts what ran: calls per padded batch size, items, padding
+rows, the waits, and the model thread's busy time (docs/serving.md, "Stats")."""
 
 from __future__ import annotations
 
@@ -15,7 +24,6 @@ import asyncio
 import bisect
 import collections
 import concurrent.futures
-import dataclasses
 import logging
 import time
 from typing import Any, Callable, Hashable, Sequence
@@ -38,11 +46,19 @@ def batch_plan(count: int, sizes: Sequence[int]) -> list[tuple[int, int]]:
     return plan
 
 
-@dataclasses.dataclass
 class _Waiting:
-    key: Hashable
-    item: Any
-    future: asyncio.Future
+    __slots__ = ("item", "future", "arrived", "request")
+
+    def __init__(self, item: Any, future: asyncio.Future, arrived: float, request: int) -> None:
+        self.item = item
+        self.future = future
+        self.arrived = arrived  # the loop's clock when the item was queued
+        self.request = request  # the number of the request it came in
+
+
+def _wake_up(wake: asyncio.Future) -> None:
+    if not wake.done():
+        wake.set_result(None)
 
 
 class DynamicBatcher:
@@ -52,13 +68,25 @@ class DynamicBatcher:
         self._run_batch = run_batch
         self._sizes_for = sizes_for
         self._max_wait_s = max_wait_s
-        self._queue: asyncio.Queue[_Waiting] | None = None
+        self._sizes: dict[Hashable, list[int]] = {}  # key -> its tuned sizes, sorted
+        # Queued items by shape key, oldest first; the keys' order is the order groups are served
+        # in (a group left with items after a batch moves to the end, so no shape starves).
+        self._groups: dict[Hashable, collections.deque[_Waiting]] = {}
+        self._queued = 0
+        # Requests the last model call answered, less those that arrived since it ended: while
+        # > 0, more are expected (the answered clients' next requests), so a small batch may wait.
+        self._expected = 0
+        self._requests = 0  # requests submitted so far: numbers them
+        self._wake: asyncio.Future | None = None  # set while the collector sleeps
+        self._holding = False  # the collector sleeps with items queued, waiting for more
         self._task: asyncio.Task | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="aitune-model")
         self.batches_run = 0
         self.items_run = 0
         self.padding_run = 0  # rows added to reach a tuned size (their outputs are dropped)
         self.calls_by_size: collections.Counter[int] = collections.Counter()  # padded size -> model calls
+        self.waits = 0  # collections that waited for more items with the model free
+        self.wait_s = 0.0  # the time they waited
         # The model thread's time in run_batch, failed calls included. A CUDA call ends with the
         # copy of its outputs to the host, which waits for the device: this is device time plus
         # the host work around it, so busy_s / wall time bounds how busy the model keeps the GPU.
@@ -72,19 +100,35 @@ class DynamicBatcher:
             "padding_rows": self.padding_run,
             "calls_by_size": {str(size): n for size, n in sorted(self.calls_by_size.items())},
             "model_busy_s": round(self.busy_s, 6),
+            "waits": self.waits,
+            "wait_s": round(self.wait_s, 6),
         }
 
     async def submit(self, keyed_items: list[tuple[Hashable, Any]]) -> list:
         """The outputs of a request's items, in order; raises the error of a batch that failed."""
         loop = asyncio.get_running_loop()
-        if self._queue is None:
-            self._queue = asyncio.Queue()
+        if self._task is None:
             self._task = loop.create_task(self._collect())
+        now = loop.time()
+        self._requests += 1
+        request = self._requests
         futures = []
+        full = False
         for key, item in keyed_items:
             future = loop.create_future()
-            self._queue.put_nowait(_Waiting(key, item, future))
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = collections.deque()
+            group.append(_Waiting(item, future, now, request))
             futures.append(future)
+            full = full or len(group) >= self._tuned_sizes(key)[-1]
+        self._queued += len(futures)
+        self._expected -= 1
+        wake = self._wake
+        if wake is not None and not wake.done() and (not self._holding or full or self._expected <= 0):
+            wake.set_result(None)
+        if len(futures) == 1:
+            return [await futures[0]]
         return list(await asyncio.gather(*futures))
 
     async def close(self) -> None:
@@ -94,25 +138,74 @@ class DynamicBatcher:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        for group in self._groups.values():  # nothing will run them
+            for waiting in group:
+                waiting.future.cancel()
+        self._groups.clear()
+        self._queued = 0
         self._executor.shutdown(wait=True)
 
+    def _tuned_sizes(self, key: Hashable) -> list[int]:
+        sizes = self._sizes.get(key)
+        if sizes is None:
+            sizes = self._sizes[key] = sorted(set(self._sizes_for(key)))
+        return sizes
+
+    def _next_group(self) -> tuple[Hashable, collections.deque[_Waiting]]:
+        """The first group, in serving order, that fills the largest tuned size, else the first."""
+        for key, group in self._groups.items():
+            if len(group) >= self._tuned_sizes(key)[-1]:
+                return key, group
+        return next(iter(self._groups.items()))
+
+    async def _sleep(self, deadline: float | None) -> None:
+        """Until submit wakes the collector (an item arrives; while holding: a group fills or
+        the expected requests are in), or until `deadline` on the loop's clock."""
+        loop = asyncio.get_running_loop()
+        self._wake = wake = loop.create_future()
+        self._holding = deadline is not None
+        timer = loop.call_at(deadline, _wake_up, wake) if deadline is not None else None
+        try:
+            await wake
+        finally:
+            self._wake = None
+            if timer is not None:
+                timer.cancel()
+
     async def _collect(self) -> None:
-        assert self._queue is not None
         loop = asyncio.get_running_loop()
         while True:
-            first = await self._queue.get()
-            waiting = [first]
-            limit = max(self._sizes_for(first.key))
-            deadline = loop.time() + self._max_wait_s
-            while sum(w.key == first.key for w in waiting) < limit:
-                timeout = deadline - loop.time()
-                if timeout <= 0:
-                    break
-                try:
-                    waiting.append(await asyncio.wait_for(self._queue.get(), timeout))
-                except asyncio.TimeoutError:
-                    break
-            await self._run(waiting)
+            if not self._queued:
+                await self._sleep(None)
+                continue
+            key, group = self._next_group()
+            sizes = self._tuned_sizes(key)
+            batching = self._max_wait_s > 0
+            if batching and len(group) < sizes[-1] and self._expected > 0:
+                deadline = group[0].arrived + self._max_wait_s
+                now = loop.time()
+                if deadline > now:
+                    self.waits += 1
+                    await self._sleep(deadline)
+                    self.wait_s += loop.time() - now
+                    continue  # the groups may have changed: choose again
+            batch = self._take(key, group, sizes[-1] if batching else 1)
+            if batch:
+                await self._run(key, batch, sizes)
+
+    def _take(self, key: Hashable, group: collections.deque[_Waiting], limit: int) -> list[_Waiting]:
+        batch = []
+        taken = 0
+        while group and len(batch) < limit:
+            waiting = group.popleft()
+            taken += 1
+            if not waiting.future.done():  # done: its request was cancelled
+                batch.append(waiting)
+        self._queued -= taken
+        del self._groups[key]
+        if group:  # to the end of the serving order
+            self._groups[key] = group
+        return batch
 
     def _timed_run_batch(self, key: Hashable, items: list, padded: int) -> list:
         start = time.perf_counter()
@@ -121,30 +214,26 @@ class DynamicBatcher:
         finally:  # only the model thread writes busy_s
             self.busy_s += time.perf_counter() - start
 
-    async def _run(self, waiting: list[_Waiting]) -> None:
-        loop = asyncio.get_running_loop()
-        groups: dict[Hashable, list[_Waiting]] = {}
-        for w in waiting:
-            groups.setdefault(w.key, []).append(w)
-        for key, group in groups.items():
-            start = 0
-            for count, padded in batch_plan(len(group), self._sizes_for(key)):
-                chunk = group[start : start + count]
-                start += count
-                try:
-                    outputs = await loop.run_in_executor(
-                        self._executor, self._timed_run_batch, key, [w.item for w in chunk], padded
-                    )
-                except Exception as e:  # noqa: BLE001 - this batch's requests fail, the worker serves on
-                    logger.warning("A batch of %d item(s) failed: %s: %s", count, type(e).__name__, e)
-                    for w in chunk:
-                        if not w.future.done():
-                            w.future.set_exception(e)
-                    continue
-                self.batches_run += 1
-                self.items_run += count
-                self.padding_run += padded - count
-                self.calls_by_size[padded] += 1
-                for w, output in zip(chunk, outputs):
-                    if not w.future.done():
-                        w.future.set_result(output)
+    async def _run(self, key: Hashable, batch: list[_Waiting], sizes: list[int]) -> None:
+        count = len(batch)
+        padded = sizes[bisect.bisect_left(sizes, count)]
+        try:
+            outputs = await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._timed_run_batch, key, [w.item for w in batch], padded
+            )
+        except Exception as e:  # noqa: BLE001 - this batch's requests fail, the worker serves on
+            logger.warning("A batch of %d item(s) failed: %s: %s", count, type(e).__name__, e)
+            for w in batch:
+                if not w.future.done():
+                    w.future.set_exception(e)
+        else:
+            self.batches_run += 1
+            self.items_run += count
+            self.padding_run += padded - count
+            self.calls_by_size[padded] += 1
+            for w, output in zip(batch, outputs):
+                if not w.future.done():
+                    w.future.set_result(output)
+        # Their clients may send their next requests now (a request split over two calls counts
+        # in both: the wait it may cause is bounded by max_wait_s all the same).
+        self._expected = len({w.request for w in batch}) if count > 1 else 1

@@ -27,8 +27,10 @@ class DynamoWorkerConfig:
     namespace, component, endpoint: the Dynamo endpoint `namespace.component.endpoint`.
     enable_nats: publish events over NATS instead of Dynamo's default ZMQ event plane.
     model_name: the name clients send in `model`.
-    max_wait_ms: how long the batcher waits after a request's first item for more items
-        before it runs a batch (tuned modules with a batch axis only).
+    max_wait_ms: the longest the batcher waits, with the model free, for more requests to fill
+        a batch, counted from the oldest queued item's arrival; it waits only when more are
+        expected (never at a steady single client). 0 turns batching off: one item per model
+        call (tuned modules with a batch axis only; docs/serving.md, "Batching").
     """
 
     type: str

@@ -41,7 +41,9 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", default="aitune")
     parser.add_argument("--component", default="backend")
     parser.add_argument("--endpoint", default="generate")
-    parser.add_argument("--max-wait-ms", type=float, default=2.0, help="the batcher's wait for more items")
+    parser.add_argument(
+        "--max-wait-ms", type=float, default=2.0, help="the batcher's longest wait for a fuller batch (0: batching off)"
+    )
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -4,6 +4,7 @@ call through the module — for a tuned ait.Module, its native dispatch (docs/se
 
 from __future__ import annotations
 
+import array
 import dataclasses
 from typing import Any, Hashable
 
@@ -64,6 +65,33 @@ def item_shapes(module: Any) -> list[ItemShape]:
     return shapes
 
 
+# Integer dtypes a list of ints reaches through a C array (array.array's type codes of the same
+# item size) and torch.frombuffer, several times faster than torch.tensor(list), which converts
+# value by value: 2.3 ms instead of 7.5 ms for 3*224*224 ints as int64, 0.4 ms as uint8.
+_ARRAY_CODES = {
+    dtype: code
+    for dtype, code in ((torch.int64, "q"), (torch.int32, "i"), (torch.int16, "h"), (torch.int8, "b"))
+    if array.array(code).itemsize == dtype.itemsize
+}
+
+
+def ids_tensor(ids: list[int], dtype: torch.dtype) -> torch.Tensor:
+    """torch.tensor(ids, dtype=dtype), faster for integer dtypes. A value the fast path refuses
+    (outside the dtype's range) goes to torch.tensor, so what is refused, and how, is as before:
+    a RuntimeError (beyond the dtype), a ValueError (beyond int64), or torch's own wrap-around
+    (negative values as uint8)."""
+    if ids:
+        try:
+            if dtype == torch.uint8:
+                return torch.frombuffer(bytearray(ids), dtype=dtype)
+            code = _ARRAY_CODES.get(dtype)
+            if code is not None:
+                return torch.frombuffer(array.array(code, ids), dtype=dtype)
+        except (OverflowError, TypeError, ValueError):
+            pass
+    return torch.tensor(ids, dtype=dtype)
+
+
 class ModuleEngine:
     """Turns token-id items into tensors of the graph's dtype, runs batches, splits outputs."""
 
@@ -84,8 +112,8 @@ class ModuleEngine:
         for index, accepted in enumerate(self.shapes):
             if accepted.accepts(shape):
                 try:
-                    tensor = torch.tensor(ids, dtype=accepted.dtype)
-                except (OverflowError, RuntimeError) as e:
+                    tensor = ids_tensor(ids, accepted.dtype)
+                except (OverflowError, RuntimeError, ValueError) as e:
                     raise BadRequest(f"'input[{position}]' cannot be a {accepted.dtype} tensor: {e}") from e
                 return (index, shape), tensor
         accepted_text = "; ".join(s.describe() for s in self.shapes)

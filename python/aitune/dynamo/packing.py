@@ -42,17 +42,19 @@ def pack_embeddings(
     prompt_tokens: int = 0,
 ) -> dict[str, Any]:
     """OpenAI's embedding response. `dimensions` keeps the first values of each vector
-    (Matryoshka truncation), as OpenAI's parameter does; base64 is little-endian float32."""
+    (Matryoshka truncation), as OpenAI's parameter does; base64 is little-endian float32. A
+    vector may be a sequence of numbers or a 1-D floating-point tensor (the batcher's rows)."""
     data = []
     for index, vector in enumerate(vectors):
         if dimensions is not None:
             if dimensions > len(vector):
                 raise BadRequest(f"'dimensions' is {dimensions} but the model's embeddings have {len(vector)}")
             vector = vector[:dimensions]
+        values = _floats(vector)
         if encoding_format == "base64":
-            encoded: Any = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+            encoded: Any = base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode("ascii")
         else:
-            encoded = [float(v) for v in vector]
+            encoded = values
         data.append({"object": "embedding", "embedding": encoded, "index": index})
     return {
         "object": "list",
@@ -101,6 +103,14 @@ def pack_videos(value: Any, model: str, output_format: str = "mp4") -> dict[str,
         "created": int(time.time()),
         "data": data,
     }
+
+
+def _floats(vector: Any) -> list[float]:
+    """The vector as a list of Python floats: a floating-point tensor's tolist() is one already."""
+    is_floating_point = getattr(vector, "is_floating_point", None)
+    if callable(is_floating_point) and is_floating_point():
+        return vector.tolist()
+    return list(map(float, vector))
 
 
 def _to_nested_list(value: Any) -> Any:

@@ -32,10 +32,17 @@ class Request(dict):
             raise AttributeError(f"the request has no field '{name}'") from None
 
 
+# Values _view leaves as they are; a list of only these is kept as it is, not copied (a list of
+# 150k pixel values is checked in C, ~3 ms, where a copy item by item took ~13 ms).
+_PLAIN = frozenset((int, float, str, bool, type(None)))
+
+
 def _view(value: Any) -> Any:
     if isinstance(value, dict):
         return value if isinstance(value, Request) else Request(value)
     if isinstance(value, list):
+        if _PLAIN.issuperset(map(type, value)):
+            return value
         return [_view(item) for item in value]
     return value
 
@@ -60,7 +67,7 @@ def call_input(request: Mapping[str, Any], config: DynamoWorkerConfig) -> tuple[
     if isinstance(mapping, Mapping):
         return (), {name: field(request, path) for name, path in mapping.items()}
     try:
-        value = mapping(Request(request))
+        value = mapping(request if isinstance(request, Request) else Request(request))
     except BadRequest:
         raise
     except (AttributeError, KeyError, TypeError, ValueError) as e:
@@ -84,14 +91,12 @@ def token_sequences(request: Mapping[str, Any]) -> list[list[int]]:
         )
     if not isinstance(value, list) or not value:
         raise BadRequest(f"'input' must be a non-empty list of token ids, got {_kind(value)}")
-    if all(_is_int(v) for v in value):
-        return [list(value)]
-    items = []
+    if _all_ints(value):
+        return [value]
     for i, item in enumerate(value):
-        if not isinstance(item, list) or not item or not all(_is_int(v) for v in item):
+        if not isinstance(item, list) or not item or not _all_ints(item):
             raise BadRequest(f"'input[{i}]' must be a non-empty list of token ids (ints), got {_kind(item)}")
-        items.append(list(item))
-    return items
+    return value
 
 
 def embedding_options(request: Mapping[str, Any]) -> tuple[str, int | None]:
@@ -103,6 +108,16 @@ def embedding_options(request: Mapping[str, Any]) -> tuple[str, int | None]:
     if dimensions is not None and (not _is_int(dimensions) or dimensions < 1):
         raise BadRequest(f"'dimensions' must be an integer >= 1, got {dimensions!r}")
     return encoding, dimensions
+
+
+def _all_ints(values: list) -> bool:
+    """Every value is an int and none a bool (JSON's true/false), as `_is_int` checks value by
+    value, from the set of the values' types: one pass in C instead of two calls per value."""
+    types = set(map(type, values))
+    return types == _INT or all(issubclass(t, int) and t is not bool for t in types)
+
+
+_INT = {int}
 
 
 def _is_int(value: Any) -> bool:

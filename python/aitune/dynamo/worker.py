@@ -112,6 +112,11 @@ class DynamoWorker:
         nothing."""
         return {}
 
+    def request_view(self, request: Any) -> Any:
+        """The request as `serve` gets it: a dict as a `Request`, whose fields also read as
+        attributes (`request.input`); anything else as it came."""
+        return Request(request) if isinstance(request, dict) else request
+
     def log_stats(self) -> None:
         stats = self.stats()
         if stats:
@@ -145,7 +150,7 @@ class DynamoWorker:
         async def handle(request: Any, context: Any = None) -> AsyncGenerator[Any, None]:
             in_flight[0] += 1
             try:
-                async for chunk in self.serve(Request(request) if isinstance(request, dict) else request):
+                async for chunk in self.serve(self.request_view(request)):
                     yield chunk
             except BadRequest as e:
                 raise invalid_argument(str(e)) from e
@@ -233,6 +238,11 @@ class FunctionWorker(DynamoWorker):
             )
         return stats
 
+    def request_view(self, request: Any) -> Any:
+        """A tuned module's worker reads the request's fields itself: the dict as it came (a copy
+        into `Request` cost ~13 ms for an image's 150k pixel values); a callable gets a `Request`."""
+        return request if self.engine is not None else super().request_view(request)
+
     async def serve(self, request: Any) -> AsyncGenerator[Any, None]:
         try:
             if not isinstance(request, dict):
@@ -258,7 +268,7 @@ class FunctionWorker(DynamoWorker):
                 keyed = [self.engine.item(ids, i) for i, ids in enumerate(sequences)]
                 rows = await self.batcher.submit(keyed)  # type: ignore[union-attr]
                 return pack_embeddings(
-                    [r.tolist() for r in rows],
+                    rows,
                     model,
                     encoding,
                     dimensions,

@@ -6,7 +6,8 @@
 # in /tmp/aitune-parts and joins them once all have arrived, checked against the whole wheel's
 # SHA-256.
 #
-#   here:  bash benchmarks/carry_wheels.sh fetch ai-dynamo-runtime==1.6.1 ai-dynamo==1.6.1 uvloop==0.23.0 msgspec==0.23.0
+#   here:  bash benchmarks/carry_wheels.sh fetch ai-dynamo-runtime==1.6.1 ai-dynamo==1.6.1 uvloop==0.23.0 msgspec==0.23.0 \
+#            pydantic==2.13.5 pydantic_core==2.46.5 annotated-types==0.8.0 typing-inspection==0.4.5  (docs/serving.md)
 #          bash benchmarks/carry_wheels.sh stage 1     # .gpu-carry: the small wheels and part 1 of each large one
 #          (device call 1: any STAGES, carry [".gpu-carry"]; it keeps part 1)
 #          bash benchmarks/carry_wheels.sh stage 2     # .gpu-carry: part 2 of each large one

@@ -31,6 +31,12 @@ class DynamoWorkerConfig:
         a batch, counted from the oldest queued item's arrival; it waits only when more are
         expected (never at a steady single client). 0 turns batching off: one item per model
         call (tuned modules with a batch axis only; docs/serving.md, "Batching").
+    token_id_limit: token ids of a tuned module's integer input must lie in [0, token_id_limit);
+        an id outside is refused with a 400 before it reaches the model (on CUDA an id beyond
+        the embedding table trips a device-side assert that breaks the process's CUDA context).
+        None: the limit comes from the module where it can be known (its
+        `get_input_embeddings()`, else its one nn.Embedding); 0: no check (docs/serving.md,
+        "Errors").
     """
 
     type: str
@@ -42,6 +48,7 @@ class DynamoWorkerConfig:
     enable_nats: bool = False
     model_name: str | None = None
     max_wait_ms: float = 2.0
+    token_id_limit: int | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -76,6 +83,14 @@ class DynamoWorkerConfig:
         ):
             raise InvalidValueError(
                 f"DynamoWorkerConfig.max_wait_ms must be a number of milliseconds in [0, 1000]; got {self.max_wait_ms!r}"
+            )
+
+        if self.token_id_limit is not None and (
+            isinstance(self.token_id_limit, bool) or not isinstance(self.token_id_limit, int) or self.token_id_limit < 0
+        ):
+            raise InvalidValueError(
+                "DynamoWorkerConfig.token_id_limit must be None (from the model), 0 (no check) or the vocabulary "
+                f"size, an integer >= 1; got {self.token_id_limit!r}"
             )
 
     @property

@@ -44,6 +44,14 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-wait-ms", type=float, default=2.0, help="the batcher's longest wait for a fuller batch (0: batching off)"
     )
+    parser.add_argument(
+        "--token-id-limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="refuse (HTTP 400) token ids outside [0, N) (default: the model's embedding table where it is known; "
+        "0: no check)",
+    )
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -101,6 +109,7 @@ def worker_main(args: argparse.Namespace) -> int:
         component=args.component,
         endpoint=args.endpoint,
         max_wait_ms=args.max_wait_ms,
+        token_id_limit=args.token_id_limit,
     )
     dynamo_worker(served, config)
     return 0
@@ -131,6 +140,8 @@ def _worker_command(args: argparse.Namespace, device: str) -> list[str]:
     ]
     if args.model_name:
         command += ["--model-name", args.model_name]
+    if args.token_id_limit is not None:
+        command += ["--token-id-limit", str(args.token_id_limit)]
     return command
 
 

@@ -183,11 +183,19 @@ class FunctionWorker(DynamoWorker):
 
     def setup(self) -> None:
         if self.config.type == "embedding" and self.config.mapping is None and item_shapes(self.fn):
-            self.engine = ModuleEngine(self.fn)
+            self.engine = ModuleEngine(self.fn, self.config.token_id_limit)
             self.batcher = DynamicBatcher(self.engine.run_batch, self.engine.sizes_for, self.config.max_wait_ms / 1000)
             graphs = "; ".join(f"{s.describe()} at batch sizes {s.batch_sizes}" for s in self.engine.shapes)
             logger.info("Serving the tuned module's graphs through the batcher: %s", graphs)
+            # Once, at startup: an id beyond the embedding table would, on CUDA, break the process.
+            logger.info("Request check: %s", self.engine.token_ids.describe())
         else:
+            if self.config.token_id_limit:
+                logger.warning(
+                    "token_id_limit=%d is not checked: it applies to a tuned module's token ids read by the worker "
+                    "(type='embedding', no mapping); this worker passes requests to the function",
+                    self.config.token_id_limit,
+                )
             self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="aitune-fn")
 
     async def on_ready(self, runtime: Any, endpoint: Any) -> None:

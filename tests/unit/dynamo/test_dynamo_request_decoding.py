@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from aitune.dynamo import DynamoWorkerConfig
-from aitune.dynamo.module_engine import ItemShape, ModuleEngine, ids_tensor
+from aitune.dynamo.module_engine import ItemShape, ModuleEngine, TokenIdRange, ids_tensor
 from aitune.dynamo.packing import pack_embeddings
 from aitune.dynamo.requests import BadRequest, Request, call_input, token_sequences
 from aitune.dynamo.worker import FunctionWorker
@@ -76,6 +76,7 @@ def _engine(dtype: torch.dtype, length: int) -> ModuleEngine:
     engine = ModuleEngine.__new__(ModuleEngine)  # the item shapes only
     engine.shapes = [ItemShape("g", dtype, [length], [length], [1, 2, 4])]
     engine.device = torch.device("cpu")
+    engine.token_ids = TokenIdRange(None, "not checked here")
     return engine
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dynamo_models import SEQUENCE, make_embedder, token_ids, tune_and_save
+from dynamo_models import SEQUENCE, VOCABULARY, make_embedder, token_ids, tune_and_save
 from dynamo_processes import (
     environment,
     free_port,
@@ -145,6 +145,64 @@ def test_bad_requests_get_400_and_the_worker_serves_on(tmp_path, checkpoint, dev
     # Dynamo's frontend refuses the floats and the malformed JSON itself (its request types); the
     # worker rejects the wrong shape and the oversized batch, and would the floats if they came.
     assert rejected >= 2, log[-2000:]
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda:0",
+            marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
+        ),
+    ],
+)
+def test_token_ids_outside_the_vocabulary_get_400_and_their_batch_mates_are_served(tmp_path, checkpoint, device):
+    """Token ids -1 and VOCABULARY, beyond the embedder's nn.Embedding: on CUDA such an id trips a
+    device-side assert that breaks the worker's CUDA context for every later request. The worker
+    learns [0, VOCABULARY) from the module, logs it, refuses each with a 400 naming the value and
+    the range before it joins a batch, so good requests sent at the same time are served, and so
+    is the next one."""
+    env, port = environment(tmp_path), free_port()
+    with (
+        running(frontend_command(port), env, tmp_path / "frontend.log") as frontend,
+        running(worker_command(checkpoint, device), env, tmp_path / "worker.log") as worker,
+    ):
+        wait_for(
+            lambda: "embedder" in models(port), READY_TIMEOUT_S, "the model on /v1/models", tmp_path / "worker.log"
+        )
+        good = token_ids(6, seed=11)
+        low = [[-1] + good[0][1:]]
+        high = [good[1][:-1] + [VOCABULARY]]
+        bodies = [low, [good[2]], high, [good[3]], [good[4], good[5]]]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(bodies)) as pool:
+            answers = list(
+                pool.map(lambda ids: post(port, "/v1/embeddings", {"model": "embedder", "input": ids}), bodies)
+            )
+        # Dynamo's frontend reads token ids as unsigned and refuses -1 itself ("Failed to deserialize
+        # the JSON body ... EmbeddingInput"); VOCABULARY reaches the worker, which refuses it.
+        status, body = answers[0]
+        assert status == 400, ("id -1", status, body)
+        assert "EmbeddingInput" in body["message"] or f"token id -1 is outside [0, {VOCABULARY})" in body["message"]
+        status, body = answers[2]
+        assert status == 400, (f"id {VOCABULARY}", status, body)
+        assert body["message"] == f"'input[0]': token id {VOCABULARY} is outside [0, {VOCABULARY})", body
+        for ids, (status, body) in ((bodies[1], answers[1]), (bodies[3], answers[3]), (bodies[4], answers[4])):
+            assert status == 200, ("a request batched beside a bad one failed", body)
+            served = torch.tensor([item["embedding"] for item in sorted(body["data"], key=lambda d: d["index"])])
+            torch.testing.assert_close(served, eager(ids), rtol=1e-3, atol=1e-4)
+        assert worker.poll() is None and frontend.poll() is None, "an out-of-range id ended a process"
+        ids = token_ids(4, seed=12)
+        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": ids})
+        assert status == 200, ("the request after the bad ones", body)
+        served = torch.tensor([item["embedding"] for item in sorted(body["data"], key=lambda d: d["index"])])
+        torch.testing.assert_close(served, eager(ids), rtol=1e-3, atol=1e-4)
+    log = (tmp_path / "worker.log").read_text(errors="replace")
+    assert (
+        f"Request check: token ids must lie in [0, {VOCABULARY}): the module's one torch.nn.Embedding `tokens`" in log
+    )
+    rejected = int(re.search(r"served 4 requests \((\d+) rejected as bad requests, 0 failed\)", log)[1])
+    assert rejected in (1, 2), log[-2000:]  # 2 if the frontend lets -1 through to the worker
 
 
 def test_serve_starts_two_workers_behind_one_frontend(tmp_path, checkpoint):

@@ -329,6 +329,8 @@ def markdown(report: dict) -> str:
             )
         if model.get("summary"):
             lines += ["", "Targets: " + json.dumps(model["summary"])]
+        if model.get("error"):
+            lines += ["", "**Serving failed:**", "", "```", model["error"], "```"]
         lines.append("")
     return "\n".join(lines)
 
@@ -363,7 +365,18 @@ def run_model(kind: str, report: dict, args: argparse.Namespace, work: Path) -> 
     print(json.dumps({kind: {"tuning": model["tuning"], "direct": model["direct"]}}), flush=True)
     if args.no_serving:
         return
-    started = time.monotonic()
+    try:
+        rows_done = serve_rows(kind, model, checkpoint, args, work, report)
+    except RuntimeError as e:  # a launcher or worker that did not come up: its log's end goes in the report
+        model["error"] = log_tail(e)
+        write(report, args)
+        raise
+    model["wall_s"]["stop"] = round(time.monotonic() - rows_done, 1)
+
+
+def serve_rows(kind: str, model: dict, checkpoint: Path, args: argparse.Namespace, work: Path, report: dict) -> float:
+    """The rows of one model, on workers started for them; returns when the last row ended (the
+    time.monotonic() before the workers are stopped)."""
     with serving_session(kind, checkpoint, args, work) as session:
         model["wall_s"]["workers_ready"] = session["ready_s"]
         started = time.monotonic()
@@ -375,12 +388,46 @@ def run_model(kind: str, report: dict, args: argparse.Namespace, work: Path) -> 
             model["wall_s"]["rows"] = round(time.monotonic() - started, 1)
             write(report, args)
             print(json.dumps({k: v for k, v in row.items() if k != "per_worker"}), flush=True)
-        started = time.monotonic()
-    model["wall_s"]["stop"] = round(time.monotonic() - started, 1)
+        rows_done = time.monotonic()
+    return rows_done
+
+
+# What `python -m aitune.dynamo serve --frontend` imports first: checked before any tuning, so a
+# machine that lacks part of Dynamo (the GPU image had no pydantic) stops in seconds, saying why.
+DYNAMO_IMPORTS = ("dynamo.frontend.main", "dynamo.runtime", "dynamo.llm")
+
+
+def dynamo_import_error() -> str | None:
+    """The last lines of the error importing Dynamo's frontend in a fresh interpreter, or None."""
+    code = "; ".join(f"import {name}" for name in DYNAMO_IMPORTS)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode == 0:
+        return None
+    return "\n".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+
+
+def log_tail(error: Exception, lines: int = 12) -> str:
+    """The error, and the end of the launcher log it names (the logs stay in the work folder, which
+    a device call does not bring back)."""
+    text = str(error)
+    log = Path(text.rpartition("see ")[2]) if "see " in text else None
+    if log is not None and log.is_file():
+        tail = log.read_text(errors="replace").strip().splitlines()[-lines:]
+        text += "\n" + "\n".join(tail)
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if not args.no_serving:
+        error = dynamo_import_error()
+        if error is not None:
+            print(
+                f"serving_gpu.py: Dynamo's frontend cannot be imported here ({', '.join(DYNAMO_IMPORTS)}):\n{error}\n"
+                "Install ai-dynamo and its dependencies (docs/serving.md, Install), or pass --no-serving.",
+                file=sys.stderr,
+            )
+            return 2
     os.environ.update(
         SERVING_MODELS_SIZE=args.size, SERVING_MODELS_DTYPE=args.dtype, SERVING_MODELS_IMAGE=str(args.image_size)
     )

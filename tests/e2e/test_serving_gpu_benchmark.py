@@ -5,6 +5,7 @@ column with sane values. Skips, with the reason, only when ai-dynamo is not inst
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -42,3 +43,38 @@ def test_serving_benchmark_cpu_smoke(tmp_path):
             model["summary"]
         )
     assert "| workers | batching | clients | requests/s |" in table.read_text()
+
+
+def test_a_machine_without_dynamos_dependencies_stops_before_tuning(tmp_path):
+    """The first GPU run tuned for minutes before the frontend died on `import pydantic`; the
+    benchmark now imports what the frontend imports first, in a fresh interpreter, and stops."""
+    fake = tmp_path / "fake" / "dynamo"
+    (fake / "frontend").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "frontend" / "__init__.py").write_text("")
+    (fake / "frontend" / "main.py").write_text("import pydantic_is_not_installed_here  # noqa\n")
+    env = environment(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "fake"), env.get("PYTHONPATH")]))
+    work = tmp_path / "work"
+    command = [sys.executable, str(REPO / "benchmarks" / "serving_gpu.py"), "--device", "cpu", "--quick"]
+    command += ["--work-dir", str(work), "--out", str(tmp_path / "serving.json")]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Dynamo's frontend cannot be imported here" in result.stderr
+    assert "No module named 'pydantic_is_not_installed_here'" in result.stderr
+    assert not (work / "embedding.ait").exists() and not (tmp_path / "serving.json").exists()  # nothing tuned
+
+
+def test_a_launcher_failure_reports_the_end_of_its_log(tmp_path):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from serving_gpu import log_tail
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    log = tmp_path / "embedding-off.log"
+    log.write_text("\n".join(f"line {i}" for i in range(40)) + "\nModuleNotFoundError: No module named 'pydantic'\n")
+    text = log_tail(RuntimeError(f"a launcher exited with code 1; see {log}"))
+    assert text.startswith("a launcher exited with code 1")
+    assert text.endswith("ModuleNotFoundError: No module named 'pydantic'")
+    assert "line 29" in text and "line 28" not in text  # the last 12 lines of the log
+    assert log_tail(RuntimeError("no log named")) == "no log named"

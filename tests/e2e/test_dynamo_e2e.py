@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import contextlib
 import re
 import struct
+import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
@@ -59,16 +62,43 @@ def worker_command(checkpoint, device: str = "cpu") -> list[str]:
     ]
 
 
-def test_frontend_and_worker_serve_embeddings_and_reject_bad_requests(tmp_path, checkpoint):
+# The tuned-module path on the CPU, and on CUDA where there is one (marked gpu).
+ON_CPU_AND_CUDA = pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda:0",
+            marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
+        ),
+    ],
+)
+
+
+@contextlib.contextmanager
+def serving_embedder(
+    tmp_path: Path, checkpoint: Path, device: str
+) -> Iterator[tuple[int, subprocess.Popen, subprocess.Popen]]:
+    """A frontend and a worker of the tuned embedder on `device`, once the model is listed: (port, frontend, worker)."""
     env, port = environment(tmp_path), free_port()
     with (
         running(frontend_command(port), env, tmp_path / "frontend.log") as frontend,
-        running(worker_command(checkpoint), env, tmp_path / "worker.log") as worker,
+        running(worker_command(checkpoint, device), env, tmp_path / "worker.log") as worker,
     ):
         wait_for(
             lambda: "embedder" in models(port), READY_TIMEOUT_S, "the model on /v1/models", tmp_path / "worker.log"
         )
+        yield port, frontend, worker
 
+
+def assert_serves_eager(body: dict, ids: list[list[int]]) -> None:
+    """The embeddings of a 200 answer, in request order, equal eager's for `ids`."""
+    served = torch.tensor([item["embedding"] for item in sorted(body["data"], key=lambda d: d["index"])])
+    torch.testing.assert_close(served, eager(ids), rtol=1e-3, atol=1e-4)
+
+
+def test_frontend_and_worker_serve_embeddings_and_reject_bad_requests(tmp_path, checkpoint):
+    with serving_embedder(tmp_path, checkpoint, "cpu") as (port, frontend, worker):
         ids = token_ids(3, seed=7)
         status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": ids})
         assert status == 200, body
@@ -102,28 +132,12 @@ def test_frontend_and_worker_serve_embeddings_and_reject_bad_requests(tmp_path, 
     assert re.search(r"served 3 requests \(2 rejected as bad requests, 0 failed\)", log), log[-2000:]
 
 
-@pytest.mark.parametrize(
-    "device",
-    [
-        "cpu",
-        pytest.param(
-            "cuda:0",
-            marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
-        ),
-    ],
-)
+@ON_CPU_AND_CUDA
 def test_bad_requests_get_400_and_the_worker_serves_on(tmp_path, checkpoint, device):
     """The four bad requests of issue 26 on the tuned-module path (the batcher), on the CPU and on
     CUDA: wrong item shape, wrong dtype (floats for token ids), more items than the largest tuned
     batch size, malformed JSON. Each gets a 400 naming the problem; the next request is served."""
-    env, port = environment(tmp_path), free_port()
-    with (
-        running(frontend_command(port), env, tmp_path / "frontend.log") as frontend,
-        running(worker_command(checkpoint, device), env, tmp_path / "worker.log") as worker,
-    ):
-        wait_for(
-            lambda: "embedder" in models(port), READY_TIMEOUT_S, "the model on /v1/models", tmp_path / "worker.log"
-        )
+    with serving_embedder(tmp_path, checkpoint, device) as (port, frontend, worker):
         bad = {
             "wrong shape": ({"model": "embedder", "input": [[1, 2, 3]]}, "has 3 token ids"),
             "wrong dtype": ({"model": "embedder", "input": [[0.5] * SEQUENCE]}, None),
@@ -138,8 +152,7 @@ def test_bad_requests_get_400_and_the_worker_serves_on(tmp_path, checkpoint, dev
         ids = token_ids(4, seed=3)
         status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": ids})
         assert status == 200, body
-        served = torch.tensor([item["embedding"] for item in sorted(body["data"], key=lambda d: d["index"])])
-        torch.testing.assert_close(served, eager(ids), rtol=1e-3, atol=1e-4)
+        assert_serves_eager(body, ids)
     log = (tmp_path / "worker.log").read_text(errors="replace")
     rejected = int(re.search(r"served 1 requests \((\d+) rejected as bad requests, 0 failed\)", log)[1])
     # Dynamo's frontend refuses the floats and the malformed JSON itself (its request types); the
@@ -147,30 +160,14 @@ def test_bad_requests_get_400_and_the_worker_serves_on(tmp_path, checkpoint, dev
     assert rejected >= 2, log[-2000:]
 
 
-@pytest.mark.parametrize(
-    "device",
-    [
-        "cpu",
-        pytest.param(
-            "cuda:0",
-            marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
-        ),
-    ],
-)
+@ON_CPU_AND_CUDA
 def test_token_ids_outside_the_vocabulary_get_400_and_their_batch_mates_are_served(tmp_path, checkpoint, device):
     """Token ids -1 and VOCABULARY, beyond the embedder's nn.Embedding: on CUDA such an id trips a
     device-side assert that breaks the worker's CUDA context for every later request. The worker
     learns [0, VOCABULARY) from the module, logs it, refuses each with a 400 naming the value and
     the range before it joins a batch, so good requests sent at the same time are served, and so
     is the next one."""
-    env, port = environment(tmp_path), free_port()
-    with (
-        running(frontend_command(port), env, tmp_path / "frontend.log") as frontend,
-        running(worker_command(checkpoint, device), env, tmp_path / "worker.log") as worker,
-    ):
-        wait_for(
-            lambda: "embedder" in models(port), READY_TIMEOUT_S, "the model on /v1/models", tmp_path / "worker.log"
-        )
+    with serving_embedder(tmp_path, checkpoint, device) as (port, frontend, worker):
         good = token_ids(6, seed=11)
         low = [[-1] + good[0][1:]]
         high = [good[1][:-1] + [VOCABULARY]]
@@ -189,14 +186,12 @@ def test_token_ids_outside_the_vocabulary_get_400_and_their_batch_mates_are_serv
         assert body["message"] == f"'input[0]': token id {VOCABULARY} is outside [0, {VOCABULARY})", body
         for ids, (status, body) in ((bodies[1], answers[1]), (bodies[3], answers[3]), (bodies[4], answers[4])):
             assert status == 200, ("a request batched beside a bad one failed", body)
-            served = torch.tensor([item["embedding"] for item in sorted(body["data"], key=lambda d: d["index"])])
-            torch.testing.assert_close(served, eager(ids), rtol=1e-3, atol=1e-4)
+            assert_serves_eager(body, ids)
         assert worker.poll() is None and frontend.poll() is None, "an out-of-range id ended a process"
         ids = token_ids(4, seed=12)
         status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": ids})
         assert status == 200, ("the request after the bad ones", body)
-        served = torch.tensor([item["embedding"] for item in sorted(body["data"], key=lambda d: d["index"])])
-        torch.testing.assert_close(served, eager(ids), rtol=1e-3, atol=1e-4)
+        assert_serves_eager(body, ids)
     log = (tmp_path / "worker.log").read_text(errors="replace")
     assert (
         f"Request check: token ids must lie in [0, {VOCABULARY}): the module's one torch.nn.Embedding `tokens`" in log

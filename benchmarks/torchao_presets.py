@@ -1,6 +1,6 @@
 """TorchAO presets against the best fp16 pick (docs/reference/backends.md#torchao-torchaobackend).
 
-Per model (benchmarks/zoo.py's, random weights, batch 1, fp16): one row for aitune's best fp16
+Per model (benchmarks/zoo.py's, random weights, fp16, batch 1 or the `_bN` in its name): one row for aitune's best fp16
 pick (MinLatencyStrategy over zoo.candidates(): eager, Inductor JIT and AOT, all with CUDA graphs)
 and one row per preset (OneBackendStrategy over TorchAOBackend(preset, use_cuda_graphs=True),
 numeric check on), each in its own child process. A row has the median CUDA-event latency, the
@@ -35,23 +35,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zoo  # noqa: E402 - benchmarks/zoo.py: the models and the fp16 candidates
 
 PRESETS = ("int8wo", "int8dq", "fp8wo", "fp8dq")
-MODELS = ("llama_step", "llama7b_step", "bert", "vit_b_16", "mlp")
+# bert_b32: BERT-base at batch 32 (4096 tokens a call): compute-bound, where fp8 and int8 tensor
+# cores can pay; at batch 1 (128 tokens) its kernels' launches, not its weight reads, set the time.
+MODELS = ("llama_step", "llama7b_step", "bert", "bert_b32", "vit_b_16", "mlp")
 
 
-def build(name: str, device: str) -> tuple[torch.nn.Module, tuple]:
-    """(model, inputs at batch 1): fp16 on CUDA; fp32 on the CPU, where the script only checks
-    that its flow runs (`--device cpu --models mlp --mode default`). llama7b_step is the zoo's
-    decode step at Llama-7B sizes (4096 wide, FFN 11008): its weights (0.4 GB in fp16) take longer
-    to read than its kernels take to launch, unlike the zoo's 1024-wide step."""
+def build(name: str, device: str) -> tuple[torch.nn.Module, tuple, int]:
+    """(model, inputs, batch): batch 1 unless the name ends `_bN` (zoo.build's rule); fp16 on CUDA;
+    fp32 on the CPU, where the script only checks that its flow runs (`--device cpu --models mlp
+    --mode default`). llama7b_step is the zoo's decode step at Llama-7B sizes (4096 wide, FFN
+    11008): its weights (0.4 GB in fp16) take longer to read than its kernels take to launch,
+    unlike the zoo's 1024-wide step."""
     torch.manual_seed(0)
     if name == "llama7b_step":
         model = zoo.LlamaStyleStep(dim=4096, heads=32, ffn=11008)
-        args = (torch.randn(1, 1, 4096), torch.randn(1, 32, 255, 128), torch.randn(1, 32, 255, 128))
+        args, batch = (torch.randn(1, 1, 4096), torch.randn(1, 32, 255, 128), torch.randn(1, 32, 255, 128)), 1
     else:
         model, make_inputs, batch, _ = zoo.build(name)
         args = make_inputs(batch)
     dtype = torch.float16 if device == "cuda" else torch.float32
-    return model.eval().to(device).to(dtype), zoo.to(args, dtype, device)
+    return model.eval().to(device).to(dtype), zoo.to(args, dtype, device), batch
 
 
 def median_ms(fn: Any, device: str) -> float:
@@ -88,12 +91,12 @@ def measure_row(model_name: str, variant: str, mode: str, device: str) -> dict[s
     from aitune.torch.task.profiling import NumStepsMeasuringStopStrategy, ProfilingConfig
     from aitune.torch.validation import DEFAULT_TOLERANCES
 
-    model, args = build(model_name, device)
-    row: dict[str, Any] = {"model": model_name, "variant": variant}
+    model, args, batch = build(model_name, device)
+    row: dict[str, Any] = {"model": model_name, "variant": variant, "batch": batch}
     with torch.no_grad():
         eager_out = model(*args)
         row["eager_ms"] = median_ms(lambda: model(*args), device)
-    profiling = ProfilingConfig(batch_sizes=[1], measurement_stop_strategy=NumStepsMeasuringStopStrategy(50, 10))
+    profiling = ProfilingConfig(batch_sizes=[batch], measurement_stop_strategy=NumStepsMeasuringStopStrategy(50, 10))
     if variant == "fp16":
         candidates = zoo.candidates() if device == "cuda" else [TorchEagerBackend(), TorchInductorJitBackend()]
         strategy = ait.MinLatencyStrategy(candidates, profiling_config=profiling)
@@ -111,7 +114,7 @@ def measure_row(model_name: str, variant: str, mode: str, device: str) -> dict[s
     start = time.perf_counter()
     try:
         target = "cuda:0" if device == "cuda" else device
-        ait.tune(wrapped, [tuple(a[0] for a in args)], batch_sizes=[1], device=target, ignore_failing_modules=False)
+        ait.tune(wrapped, [tuple(a[0] for a in args)], batch_sizes=[batch], device=target, ignore_failing_modules=False)
     except Exception as e:  # noqa: BLE001 - e.g. a numeric check outside the bound: the row says so
         row["tuning_s"] = round(time.perf_counter() - start, 1)
         row["error"] = f"{type(e).__name__}: {e}"[:1500]

@@ -197,6 +197,14 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
     }
     with contextlib.ExitStack() as stack:
         launchers = {}
+        # The path's floor: a worker with no model (serving_echo.py), one process, pid = its own.
+        echo = [sys.executable, str(HERE / "serving_echo.py"), "--model-name", f"{kind}-echo", "--component", "echo"]
+        echo += ["--dim", str(serving_models.output_dim(kind))]
+        launchers["echo"] = (
+            stack.enter_context(launched(echo, env, work / f"{kind}-echo.log")),
+            work / f"{kind}-echo.log",
+            1,
+        )
         for mode, (devices, wait_ms) in plan.items():
             command = serve_command(
                 f"serving_models:make_{kind}",
@@ -212,10 +220,10 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
         # Unwound first: all launchers get SIGTERM at once, then each is waited for in turn.
         stack.callback(lambda: [p.send_signal(signal.SIGTERM) for p, _, _ in launchers.values() if p.poll() is None])
         started = time.monotonic()
-        wait_ready(list(launchers.values()), port, [f"{kind}-{m}" for m in plan], READY_TIMEOUT_S)
+        wait_ready(list(launchers.values()), port, [f"{kind}-{m}" for m in launchers], READY_TIMEOUT_S)
         session = {"port": port, "ready_s": round(time.monotonic() - started, 1)}
         for mode, (_, log, workers) in launchers.items():
-            pids = worker_pids(log)
+            pids = worker_pids(log)  # serving_echo.py logs the same line
             if len(pids) != workers:
                 raise RuntimeError(f"{log}: expected {workers} worker pids, found {pids}")
             session[mode] = (log, pids)
@@ -261,20 +269,21 @@ def measure_row(kind: str, mode: str, clients: int, session: dict, args: argpars
     result = run_load(session["port"], "/v1/embeddings", body, clients, args.seconds, args.warmup_s, during)
     window = result.pop("during")
     calls: dict[str, int] = {}
-    for worker in window["workers"]:
-        for size, n in worker["calls_by_size"].items():
+    for worker in window["workers"]:  # the echo worker has no batcher: no batch counters
+        for size, n in worker.get("calls_by_size", {}).items():
             calls[size] = calls.get(size, 0) + n
-    busy = sum(w["model_busy_s"] / w["wall_s"] for w in window["workers"] if w["wall_s"] > 0)
-    items = sum(w["items"] for w in window["workers"])
-    batches = sum(w["batches"] for w in window["workers"])
-    row = {"model": kind, "mode": mode, "workers": len(pids), "max_wait_ms": 0.0 if mode == "off" else args.max_wait_ms}
+    busy = sum(w.get("model_busy_s", 0.0) / w["wall_s"] for w in window["workers"] if w["wall_s"] > 0)
+    items = sum(w.get("items", 0) for w in window["workers"])
+    batches = sum(w.get("batches", 0) for w in window["workers"])
+    wait_ms = args.max_wait_ms if mode in ("on", "on2") else 0.0
+    row = {"model": kind, "mode": mode, "workers": len(pids), "max_wait_ms": wait_ms}
     row.update(result)
     row.update(
         model_busy_pct=round(100 * busy, 1),
         gpu_util_pct=window["gpu_util_pct"],
         calls_by_size=dict(sorted(calls.items(), key=lambda kv: int(kv[0]))),
         mean_batch=round(items / batches, 2) if batches else None,
-        padding_rows=sum(w["padding_rows"] for w in window["workers"]),
+        padding_rows=sum(w.get("padding_rows", 0) for w in window["workers"]),
         per_worker=window["workers"],
     )
     return row
@@ -295,6 +304,11 @@ def summary(kind: str, rows: list[dict], direct: dict, args: argparse.Namespace)
         one = mine.get((mode, 1))
         if one and one["p50_ms"] is not None and "1" in direct:
             out[f"{mode}_1_client_minus_direct_ms"] = round(one["p50_ms"] - direct["1"]["p50_ms"], 3)
+    # The floor: no batching or model removes what the path itself takes per request.
+    if mine.get(("echo", 1)):
+        out["echo_1_client_p50_ms"] = mine[("echo", 1)]["p50_ms"]
+    if mine.get(("echo", many)):
+        out["echo_requests_per_s"] = mine[("echo", many)]["requests_per_s"]
     return out
 
 
@@ -321,7 +335,7 @@ def markdown(report: dict) -> str:
             sizes = ", ".join(f"{s}×{n}" for s, n in r["calls_by_size"].items()) or "-"
             most = max(r["calls_by_size"], key=r["calls_by_size"].get) if r["calls_by_size"] else None
             reference = model.get("direct", {}).get(most, {}).get("p50_ms") if most else None
-            batching = "off" if r["mode"] == "off" else f"on ({r['max_wait_ms']} ms)"
+            batching = {"off": "off", "echo": "no model (echo)"}.get(r["mode"], f"on ({r['max_wait_ms']} ms)")
             gpu = r["gpu_util_pct"] if r["gpu_util_pct"] is not None else "-"
             lines.append(
                 f"| {r['workers']} | {batching} | {r['clients']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['model_busy_pct']} "
@@ -381,7 +395,8 @@ def serve_rows(kind: str, model: dict, checkpoint: Path, args: argparse.Namespac
         model["wall_s"]["workers_ready"] = session["ready_s"]
         started = time.monotonic()
         grid = [(mode, clients) for mode in ("off", "on") for clients in args.clients]
-        for mode, clients in grid + [("on2", args.two_worker_clients)]:
+        echo = [("echo", 1), ("echo", 64 if 64 in args.clients else max(args.clients))]
+        for mode, clients in grid + [("on2", args.two_worker_clients)] + echo:
             row = measure_row(kind, mode, clients, session, args)
             model["rows"].append(row)
             model["summary"] = summary(kind, model["rows"], model["direct"], args)

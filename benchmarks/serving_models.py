@@ -69,6 +69,11 @@ def make_image() -> torch.nn.Module:
 FACTORIES = {"embedding": make_embedding, "image": make_image}
 
 
+def output_dim(kind: str) -> int:
+    """The width of one item's output: the embedder's, or the classifier's 1000 logits."""
+    return SIZES[EMBEDDER_SIZE[settings()[0]]][1] if kind == "embedding" else 1000
+
+
 def item_samples(kind: str, count: int, seed: int = 1) -> list[torch.Tensor]:
     """`count` single items (no batch axis) on the CPU, the tuning dataset and the direct call's input."""
     size, _, side = settings()

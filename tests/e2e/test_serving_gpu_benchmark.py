@@ -29,19 +29,35 @@ def test_serving_benchmark_cpu_smoke(tmp_path):
         assert list(model["direct"]) == ["1", "2", "4", "8"], kind
         assert all(d["p50_ms"] > 0 and d["with_copies_p50_ms"] > 0 for d in model["direct"].values())
         grid = [(r["mode"], r["clients"], r["workers"]) for r in model["rows"]]
-        assert grid == [("off", 1, 1), ("off", 8, 1), ("on", 1, 1), ("on", 8, 1), ("on2", 8, 2)], kind
+        assert grid == [
+            ("off", 1, 1),
+            ("off", 8, 1),
+            ("on", 1, 1),
+            ("on", 8, 1),
+            ("on2", 8, 2),
+            ("echo", 1, 1),
+            ("echo", 8, 1),
+        ], kind
         for row in model["rows"]:
             assert ROW_KEYS <= set(row), (kind, row)
             assert row["requests_per_s"] > 0 and row["errors"] == 0, (kind, row)
             assert row["p99_ms"] >= row["p50_ms"] > 0, (kind, row)
+            if row["mode"] == "echo":  # the path's floor: served by a function, no model, no batcher
+                assert row["model_busy_pct"] == 0 and row["calls_by_size"] == {}, row
+                assert row["per_worker"][0]["served"] > 0, row
+                continue
             assert row["gpu_util_pct"] is None and 0 < row["model_busy_pct"] <= 100 * row["workers"] + 5, row
             assert row["calls_by_size"] and {int(s) for s in row["calls_by_size"]} <= {1, 2, 4, 8}, row
             if row["mode"] == "off":
                 assert list(row["calls_by_size"]) == ["1"], f"max_wait_ms=0 runs every item alone: {row}"
             assert all(w["items"] > 0 for w in row["per_worker"]), f"every worker served: {row['per_worker']}"
-        assert {"on_over_off_requests_per_s", "on_p99_over_p50", "off_1_client_minus_direct_ms"} <= set(
-            model["summary"]
-        )
+        assert {
+            "on_over_off_requests_per_s",
+            "on_p99_over_p50",
+            "off_1_client_minus_direct_ms",
+            "echo_1_client_p50_ms",
+            "echo_requests_per_s",
+        } <= set(model["summary"])
     assert "| workers | batching | clients | requests/s |" in table.read_text()
 
 

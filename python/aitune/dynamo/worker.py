@@ -48,12 +48,6 @@ def _configure_logging(tag: str) -> None:
 STOP_DEADLINE_S = 5.0
 STOP_GRACE_S = 3.0
 
-# The interpreter's GIL switch interval in a worker (Python's default: 5 ms). The event loop and the
-# model thread share the GIL; the model thread gives it up in every torch call (while the GPU works)
-# and must then wait for the busy loop to hand it back, by default up to 5 ms each time. On an H100
-# at 256 clients a 1.8 ms batch of 32 took 8.7 ms in the model thread that way (docs/serving.md).
-GIL_SWITCH_INTERVAL_S = 1e-4
-
 
 class _Stopper:
     """The worker's SIGTERM/SIGINT handling: the first signal shuts the runtime down and arms the
@@ -131,7 +125,6 @@ class DynamoWorker:
     def run(self, enable_nats: bool = False) -> None:
         """Serves until SIGTERM or SIGINT, then returns (within STOP_DEADLINE_S of the signal)."""
         dynamo = import_dynamo()  # before setup: a missing package fails before any model loads
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         try:
             import uvloop
 

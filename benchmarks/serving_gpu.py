@@ -14,10 +14,12 @@ direct reference: the tuned module called in a loop in this process at each tune
 of `module(x)` on device tensors, synchronized; and of the worker's own batch call, host items ->
 device -> host rows). Then one frontend and three `python -m aitune.dynamo serve` launchers on the
 device, loaded at once: `<kind>-off` (one worker, max_wait_ms=0: batching off), `<kind>-on` (one
-worker, `--max-wait-ms`) and `<kind>-on2` (two workers on the same device). Closed-loop clients
-(serving_load.py) send single-item requests: one row per client count for off and for on, and the
-two-worker row at `--two-worker-clients`; each row warms up for `--warmup-s`, then measures for
-`--seconds`.
+worker, `--max-wait-ms`) and `<kind>-on<N>` for each N of `--worker-counts` (N workers on the same
+device: one worker process runs out of host time before the GPU is busy); beside them an echo
+worker (serving_echo.py: no model, the path's floor). Closed-loop clients (serving_load.py) send
+single-item requests: one row per client count for off and for on, one row per worker count at
+`--two-worker-clients`, and the echo rows at 1 and 64 clients; each row warms up for
+`--warmup-s`, then measures for `--seconds`.
 
 Columns: requests/s; p50 and p99 latency (ms); model busy % (the worker's model thread inside its
 batch calls / wall time, from the worker's SIGUSR1 `Stats:` line: a CUDA call ends with the copy of
@@ -69,7 +71,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--models", default=",".join(serving_models.KINDS), help="embedding,image or one of them")
     parser.add_argument("--clients", type=ints, default=None, help="default 1,8,64,256 (--quick: 1,8)")
-    parser.add_argument("--two-worker-clients", type=int, default=None, help="default 64 (--quick: 8)")
+    parser.add_argument(
+        "--two-worker-clients",
+        type=int,
+        default=None,
+        help="clients of the several-worker rows, default 64 (--quick: 8)",
+    )
+    parser.add_argument(
+        "--worker-counts", type=ints, default=None, help="several workers on the device, default 2,4 (--quick: 2)"
+    )
     parser.add_argument("--batch-sizes", type=ints, default=None, help="tuned sizes, default 1,2,4,8,16,32")
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="the batching-on rows' wait")
     parser.add_argument("--seconds", type=float, default=None, help="measured per row, default 3 (--quick: 1)")
@@ -94,6 +104,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     quick = args.quick
     args.clients = args.clients or ([1, 8] if quick else [1, 8, 64, 256])
     args.two_worker_clients = args.two_worker_clients or (8 if quick else 64)
+    args.worker_counts = args.worker_counts or ([2] if quick else [2, 4])
+    if any(n < 2 for n in args.worker_counts):
+        parser.error(
+            f"--worker-counts: each count must be at least 2 (one worker is the `on` row), got {args.worker_counts}"
+        )
     args.batch_sizes = args.batch_sizes or ([1, 2, 4, 8] if quick else [1, 2, 4, 8, 16, 32])
     args.seconds = args.seconds or (1.0 if quick else 3.0)
     args.warmup_s = args.warmup_s if args.warmup_s is not None else (0.5 if quick else 1.5)
@@ -181,7 +196,7 @@ def direct_reference(kind: str, tuned, args: argparse.Namespace) -> dict[str, di
 # -- serving -----------------------------------------------------------------------------------
 @contextlib.contextmanager
 def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work: Path) -> Iterator[dict]:
-    """The frontend and the off / on / on2 launchers of one model, all loading at once; yields
+    """The frontend and the off / on / on<N> launchers of one model, all loading at once; yields
     {"port", mode: (log, worker pids)}."""
     port = free_port()
     env = serve_env(
@@ -193,7 +208,7 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
     plan = {
         "off": ([args.device], 0.0),
         "on": ([args.device], args.max_wait_ms),
-        "on2": ([args.device] * 2, args.max_wait_ms),
+        **{f"on{n}": ([args.device] * n, args.max_wait_ms) for n in args.worker_counts},
     }
     with contextlib.ExitStack() as stack:
         launchers = {}
@@ -211,7 +226,7 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
                 checkpoint,
                 devices,
                 f"{kind}-{mode}",
-                http_port=port if mode == "off" else None,  # the one frontend serves all three
+                http_port=port if mode == "off" else None,  # the one frontend serves them all
                 component=mode,
                 max_wait_ms=wait_ms,
             )
@@ -275,7 +290,7 @@ def measure_row(kind: str, mode: str, clients: int, session: dict, args: argpars
     busy = sum(w.get("model_busy_s", 0.0) / w["wall_s"] for w in window["workers"] if w["wall_s"] > 0)
     items = sum(w.get("items", 0) for w in window["workers"])
     batches = sum(w.get("batches", 0) for w in window["workers"])
-    wait_ms = args.max_wait_ms if mode in ("on", "on2") else 0.0
+    wait_ms = 0.0 if mode in ("off", "echo") else args.max_wait_ms
     row = {"model": kind, "mode": mode, "workers": len(pids), "max_wait_ms": wait_ms}
     row.update(result)
     row.update(
@@ -304,6 +319,11 @@ def summary(kind: str, rows: list[dict], direct: dict, args: argparse.Namespace)
         one = mine.get((mode, 1))
         if one and one["p50_ms"] is not None and "1" in direct:
             out[f"{mode}_1_client_minus_direct_ms"] = round(one["p50_ms"] - direct["1"]["p50_ms"], 3)
+    # Several workers on the device, batching on, beside one worker with batching off.
+    for n in args.worker_counts:
+        several, off_there = mine.get((f"on{n}", args.two_worker_clients)), mine.get(("off", args.two_worker_clients))
+        if several and off_there and off_there["requests_per_s"]:
+            out[f"on{n}_over_off_requests_per_s"] = round(several["requests_per_s"] / off_there["requests_per_s"], 2)
     # The floor: no batching or model removes what the path itself takes per request.
     if mine.get(("echo", 1)):
         out["echo_1_client_p50_ms"] = mine[("echo", 1)]["p50_ms"]
@@ -396,7 +416,8 @@ def serve_rows(kind: str, model: dict, checkpoint: Path, args: argparse.Namespac
         started = time.monotonic()
         grid = [(mode, clients) for mode in ("off", "on") for clients in args.clients]
         echo = [("echo", 1), ("echo", 64 if 64 in args.clients else max(args.clients))]
-        for mode, clients in grid + [("on2", args.two_worker_clients)] + echo:
+        several = [(f"on{n}", args.two_worker_clients) for n in args.worker_counts]
+        for mode, clients in grid + several + echo:
             row = measure_row(kind, mode, clients, session, args)
             model["rows"].append(row)
             model["summary"] = summary(kind, model["rows"], model["direct"], args)

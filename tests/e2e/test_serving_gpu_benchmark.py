@@ -57,6 +57,7 @@ def test_serving_benchmark_cpu_smoke(tmp_path):
             "off_1_client_minus_direct_ms",
             "echo_1_client_p50_ms",
             "echo_requests_per_s",
+            "on2_over_off_requests_per_s",
         } <= set(model["summary"])
     assert "| workers | batching | clients | requests/s |" in table.read_text()
 

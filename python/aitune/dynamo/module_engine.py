@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
-from typing import Any, Hashable
+from typing import Any, Hashable, Union
 
 import torch
 
@@ -76,21 +76,46 @@ _ARRAY_CODES = {
 }
 
 
-def ids_tensor(ids: list[int], dtype: torch.dtype) -> torch.Tensor:
-    """torch.tensor(ids, dtype=dtype), faster for integer dtypes. A value the fast path refuses
-    (outside the dtype's range) goes to torch.tensor, so what is refused, and how, is as before:
-    a RuntimeError (beyond the dtype), a ValueError (beyond int64), or torch's own wrap-around
-    (negative values as uint8)."""
+# An item as the batcher holds it: the values in a C buffer of the dtype's layout, or a tensor
+# where only torch.tensor takes them (a float dtype, or values the fast path refuses).
+Item = Union[bytearray, array.array, torch.Tensor]
+
+
+def ids_buffer(ids: list[int], dtype: torch.dtype) -> Item:
+    """The values of torch.tensor(ids, dtype=dtype), without a torch call for integer dtypes: this
+    runs on the worker's event loop once per item, and a torch call there costs a tensor and its
+    release (the model thread joins the buffers into the batch with one torch.frombuffer). A value
+    the fast path refuses (outside the dtype's range) goes to torch.tensor, so what is refused, and
+    how, is as before: a RuntimeError (beyond the dtype), a ValueError (beyond int64), or torch's
+    own wrap-around (negative values as uint8)."""
     if ids:
         try:
             if dtype == torch.uint8:
-                return torch.frombuffer(bytearray(ids), dtype=dtype)
+                return bytearray(ids)
             code = _ARRAY_CODES.get(dtype)
             if code is not None:
-                return torch.frombuffer(array.array(code, ids), dtype=dtype)
+                return array.array(code, ids)
         except (OverflowError, TypeError, ValueError):
             pass
     return torch.tensor(ids, dtype=dtype)
+
+
+def as_tensor(item: Item, dtype: torch.dtype) -> torch.Tensor:
+    return item if isinstance(item, torch.Tensor) else torch.frombuffer(item, dtype=dtype)
+
+
+def ids_tensor(ids: list[int], dtype: torch.dtype) -> torch.Tensor:
+    """torch.tensor(ids, dtype=dtype), faster for integer dtypes (ids_buffer's rules)."""
+    return as_tensor(ids_buffer(ids, dtype), dtype)
+
+
+def batch_tensor(items: list[Item], padded: int, dtype: torch.dtype) -> torch.Tensor:
+    """The items stacked, the last repeated up to `padded` rows: one torch.frombuffer over the
+    joined buffers when every item is one, else torch.stack."""
+    rows = items + [items[-1]] * (padded - len(items))
+    if any(isinstance(r, torch.Tensor) for r in rows):
+        return torch.stack([as_tensor(r, dtype) for r in rows])
+    return torch.frombuffer(bytearray(b"".join(rows)), dtype=dtype).view(padded, -1)
 
 
 # Item dtypes an explicit token_id_limit checks; a range learned from the module checks only the
@@ -179,10 +204,11 @@ def token_id_range(module: Any, shapes: list[ItemShape], explicit: int | None = 
 LIST_CHECK_MAX_VALUES = 4096
 
 
-def check_token_ids(tensor: torch.Tensor, ids: list[int], limit: int, position: int) -> None:
+def check_token_ids(tensor: Item, ids: list[int], limit: int, position: int) -> None:
     """BadRequest naming the first bound crossed when a value of the item lies outside [0, limit).
-    A uint8 tensor holds negative ids wrapped around (torch.tensor's rule), so its minimum comes
-    from the request's list."""
+    `tensor` is the item as a tensor where `ids` has more than LIST_CHECK_MAX_VALUES values (it is
+    not read otherwise). A uint8 tensor holds negative ids wrapped around (torch.tensor's rule), so
+    its minimum comes from the request's list."""
     if not ids:
         return
     if len(ids) <= LIST_CHECK_MAX_VALUES:
@@ -210,19 +236,22 @@ class ModuleEngine:
         self.device = getattr(module, "device", None) or torch.device("cpu")
         self.token_ids = token_id_range(module, self.shapes, token_id_limit)
 
-    def item(self, ids: list[int], position: int) -> tuple[Hashable, torch.Tensor]:
-        """(batching key, tensor) for one item; BadRequest when no graph accepts its shape."""
+    def item(self, ids: list[int], position: int) -> tuple[Hashable, Item]:
+        """(batching key, the item's values as ids_buffer holds them) for one item; BadRequest when
+        no graph accepts its shape."""
         shape = (len(ids),)
         for index, accepted in enumerate(self.shapes):
             if accepted.accepts(shape):
                 try:
-                    tensor = ids_tensor(ids, accepted.dtype)
+                    item = ids_buffer(ids, accepted.dtype)
                 except (OverflowError, RuntimeError, ValueError) as e:
                     raise BadRequest(f"'input[{position}]' cannot be a {accepted.dtype} tensor: {e}") from e
                 limit = self.token_ids.limit
                 if limit is not None and accepted.dtype in self.token_ids.dtypes:
-                    check_token_ids(tensor, ids, limit, position)
-                return (index, shape), tensor
+                    # A large item's check needs its tensor (check_token_ids): a view, no copy.
+                    large = len(ids) > LIST_CHECK_MAX_VALUES
+                    check_token_ids(as_tensor(item, accepted.dtype) if large else item, ids, limit, position)
+                return (index, shape), item
         accepted_text = "; ".join(s.describe() for s in self.shapes)
         raise BadRequest(
             f"'input[{position}]' has {len(ids)} token ids; the tuned model accepts item shapes {accepted_text}"
@@ -242,10 +271,11 @@ class ModuleEngine:
     def sizes_for(self, key: Hashable) -> list[int]:
         return self.shapes[key[0]].batch_sizes  # type: ignore[index]
 
-    def run_batch(self, key: Hashable, items: list[torch.Tensor], padded: int) -> list[list[float]]:
-        """The items' output rows as lists of Python floats, made here in the model thread: the
-        event loop, which packs them into responses, makes no torch call per item."""
-        batch = torch.stack(items + [items[-1]] * (padded - len(items))).to(self.device)
+    def run_batch(self, key: Hashable, items: list[Item], padded: int) -> list[list[float]]:
+        """The items' output rows as lists of Python floats. Both ends are made here in the model
+        thread, the batch from the items' buffers and the rows from the output: the event loop,
+        which reads requests and packs responses, makes no torch call per item."""
+        batch = batch_tensor(items, padded, self.shapes[key[0]].dtype).to(self.device)  # type: ignore[index]
         with torch.no_grad():  # grad mode is per thread: this runs in the batcher's model thread
             output = self.module(batch)
         if not isinstance(output, torch.Tensor) or output.dim() < 1 or output.shape[0] != padded:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from aitune.dynamo import DynamoWorkerConfig
-from aitune.dynamo.module_engine import ItemShape, ModuleEngine, TokenIdRange, ids_tensor
+from aitune.dynamo.module_engine import ItemShape, ModuleEngine, TokenIdRange, as_tensor, batch_tensor, ids_tensor
 from aitune.dynamo.packing import pack_embeddings
 from aitune.dynamo.requests import BadRequest, Request, call_input, token_sequences
 from aitune.dynamo.worker import FunctionWorker
@@ -82,8 +82,10 @@ def _engine(dtype: torch.dtype, length: int) -> ModuleEngine:
 
 def test_item_tensors_out_of_range_are_bad_requests():
     engine = _engine(torch.int64, 3)
-    key, tensor = engine.item([1, 2, 3], 0)
+    key, item = engine.item([1, 2, 3], 0)
+    tensor = as_tensor(item, torch.int64)
     assert key == (0, (3,)) and tensor.dtype == torch.int64 and tensor.tolist() == [1, 2, 3]
+    assert not isinstance(item, torch.Tensor), "an integer item is a C buffer: no torch call on the event loop"
     with pytest.raises(BadRequest, match=r"'input\[1\]' cannot be a torch.int64 tensor: Overflow"):
         engine.item([1, 2, 2**63], 1)
     with pytest.raises(BadRequest, match=r"'input\[0\]' cannot be a torch.uint8 tensor: value cannot be converted"):
@@ -123,3 +125,14 @@ def test_embeddings_pack_tensor_rows_as_their_float_lists():
     assert all(type(v) is float for v in pack_embeddings([[1, 2]], "m")["data"][0]["embedding"])
     encoded = pack_embeddings([torch.tensor([1, 2], dtype=torch.int32)], "m", "base64")["data"][0]["embedding"]
     assert struct.unpack("<2f", base64.b64decode(encoded)) == (1.0, 2.0)
+
+
+def test_a_batch_joins_the_items_buffers_and_pads_with_the_last():
+    engine = _engine(torch.int32, 3)
+    items = [engine.item([1, 2, 3], 0)[1], engine.item([4, 5, 6], 1)[1]]
+    assert batch_tensor(items, 4, torch.int32).tolist() == [[1, 2, 3], [4, 5, 6], [4, 5, 6], [4, 5, 6]]
+    # A tensor item (torch.tensor's uint8 wrap-around, no range check) joins buffers through torch.stack.
+    wrapped = _engine(torch.uint8, 3).item([-1, 0, 1], 0)[1]
+    assert isinstance(wrapped, torch.Tensor)
+    mixed = batch_tensor([bytearray([7, 8, 9]), wrapped], 2, torch.uint8)
+    assert mixed.dtype == torch.uint8 and mixed.tolist() == [[7, 8, 9], [255, 0, 1]]

@@ -218,6 +218,24 @@ def test_an_explicit_limit_overrides_the_module_and_a_callable_worker_warns_it_i
     assert engine.token_ids.limit == 10 and f"of {VOCABULARY} rows" in engine.token_ids.source
     with pytest.raises(BadRequest, match=r"'input\[0\]': token id 10 is outside \[0, 10\)"):
         engine.item([10] * SEQUENCE, 0)
-    assert ModuleEngine(loaded, token_id_limit=0).item([VOCABULARY] * SEQUENCE, 0)[1].max() == VOCABULARY
+    assert max(ModuleEngine(loaded, token_id_limit=0).item([VOCABULARY] * SEQUENCE, 0)[1]) == VOCABULARY
     FunctionWorker(lambda text: [[0.0]], DynamoWorkerConfig(type="embedding", model_path="m", token_id_limit=9)).setup()
     assert any("token_id_limit=9 is not checked" in r.getMessage() for r in aitune_log.records)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8])
+def test_large_items_are_checked_through_their_tensor_and_small_ones_through_the_list(dtype):
+    """Both sides of LIST_CHECK_MAX_VALUES give the same verdict and message."""
+    from aitune.dynamo.module_engine import LIST_CHECK_MAX_VALUES
+
+    for length in (LIST_CHECK_MAX_VALUES, LIST_CHECK_MAX_VALUES + 1):
+        engine = _engine(dtype, 200)
+        engine.shapes[0].min_shape = engine.shapes[0].max_shape = [length]
+        ids = [5] * length
+        assert max(engine.item(ids, 0)[1]) == 5
+        ids[-1] = 200
+        with pytest.raises(BadRequest, match=r"'input\[3\]': token id 200 is outside \[0, 200\)"):
+            engine.item(ids, 3)
+        ids[-1] = -1  # uint8: torch.tensor wraps it to 255; the request's own value is named
+        with pytest.raises(BadRequest, match=r"token id -1 is outside \[0, 200\)"):
+            engine.item(ids, 3)

@@ -51,7 +51,9 @@ def field(request: Mapping[str, Any], path: str) -> Any:
     """`request[a][b]` for the dotted path "a.b"; BadRequest naming the path when absent."""
     value: Any = request
     for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
+        # A decoded request is made of dicts: `type is dict` first spares the Mapping ABC check
+        # (typing's isinstance hook), which a CPU profile showed on every request.
+        if not (type(value) is dict or isinstance(value, Mapping)) or part not in value:
             raise BadRequest(f"the request has no field '{path}'")
         value = value[part]
     return value

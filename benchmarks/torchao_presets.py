@@ -83,8 +83,10 @@ def rel_l2(candidate: Any, reference: Any) -> float:
     return float((c - r).norm() / r.norm())
 
 
-def measure_row(model_name: str, variant: str, mode: str, device: str) -> dict[str, Any]:
-    """One row, in this process."""
+def measure_row(model_name: str, variant: str, mode: str, device: str, fp16: str = "min-latency") -> dict[str, Any]:
+    """One row, in this process. The fp16 row: MinLatencyStrategy over zoo.candidates()
+    (`min-latency`), or aitune's default FirstWinsStrategy() (`defaults`: one build, for a row
+    that must fit a short device call, e.g. BERT at batch 32)."""
     import aitune.torch as ait
     from aitune.torch.backend import TorchAOBackend, TorchAOBackendConfig, TorchEagerBackend, TorchInductorJitBackend
     from aitune.torch.backend.backend import availability
@@ -97,7 +99,9 @@ def measure_row(model_name: str, variant: str, mode: str, device: str) -> dict[s
         eager_out = model(*args)
         row["eager_ms"] = median_ms(lambda: model(*args), device)
     profiling = ProfilingConfig(batch_sizes=[batch], measurement_stop_strategy=NumStepsMeasuringStopStrategy(50, 10))
-    if variant == "fp16":
+    if variant == "fp16" and fp16 == "defaults":
+        strategy = ait.FirstWinsStrategy(profiling_config=profiling)
+    elif variant == "fp16":
         candidates = zoo.candidates() if device == "cuda" else [TorchEagerBackend(), TorchInductorJitBackend()]
         strategy = ait.MinLatencyStrategy(candidates, profiling_config=profiling)
     else:
@@ -114,15 +118,20 @@ def measure_row(model_name: str, variant: str, mode: str, device: str) -> dict[s
     start = time.perf_counter()
     try:
         target = "cuda:0" if device == "cuda" else device
-        ait.tune(wrapped, [tuple(a[0] for a in args)], batch_sizes=[batch], device=target, ignore_failing_modules=False)
+        # The defaults keep a module eager when nothing beats it (on the CPU check, the mlp): a row too.
+        keep_eager = variant == "fp16" and fp16 == "defaults"
+        dataset = [tuple(a[0] for a in args)]
+        ait.tune(wrapped, dataset, batch_sizes=[batch], device=target, ignore_failing_modules=keep_eager)
     except Exception as e:  # noqa: BLE001 - e.g. a numeric check outside the bound: the row says so
         row["tuning_s"] = round(time.perf_counter() - start, 1)
         row["error"] = f"{type(e).__name__}: {e}"[:1500]
         return row
     row["tuning_s"] = round(time.perf_counter() - start, 1)
     results = strategy.backend_results
-    backend = wrapped.tuned_module.backends[0][1]
-    row["pick"] = backend.describe()
+    tuned = wrapped.tuned_module
+    row["pick"] = (
+        tuned.backends[0][1].describe() if tuned is not None else "kept eager (the defaults: nothing was faster)"
+    )
     with torch.no_grad():
         row["ms"] = median_ms(lambda: wrapped(*args), device)
         row["rel_l2_vs_fp16_eager"] = rel_l2(wrapped(*args), eager_out)
@@ -137,7 +146,7 @@ def measure_row(model_name: str, variant: str, mode: str, device: str) -> dict[s
 def run_child(model_name: str, variant: str, args: argparse.Namespace, timeout_s: float) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = [sys.executable, __file__, "--row", f"{model_name}:{variant}", "--mode", args.mode]
-        cmd += ["--device", args.device, "--out", out.name]
+        cmd += ["--device", args.device, "--fp16", args.fp16, "--out", out.name]
         try:
             proc = subprocess.run(
                 cmd,
@@ -217,6 +226,12 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=PRESETS)
     parser.add_argument("--mode", default="max-autotune-no-cudagraphs", help="torch.compile mode of the presets")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a check of the flow only")
+    parser.add_argument(
+        "--fp16",
+        choices=["min-latency", "defaults"],
+        default="min-latency",
+        help="the fp16 row: MinLatencyStrategy over eager, Inductor JIT and AOT, or aitune's defaults (one build)",
+    )
     parser.add_argument("--row-timeout-s", type=float, default=240.0)
     parser.add_argument("--budget-s", type=float, default=480.0, help="no row starts after this")
     parser.add_argument("--out", help="JSON, rewritten after every row")
@@ -229,7 +244,7 @@ def main() -> None:
         logging.getLogger("aitune").setLevel(logging.WARNING)
         model_name, variant = args.row.split(":")
         try:
-            row = measure_row(model_name, variant, args.mode, args.device)
+            row = measure_row(model_name, variant, args.mode, args.device, args.fp16)
         except Exception as e:  # noqa: BLE001 - the row records it
             row = {"model": model_name, "variant": variant, "error": f"{type(e).__name__}: {e}"[:2000]}
         Path(args.out).write_text(json.dumps(row, default=str))

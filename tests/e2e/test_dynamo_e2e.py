@@ -160,6 +160,37 @@ def test_bad_requests_get_400_and_the_worker_serves_on(tmp_path, checkpoint, dev
     assert rejected >= 2, log[-2000:]
 
 
+def raw_item(ids: list[int]) -> str:
+    """An item as raw int64 little-endian bytes in a data URL (docs/serving.md, "Requests")."""
+    return "data:application/octet-stream;base64," + base64.b64encode(struct.pack(f"<{len(ids)}q", *ids)).decode()
+
+
+@ON_CPU_AND_CUDA
+def test_items_as_raw_bytes_are_served_like_token_ids(tmp_path, checkpoint, device):
+    """The binary form of an item through the real frontend: one data URL, or a list of them,
+    serves what the same ids as JSON ints serve; bad base64, a byte count that is no whole item
+    and an out-of-vocabulary id inside the bytes are 400s naming the problem."""
+    with serving_embedder(tmp_path, checkpoint, device) as (port, frontend, worker):
+        ids = token_ids(2, seed=21)
+        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": raw_item(ids[0])})
+        assert status == 200, body
+        assert_serves_eager(body, ids[:1])
+        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": [raw_item(i) for i in ids]})
+        assert status == 200, body
+        assert_serves_eager(body, ids)
+        assert body["usage"]["prompt_tokens"] == 2 * SEQUENCE, "values per item, not bytes"
+        bad = {
+            "not base64": ("data:application/octet-stream;base64,@@@@", "is not valid base64"),
+            "half an item": (raw_item(ids[0])[:-12], "bytes; the tuned model accepts item shapes"),
+            "beyond the vocabulary": (raw_item(ids[0][:-1] + [VOCABULARY]), f"token id {VOCABULARY} is outside"),
+            "plain text": ("some text", "must be token ids"),
+        }
+        for what, (item, message) in bad.items():
+            status, answer = post(port, "/v1/embeddings", {"model": "embedder", "input": item})
+            assert status == 400 and message in answer["message"], (what, status, answer)
+        assert worker.poll() is None and frontend.poll() is None, "a bad raw item ended a process"
+
+
 @ON_CPU_AND_CUDA
 def test_token_ids_outside_the_vocabulary_get_400_and_their_batch_mates_are_served(tmp_path, checkpoint, device):
     """Token ids -1 and VOCABULARY, beyond the embedder's nn.Embedding: on CUDA such an id trips a

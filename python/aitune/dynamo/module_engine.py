@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import array
 import dataclasses
-from typing import Any, Hashable, Union
+import sys
+from typing import Any, Hashable, Sequence, Union
 
 import torch
 
@@ -98,6 +99,21 @@ def ids_buffer(ids: list[int], dtype: torch.dtype) -> Item:
         except (OverflowError, TypeError, ValueError):
             pass
     return torch.tensor(ids, dtype=dtype)
+
+
+# The dtypes an item may come in as raw bytes (requests.RAW_ITEM_PREFIX): those with a C layout here.
+RAW_DTYPES = frozenset((torch.uint8, *_ARRAY_CODES))
+
+
+def raw_buffer(raw: bytes, dtype: torch.dtype) -> Item:
+    """An item sent as raw little-endian bytes, as ids_buffer would hold its values."""
+    if dtype == torch.uint8:
+        return bytearray(raw)
+    values = array.array(_ARRAY_CODES[dtype])
+    values.frombytes(raw)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
 
 
 def as_tensor(item: Item, dtype: torch.dtype) -> torch.Tensor:
@@ -204,7 +220,7 @@ def token_id_range(module: Any, shapes: list[ItemShape], explicit: int | None = 
 LIST_CHECK_MAX_VALUES = 4096
 
 
-def check_token_ids(tensor: Item, ids: list[int], limit: int, position: int) -> None:
+def check_token_ids(tensor: Item, ids: Sequence[int], limit: int, position: int) -> None:
     """BadRequest naming the first bound crossed when a value of the item lies outside [0, limit).
     `tensor` is the item as a tensor where `ids` has more than LIST_CHECK_MAX_VALUES values (it is
     not read otherwise). A uint8 tensor holds negative ids wrapped around (torch.tensor's rule), so
@@ -215,7 +231,7 @@ def check_token_ids(tensor: Item, ids: list[int], limit: int, position: int) -> 
         low, high = min(ids), max(ids)
     else:
         low, high = (int(v) for v in torch.aminmax(tensor))
-        if tensor.dtype == torch.uint8:
+        if tensor.dtype == torch.uint8 and isinstance(ids, list):  # raw bytes cannot be negative
             low = min(ids)
     if low < 0 or high >= limit:
         raise BadRequest(f"'input[{position}]': token id {low if low < 0 else high} is outside [0, {limit})")
@@ -236,9 +252,11 @@ class ModuleEngine:
         self.device = getattr(module, "device", None) or torch.device("cpu")
         self.token_ids = token_id_range(module, self.shapes, token_id_limit)
 
-    def item(self, ids: list[int], position: int) -> tuple[Hashable, Item]:
-        """(batching key, the item's values as ids_buffer holds them) for one item; BadRequest when
-        no graph accepts its shape."""
+    def item(self, ids: list[int] | bytes, position: int) -> tuple[Hashable, Item]:
+        """(batching key, the item's values as ids_buffer holds them) for one item, token ids or
+        raw bytes (requests.token_sequences); BadRequest when no graph accepts its shape."""
+        if isinstance(ids, (bytes, bytearray)):
+            return self._raw_item(bytes(ids), position)
         shape = (len(ids),)
         for index, accepted in enumerate(self.shapes):
             if accepted.accepts(shape):
@@ -246,16 +264,37 @@ class ModuleEngine:
                     item = ids_buffer(ids, accepted.dtype)
                 except (OverflowError, RuntimeError, ValueError) as e:
                     raise BadRequest(f"'input[{position}]' cannot be a {accepted.dtype} tensor: {e}") from e
-                limit = self.token_ids.limit
-                if limit is not None and accepted.dtype in self.token_ids.dtypes:
-                    # A large item's check needs its tensor (check_token_ids): a view, no copy.
-                    large = len(ids) > LIST_CHECK_MAX_VALUES
-                    check_token_ids(as_tensor(item, accepted.dtype) if large else item, ids, limit, position)
+                self._check_range(item, ids, accepted.dtype, position)
                 return (index, shape), item
         accepted_text = "; ".join(s.describe() for s in self.shapes)
         raise BadRequest(
             f"'input[{position}]' has {len(ids)} token ids; the tuned model accepts item shapes {accepted_text}"
         )
+
+    def _raw_item(self, raw: bytes, position: int) -> tuple[Hashable, Item]:
+        for index, accepted in enumerate(self.shapes):
+            size = accepted.dtype.itemsize
+            shape = (len(raw) // size,)
+            if accepted.dtype in RAW_DTYPES and len(raw) % size == 0 and accepted.accepts(shape):
+                item = raw_buffer(raw, accepted.dtype)
+                self._check_range(item, item, accepted.dtype, position)
+                return (index, shape), item
+        accepted_text = "; ".join(
+            f"{s.describe()} of {s.dtype} ({s.dtype.itemsize} bytes a value)" for s in self.shapes
+        )
+        raise BadRequest(
+            f"'input[{position}]' has {len(raw)} bytes; the tuned model accepts item shapes {accepted_text}, "
+            f"raw bytes for {', '.join(sorted(str(d) for d in RAW_DTYPES))} graphs"
+        )
+
+    def _check_range(self, item: Item, values: Any, dtype: torch.dtype, position: int) -> None:
+        """The token-id range check (check_token_ids) of an item of `dtype` whose values are
+        `values` (the request's list, or the item's own buffer)."""
+        limit = self.token_ids.limit
+        if limit is not None and dtype in self.token_ids.dtypes:
+            # A large item's check needs its tensor (check_token_ids): a view, no copy.
+            large = len(values) > LIST_CHECK_MAX_VALUES
+            check_token_ids(as_tensor(item, dtype) if large else item, values, limit, position)
 
     def check_request_size(self, count: int) -> None:
         """BadRequest when a request carries more items than the largest tuned batch size: the most

@@ -4,6 +4,7 @@ HTTP 400 and the message; the worker itself carries on."""
 
 from __future__ import annotations
 
+import binascii
 from typing import Any, Mapping
 
 from aitune.dynamo.config import DynamoWorkerConfig
@@ -81,16 +82,23 @@ def call_input(request: Mapping[str, Any], config: DynamoWorkerConfig) -> tuple[
     return (value,), {}
 
 
-def token_sequences(request: Mapping[str, Any]) -> list[list[int]]:
-    """The `input` of an embedding request served by a tensor model: token ids, one list per
-    item. OpenAI's forms are a list of ints (one item) or a list of lists of ints; text needs a
-    tokenizer, so it is refused with the way out."""
+# An item sent as its raw values (docs/serving.md, "Requests"): a data URL of base64 bytes, the
+# item's values in the graph's dtype, little-endian. One string per item moves through the
+# frontend and into the worker far faster than a JSON list of numbers: an image's 150,528 pixel
+# values as JSON ints held the path to ~50 requests/s on an H100 machine with no model at all.
+RAW_ITEM_PREFIX = "data:application/octet-stream;base64,"
+
+
+def token_sequences(request: Mapping[str, Any]) -> list[list[int] | bytes]:
+    """The `input` of an embedding request served by a tensor model, one entry per item: token
+    ids (OpenAI's forms: a list of ints for one item, a list of lists of ints for several), or
+    an item's raw bytes (a RAW_ITEM_PREFIX data URL, or a list of them). Text needs a tokenizer,
+    so it is refused with the way out."""
     value = field(request, "input")
-    if isinstance(value, str) or (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
-        raise BadRequest(
-            "this worker serves a tensor model: 'input' must be token ids (a list of ints, or a list of lists of "
-            "ints), got text; serve a function that tokenizes (dynamo_worker(fn, ...)) to accept text"
-        )
+    if isinstance(value, str):
+        return [_raw_item(value, 0)]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return [_raw_item(v, i) for i, v in enumerate(value)]
     if not isinstance(value, list) or not value:
         raise BadRequest(f"'input' must be a non-empty list of token ids, got {_kind(value)}")
     if _all_ints(value):
@@ -99,6 +107,22 @@ def token_sequences(request: Mapping[str, Any]) -> list[list[int]]:
         if not isinstance(item, list) or not item or not _all_ints(item):
             raise BadRequest(f"'input[{i}]' must be a non-empty list of token ids (ints), got {_kind(item)}")
     return value
+
+
+def _raw_item(text: str, position: int) -> bytes:
+    if not text.startswith(RAW_ITEM_PREFIX):
+        raise BadRequest(
+            "this worker serves a tensor model: 'input' must be token ids (a list of ints, or a list of lists of "
+            f"ints) or items as raw bytes ('{RAW_ITEM_PREFIX}...'), got text; serve a function that tokenizes "
+            "(dynamo_worker(fn, ...)) to accept text"
+        )
+    try:
+        raw = binascii.a2b_base64(text[len(RAW_ITEM_PREFIX) :], strict_mode=True)
+    except (binascii.Error, ValueError) as e:
+        raise BadRequest(f"'input[{position}]' is not valid base64 after '{RAW_ITEM_PREFIX}': {e}") from e
+    if not raw:
+        raise BadRequest(f"'input[{position}]' holds no bytes")
+    return raw
 
 
 def embedding_options(request: Mapping[str, Any]) -> tuple[str, int | None]:

@@ -280,7 +280,7 @@ class FunctionWorker(DynamoWorker):
                     model,
                     encoding,
                     dimensions,
-                    prompt_tokens=sum(len(s) for s in sequences),
+                    prompt_tokens=sum(key[1][0] for key, _ in keyed),  # values per item, raw bytes too
                 )
             result = await self._call(request)
             if isinstance(result, dict):

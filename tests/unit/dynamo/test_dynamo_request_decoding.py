@@ -14,7 +14,7 @@ import torch
 from aitune.dynamo import DynamoWorkerConfig
 from aitune.dynamo.module_engine import ItemShape, ModuleEngine, TokenIdRange, as_tensor, batch_tensor, ids_tensor
 from aitune.dynamo.packing import pack_embeddings
-from aitune.dynamo.requests import BadRequest, Request, call_input, token_sequences
+from aitune.dynamo.requests import RAW_ITEM_PREFIX, BadRequest, Request, call_input, token_sequences
 from aitune.dynamo.worker import FunctionWorker
 
 
@@ -136,3 +136,40 @@ def test_a_batch_joins_the_items_buffers_and_pads_with_the_last():
     assert isinstance(wrapped, torch.Tensor)
     mixed = batch_tensor([bytearray([7, 8, 9]), wrapped], 2, torch.uint8)
     assert mixed.dtype == torch.uint8 and mixed.tolist() == [[7, 8, 9], [255, 0, 1]]
+
+
+def _raw(data: bytes) -> str:
+    return RAW_ITEM_PREFIX + base64.b64encode(data).decode()
+
+
+def test_raw_items_decode_to_the_values_the_same_ids_give():
+    ids = [101, 7, 2**40, 0]
+    raw = struct.pack("<4q", *ids)
+    assert token_sequences({"input": _raw(raw)}) == [raw]
+    assert token_sequences({"input": [_raw(raw), _raw(raw[:8])]}) == [raw, raw[:8]]
+    engine = _engine(torch.int64, 4)
+    key, item = engine.item(raw, 0)
+    assert key == engine.item(ids, 0)[0] == (0, (4,)) and as_tensor(item, torch.int64).tolist() == ids
+    pixels = bytes(range(256)) * 3
+    key, item = _engine(torch.uint8, 768).item(pixels, 0)
+    assert key == (0, (768,)) and bytes(item) == pixels
+    with pytest.raises(BadRequest, match=r"'input\[2\]' has 12 bytes; the tuned model accepts item shapes \[4\]"):
+        engine.item(raw[:12], 2)
+    with pytest.raises(
+        BadRequest, match=r"raw bytes for torch.int16, torch.int32, torch.int64, torch.int8, torch.uint8"
+    ):
+        _engine(torch.float32, 1).item(struct.pack("<f", 0.5), 0)
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (RAW_ITEM_PREFIX + "AAE=x", r"'input\[0\]' is not valid base64"),
+        (RAW_ITEM_PREFIX, r"'input\[0\]' holds no bytes"),
+        ("hello", r"got text; serve a function that tokenizes"),
+        ([_raw(b"12345678"), "hello"], r"got text"),
+    ],
+)
+def test_raw_items_refused_with_the_reason(value, message):
+    with pytest.raises(BadRequest, match=message):
+        token_sequences({"input": value})

@@ -87,6 +87,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--size", choices=["full", "tiny"], default=None, help="default full on CUDA, tiny on CPU")
     parser.add_argument("--dtype", default=None, help="default float16 on CUDA, float32 on the CPU")
     parser.add_argument("--image-size", type=int, default=None, help="image side, default 224 (tiny: 32)")
+    parser.add_argument(
+        "--image-payload",
+        choices=["raw", "json"],
+        default="raw",
+        help="an image request's pixels: raw bytes in a data URL (default) or a JSON list of ints (~50 requests/s)",
+    )
     parser.add_argument("--strategy", choices=["defaults", "eager"], default=None, help="default: defaults on CUDA")
     parser.add_argument(
         "--dynamo-log",
@@ -280,7 +286,7 @@ def measure_row(kind: str, mode: str, clients: int, session: dict, args: argpars
         second = worker_stats(log, pids)
         return {"gpu_util_pct": utilization, "workers": [stats_delta(first[p], second[p]) for p in pids]}
 
-    body = serving_models.request_body(kind, f"{kind}-{mode}")
+    body = serving_models.request_body(kind, f"{kind}-{mode}", args.image_payload if kind == "image" else "json")
     result = run_load(session["port"], "/v1/embeddings", body, clients, args.seconds, args.warmup_s, during)
     window = result.pop("during")
     calls: dict[str, int] = {}

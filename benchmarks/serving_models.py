@@ -15,6 +15,7 @@ seeded, since the JIT and eager backends serve the module's own weights."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -84,6 +85,13 @@ def item_samples(kind: str, count: int, seed: int = 1) -> list[torch.Tensor]:
     return [torch.randint(0, 256, (3 * side * side,), generator=g, dtype=torch.uint8) for _ in range(count)]
 
 
-def request_body(kind: str, model_name: str) -> bytes:
-    """One item as an OpenAI embedding request: token ids, or the image's pixel values."""
-    return json.dumps({"model": model_name, "input": item_samples(kind, 1, seed=7)[0].tolist()}).encode()
+def request_body(kind: str, model_name: str, payload: str = "json") -> bytes:
+    """One item as an OpenAI embedding request: its values (token ids, or the image's pixels) as a
+    JSON list of ints (`json`), or as raw little-endian bytes in a data URL (`raw`, docs/serving.md
+    "Requests")."""
+    item = item_samples(kind, 1, seed=7)[0]
+    if payload == "raw":
+        value: object = "data:application/octet-stream;base64," + base64.b64encode(item.numpy().tobytes()).decode()
+    else:
+        value = item.tolist()
+    return json.dumps({"model": model_name, "input": value}).encode()

@@ -120,18 +120,14 @@ def as_tensor(item: Item, dtype: torch.dtype) -> torch.Tensor:
     return item if isinstance(item, torch.Tensor) else torch.frombuffer(item, dtype=dtype)
 
 
-def ids_tensor(ids: list[int], dtype: torch.dtype) -> torch.Tensor:
-    """torch.tensor(ids, dtype=dtype), faster for integer dtypes (ids_buffer's rules)."""
-    return as_tensor(ids_buffer(ids, dtype), dtype)
-
-
 def batch_tensor(items: list[Item], padded: int, dtype: torch.dtype) -> torch.Tensor:
     """The items stacked, the last repeated up to `padded` rows: one torch.frombuffer over the
     joined buffers when every item is one, else torch.stack."""
     rows = items + [items[-1]] * (padded - len(items))
     if any(isinstance(r, torch.Tensor) for r in rows):
         return torch.stack([as_tensor(r, dtype) for r in rows])
-    return torch.frombuffer(bytearray(b"".join(rows)), dtype=dtype).view(padded, -1)
+    # bytearray's join: one writable copy of the rows, which torch.frombuffer takes as it is.
+    return torch.frombuffer(bytearray().join(rows), dtype=dtype).view(padded, -1)
 
 
 # Item dtypes an explicit token_id_limit checks; a range learned from the module checks only the

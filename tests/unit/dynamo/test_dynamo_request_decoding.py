@@ -12,10 +12,15 @@ import pytest
 import torch
 
 from aitune.dynamo import DynamoWorkerConfig
-from aitune.dynamo.module_engine import ItemShape, ModuleEngine, TokenIdRange, as_tensor, batch_tensor, ids_tensor
+from aitune.dynamo.module_engine import ItemShape, ModuleEngine, TokenIdRange, as_tensor, batch_tensor, ids_buffer
 from aitune.dynamo.packing import pack_embeddings
 from aitune.dynamo.requests import RAW_ITEM_PREFIX, BadRequest, Request, call_input, token_sequences
 from aitune.dynamo.worker import FunctionWorker
+
+
+def ids_tensor(ids: list[int], dtype: torch.dtype) -> torch.Tensor:
+    """The item the worker makes of `ids`, as the tensor the model thread makes of it."""
+    return as_tensor(ids_buffer(ids, dtype), dtype)
 
 
 class Token(enum.IntEnum):

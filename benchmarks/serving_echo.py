@@ -6,6 +6,10 @@ request's latency no batching can remove, and the most requests/s one worker pro
 
     python benchmarks/serving_echo.py --model-name embedding-echo --component echo --dim 768
 
+`--inline` answers on the event loop with a response built once, skipping what a plain callable's
+worker does per request (reading the request's input, the hop to its function's thread, packing
+the output): what is left is Dynamo's own cost per request, the most one worker process can serve.
+
 It logs `started worker 0 (echo): pid N` (the line serving_launch.worker_pids reads) before it
 serves, and serves until SIGTERM, as `python -m aitune.dynamo worker` does."""
 
@@ -14,8 +18,26 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any, AsyncGenerator
 
 from aitune.dynamo import DynamoWorkerConfig, dynamo_worker
+from aitune.dynamo.packing import pack_embeddings
+from aitune.dynamo.worker import FunctionWorker, _configure_logging
+
+
+class InlineEchoWorker(FunctionWorker):
+    """The echo with nothing of aitune's per-request work: one prebuilt response per request."""
+
+    def __init__(self, row: list[float], config: DynamoWorkerConfig) -> None:
+        super().__init__(lambda _input: [row], config)
+        self._response = pack_embeddings([row], config.served_name)
+
+    def request_view(self, request: Any) -> Any:
+        return request  # not read
+
+    async def serve(self, request: Any) -> AsyncGenerator[Any, None]:
+        self.served += 1
+        yield self._response
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-name", required=True)
     parser.add_argument("--component", default="echo")
     parser.add_argument("--dim", type=int, required=True, help="the width of the returned embedding")
+    parser.add_argument("--inline", action="store_true", help="answer on the event loop, no per-request work")
     args = parser.parse_args(argv)
     row = [0.0] * args.dim
 
@@ -33,7 +56,12 @@ def main(argv: list[str] | None = None) -> int:
         type="embedding", model_path=args.model_name, model_name=args.model_name, component=args.component
     )
     print(f"started worker 0 (echo): pid {os.getpid()}", file=sys.stderr, flush=True)
-    dynamo_worker(echo, config)
+    if args.inline:
+        config.validate()
+        _configure_logging(f"{config.served_name} pid {os.getpid()}")  # the tag worker_stats reads
+        InlineEchoWorker(row, config).run(enable_nats=config.enable_nats)
+    else:
+        dynamo_worker(echo, config)
     return 0
 
 

@@ -15,8 +15,10 @@ of `module(x)` on device tensors, synchronized; and of the worker's own batch ca
 device -> host rows). Then one frontend and three `python -m aitune.dynamo serve` launchers on the
 device, loaded at once: `<kind>-off` (one worker, max_wait_ms=0: batching off), `<kind>-on` (one
 worker, `--max-wait-ms`) and `<kind>-on<N>` for each N of `--worker-counts` (N workers on the same
-device: one worker process runs out of host time before the GPU is busy); beside them an echo
-worker (serving_echo.py: no model, the path's floor). Closed-loop clients (serving_load.py) send
+device: one worker process runs out of host time before the GPU is busy); beside them two echo
+workers (serving_echo.py: no model, the path's floor; the plain one serves a callable as a user's
+function is served, the inline one answers on the event loop with nothing per request: Dynamo's own
+cost). Closed-loop clients (serving_load.py) send
 single-item requests: one row per client count for off and for on, one row per worker count at
 `--two-worker-clients`, and the echo rows at 1 and 64 clients; each row warms up for
 `--warmup-s`, then measures for `--seconds`.
@@ -25,7 +27,9 @@ Columns: requests/s; p50 and p99 latency (ms); model busy % (the worker's model 
 batch calls / wall time, from the worker's SIGUSR1 `Stats:` line: a CUDA call ends with the copy of
 its outputs, which waits for the device, so this is device time plus the host work around it, summed
 over workers); GPU util % (mean of `nvidia-smi --query-gpu=utilization.gpu` sampled every 100 ms
-over the window: the share of time a kernel ran; none on the CPU); the padded batch sizes the
+over the window: the share of time a kernel ran; none on the CPU); worker CPU ms/request (the
+worker processes' user + system CPU time over the window, all threads, per request served: the
+host cost that caps one process's requests/s); the padded batch sizes the
 workers ran (calls per size, from the same Stats lines); the direct call's p50 at the size run most.
 JSON (--out) and markdown (--markdown) are rewritten after every row, so a timeout keeps the rows
 done. The issue's targets are summarised per model: on/off requests/s at 64 clients (>= 5x), p99/p50
@@ -53,6 +57,7 @@ import serving_models  # noqa: E402
 from serving_launch import (  # noqa: E402
     free_port,
     launched,
+    process_cpu_s,
     serve_command,
     serve_env,
     stats_delta,
@@ -62,6 +67,9 @@ from serving_launch import (  # noqa: E402
 )
 from serving_load import run_load  # noqa: E402
 
+# The no-model workers (serving_echo.py): the plain echo (a callable, as a user's function is
+# served) and the inline echo (answered on the event loop: Dynamo's own cost per request).
+ECHO_MODES = ("echo", "echo_inline")
 READY_TIMEOUT_S = 420.0  # JIT backends compile again when a worker loads the checkpoint
 
 
@@ -226,6 +234,14 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
             work / f"{kind}-echo.log",
             1,
         )
+        # Dynamo's own cost per request: the echo answered on the event loop, nothing per request.
+        inline = [sys.executable, str(HERE / "serving_echo.py"), "--model-name", f"{kind}-echo_inline"]
+        inline += ["--component", "echo_inline", "--dim", str(serving_models.output_dim(kind)), "--inline"]
+        launchers["echo_inline"] = (
+            stack.enter_context(launched(inline, env, work / f"{kind}-echo_inline.log")),
+            work / f"{kind}-echo_inline.log",
+            1,
+        )
         for mode, (devices, wait_ms) in plan.items():
             command = serve_command(
                 f"serving_models:make_{kind}",
@@ -280,11 +296,18 @@ def measure_row(kind: str, mode: str, clients: int, session: dict, args: argpars
     def during(measure_from: float, stop_at: float) -> dict:
         time.sleep(max(0.0, measure_from - time.monotonic()))
         first = worker_stats(log, pids)
+        cpu_first = [process_cpu_s(p) for p in pids]
         gpu = GpuUtilization(args.device)
         time.sleep(max(0.0, stop_at - time.monotonic()))
         utilization = gpu.stop()
+        cpu_second = [process_cpu_s(p) for p in pids]
         second = worker_stats(log, pids)
-        return {"gpu_util_pct": utilization, "workers": [stats_delta(first[p], second[p]) for p in pids]}
+        cpu = None if None in cpu_first + cpu_second else sum(cpu_second) - sum(cpu_first)
+        return {
+            "gpu_util_pct": utilization,
+            "workers": [stats_delta(first[p], second[p]) for p in pids],
+            "worker_cpu_s": cpu,
+        }
 
     body = serving_models.request_body(kind, f"{kind}-{mode}", args.image_payload if kind == "image" else "json")
     result = run_load(session["port"], "/v1/embeddings", body, clients, args.seconds, args.warmup_s, during)
@@ -296,7 +319,9 @@ def measure_row(kind: str, mode: str, clients: int, session: dict, args: argpars
     busy = sum(w.get("model_busy_s", 0.0) / w["wall_s"] for w in window["workers"] if w["wall_s"] > 0)
     items = sum(w.get("items", 0) for w in window["workers"])
     batches = sum(w.get("batches", 0) for w in window["workers"])
-    wait_ms = 0.0 if mode in ("off", "echo") else args.max_wait_ms
+    wait_ms = 0.0 if mode in ("off", *ECHO_MODES) else args.max_wait_ms
+    served = sum(w.get("served", 0) for w in window["workers"])
+    cpu_s = window["worker_cpu_s"]
     row = {"model": kind, "mode": mode, "workers": len(pids), "max_wait_ms": wait_ms}
     row.update(result)
     row.update(
@@ -305,6 +330,9 @@ def measure_row(kind: str, mode: str, clients: int, session: dict, args: argpars
         calls_by_size=dict(sorted(calls.items(), key=lambda kv: int(kv[0]))),
         mean_batch=round(items / batches, 2) if batches else None,
         padding_rows=sum(w.get("padding_rows", 0) for w in window["workers"]),
+        # The worker processes' CPU time per request served in the window (all their threads): the
+        # host cost that bounds one process's requests/s, whatever the GPU does.
+        worker_cpu_ms_per_request=round(1000 * cpu_s / served, 3) if cpu_s is not None and served else None,
         per_worker=window["workers"],
     )
     return row
@@ -331,10 +359,12 @@ def summary(kind: str, rows: list[dict], direct: dict, args: argparse.Namespace)
         if several and off_there and off_there["requests_per_s"]:
             out[f"on{n}_over_off_requests_per_s"] = round(several["requests_per_s"] / off_there["requests_per_s"], 2)
     # The floor: no batching or model removes what the path itself takes per request.
-    if mine.get(("echo", 1)):
-        out["echo_1_client_p50_ms"] = mine[("echo", 1)]["p50_ms"]
-    if mine.get(("echo", many)):
-        out["echo_requests_per_s"] = mine[("echo", many)]["requests_per_s"]
+    for mode in ECHO_MODES:
+        if mine.get((mode, 1)):
+            out[f"{mode}_1_client_p50_ms"] = mine[(mode, 1)]["p50_ms"]
+        if mine.get((mode, many)):
+            out[f"{mode}_requests_per_s"] = mine[(mode, many)]["requests_per_s"]
+            out[f"{mode}_worker_cpu_ms_per_request"] = mine[(mode, many)].get("worker_cpu_ms_per_request")
     return out
 
 
@@ -354,18 +384,21 @@ def markdown(report: dict) -> str:
         lines += [
             "",
             "| workers | batching | clients | requests/s | p50 ms | p99 ms | model busy % | GPU util % "
-            "| batch sizes run (calls) | direct p50 ms at the most run | errors |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| worker CPU ms/request | batch sizes run (calls) | direct p50 ms at the most run | errors |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in model["rows"]:
             sizes = ", ".join(f"{s}×{n}" for s, n in r["calls_by_size"].items()) or "-"
             most = max(r["calls_by_size"], key=r["calls_by_size"].get) if r["calls_by_size"] else None
             reference = model.get("direct", {}).get(most, {}).get("p50_ms") if most else None
-            batching = {"off": "off", "echo": "no model (echo)"}.get(r["mode"], f"on ({r['max_wait_ms']} ms)")
+            batching = {"off": "off", "echo": "no model (echo)", "echo_inline": "no model (echo, inline)"}.get(
+                r["mode"], f"on ({r['max_wait_ms']} ms)"
+            )
+            cpu = r.get("worker_cpu_ms_per_request")
             gpu = r["gpu_util_pct"] if r["gpu_util_pct"] is not None else "-"
             lines.append(
                 f"| {r['workers']} | {batching} | {r['clients']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['model_busy_pct']} "
-                f"| {gpu} | {sizes} | {reference} | {r['errors']} |"
+                f"| {gpu} | {cpu if cpu is not None else '-'} | {sizes} | {reference} | {r['errors']} |"
             )
         if model.get("summary"):
             lines += ["", "Targets: " + json.dumps(model["summary"])]
@@ -421,7 +454,8 @@ def serve_rows(kind: str, model: dict, checkpoint: Path, args: argparse.Namespac
         model["wall_s"]["workers_ready"] = session["ready_s"]
         started = time.monotonic()
         grid = [(mode, clients) for mode in ("off", "on") for clients in args.clients]
-        echo = [("echo", 1), ("echo", 64 if 64 in args.clients else max(args.clients))]
+        many = 64 if 64 in args.clients else max(args.clients)
+        echo = [(mode, clients) for mode in ECHO_MODES for clients in (1, many)]
         several = [(f"on{n}", args.two_worker_clients) for n in args.worker_counts]
         for mode, clients in grid + several + echo:
             row = measure_row(kind, mode, clients, session, args)

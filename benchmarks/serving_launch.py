@@ -138,6 +138,17 @@ def worker_stats(log: Path, pids: list[int], timeout_s: float = 10.0) -> dict[in
         time.sleep(0.05)
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, all threads) the process has used so far; None where /proc
+    does not have it (not Linux, or the process has ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # After the command's closing parenthesis: state is field 3, utime and stime fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stats_delta(first: dict, second: dict) -> dict:
     """What a worker ran between two of its Stats lines."""
     sizes = {

@@ -37,12 +37,16 @@ def test_serving_benchmark_cpu_smoke(tmp_path):
             ("on2", 8, 2),
             ("echo", 1, 1),
             ("echo", 8, 1),
+            ("echo_inline", 1, 1),
+            ("echo_inline", 8, 1),
         ], kind
         for row in model["rows"]:
             assert ROW_KEYS <= set(row), (kind, row)
             assert row["requests_per_s"] > 0 and row["errors"] == 0, (kind, row)
             assert row["p99_ms"] >= row["p50_ms"] > 0, (kind, row)
-            if row["mode"] == "echo":  # the path's floor: served by a function, no model, no batcher
+            # Every row's workers used CPU time for the requests they served (read from /proc).
+            assert row["worker_cpu_ms_per_request"] > 0, row
+            if row["mode"] in ("echo", "echo_inline"):  # the path's floor: no model, no batcher
                 assert row["model_busy_pct"] == 0 and row["calls_by_size"] == {}, row
                 assert row["per_worker"][0]["served"] > 0, row
                 continue
@@ -57,9 +61,13 @@ def test_serving_benchmark_cpu_smoke(tmp_path):
             "off_1_client_minus_direct_ms",
             "echo_1_client_p50_ms",
             "echo_requests_per_s",
+            "echo_inline_1_client_p50_ms",
+            "echo_inline_requests_per_s",
+            "echo_inline_worker_cpu_ms_per_request",
             "on2_over_off_requests_per_s",
         } <= set(model["summary"])
     assert "| workers | batching | clients | requests/s |" in table.read_text()
+    assert "worker CPU ms/request" in table.read_text()
 
 
 def test_a_machine_without_dynamos_dependencies_stops_before_tuning(tmp_path):

@@ -121,7 +121,8 @@ AOTI_ENV=()
 [ "${AOTI_PRELOAD:-0}" = 1 ] && AOTI_ENV=(env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6)
 has defaults && step defaults timeout -k 10 "${DEFAULTS_TIMEOUT:-3000}" "${AOTI_ENV[@]}" $PY benchmarks/defaults.py \
   ${DEFAULTS_ARGS:-} --out "$OUT/defaults.json" --markdown "$LOGS/defaults.md"
-# A defaults run longer than one device call (10 min): defaults_bg starts it detached (it lives
+# Several stages longer than one device call together: benchmarks/gpu_chain.sh (detached, collected by
+# later calls). A defaults run longer than one device call (10 min): defaults_bg starts it detached (it lives
 # while the machine stays warm); each later call's defaults_wait waits up to DEFAULTS_WAIT_S (or until
 # the script has run DEFAULTS_UNTIL_S) for it
 # and copies what it has so far into $OUT.

@@ -8,7 +8,11 @@ input: `eager`; the torch.compile settings a user could type: `compile` (default
 (`ait.tune(ait.Module(model), dataset)`: no strategy, no tolerance, no config) and
 `ait_defaults_warm` (the same in a second process on the first one's aitune and torch caches:
 what a user's next run costs); `min_latency` and `max_throughput` (the same with only that
-strategy, given --strategy-budget-s as `budget_s=` where the strategy takes one). Batch-1 models get
+strategy, given --strategy-budget-s as `budget_s=` where the strategy takes one); `aot_freezing` and
+`aot_freezing_warm` (opt-in, not in the default rows: FirstWins over Inductor AOT with `freezing` and
+CUDA graphs alone, cold and then in a second process on the first one's caches; whether an AOT build,
+which a second process loads instead of compiling, could lead the defaults: issue 22's warm target).
+Batch-1 models get
 ait.tune's default batch sizes; a `_bN` model gets `batch_sizes=[N]`, the batch the user serves.
 Columns: latency (CUDA events around each call, synchronised after each: median of 200 after 20
 warm-up) and pipelined (200 calls back to back, one sync: wall time per call, median of 5 rounds),
@@ -21,8 +25,9 @@ in both columns, and min_latency <= 0.85x in the pipelined one (issue 22's targe
     python benchmarks/defaults.py --device cpu --models mlp --rows eager compile ait_defaults  # smoke test
 
 Caches. Every row gets a fresh aitune cache (AITUNE_CACHE_DIR in a temp dir; inherited AITUNE_*
-variables are dropped, since they are options), except ait_defaults_warm, which reuses
-ait_defaults'. Each model gets one fresh Inductor/Triton cache shared by its rows, and
+variables are dropped, since they are options), except a warm row, which reuses its cold row's
+(ait_defaults_warm ait_defaults', aot_freezing_warm aot_freezing's). Each model gets one fresh
+Inductor/Triton cache shared by its rows (the aot_freezing pair has one of its own), and
 `ait_defaults` runs first, so its tuning time is measured with cold torch caches (the target:
 ResNet-50 default tuning <= 60 s cold, <= 10 s warm) while the torch.compile rows find a warm one,
 as a user's second run would (column `torch cache`; `n/a` for eager, which compiles nothing).
@@ -65,11 +70,17 @@ ROWS = [
     "max-autotune",
     "min_latency",
     "max_throughput",
+    "aot_freezing",
+    "aot_freezing_warm",
 ]
+# Rows run only when asked for (--rows): experiments, not the defaults' comparison.
+OPT_IN_ROWS = ("aot_freezing", "aot_freezing_warm")
+# A warm row: a second process on the aitune and torch caches of the cold row it names.
+WARM_OF = {"ait_defaults_warm": "ait_defaults", "aot_freezing_warm": "aot_freezing"}
 # The torch.compile settings a user could type (eager is shown, but is not a compile setting).
 COMPILE_REFERENCES = ("compile", "reduce-overhead", "reduce-overhead+freezing", "max-autotune")
 REFERENCES = ("eager", *COMPILE_REFERENCES)
-AITUNE_ROWS = ("ait_defaults", "ait_defaults_warm", "min_latency", "max_throughput")
+AITUNE_ROWS = ("ait_defaults", "ait_defaults_warm", "min_latency", "max_throughput", *OPT_IN_ROWS)
 DISPLAY = [*REFERENCES, *AITUNE_ROWS]
 # A compile that takes longer than this is reported as not run (issue 22: "skip with a note").
 COMPILE_LIMIT_S = 600.0
@@ -124,7 +135,12 @@ def measure(row: str, name: str, device: str, result: dict[str, Any], strategy_b
         dataset = [tuple(a[i] for a in args4) for i in range(4)]  # unbatched; ait.tune stacks them
         strategy = {"min_latency": ait.MinLatencyStrategy, "max_throughput": ait.MaxThroughputStrategy}.get(row)
         budget_s = strategy_budget_s
-        if strategy is not None and budget_s is not None and "budget_s" in inspect.signature(strategy).parameters:
+        if row in OPT_IN_ROWS:
+            from aitune.torch.backend import TorchInductorAotBackend, TorchInductorAotBackendConfig
+
+            aot = TorchInductorAotBackend(TorchInductorAotBackendConfig(use_cuda_graphs=not cpu, freezing=True))
+            fn = wrapped = ait.Module(model, strategy=ait.FirstWinsStrategy(backends=[aot]))
+        elif strategy is not None and budget_s is not None and "budget_s" in inspect.signature(strategy).parameters:
             result["budget_s"] = budget_s  # the strategy's own tuning budget (docs/reference/strategies.md)
             fn = wrapped = ait.Module(model, strategy=strategy(budget_s=budget_s))
         else:
@@ -465,7 +481,13 @@ def write(args: argparse.Namespace, header: dict[str, Any], rows: list[dict[str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=MODELS, help="zoo.build names; `_bN` sets batch N")
-    parser.add_argument("--rows", nargs="+", choices=ROWS, default=ROWS)
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        choices=ROWS,
+        default=[r for r in ROWS if r not in OPT_IN_ROWS],
+        help="opt-in: aot_freezing*",
+    )
     parser.add_argument("--device", default="cuda:0", help="cuda:N, or cpu for a smoke test")
     parser.add_argument("--row-timeout", type=float, default=420.0, help="seconds per row's child process")
     parser.add_argument("--budget-s", type=float, help="start no new row after this much wall time")
@@ -522,24 +544,30 @@ def run_model(
     """The model's rows in ROWS order (ait_defaults first: cold torch caches), one child each.
     ait_defaults_warm is a second process on ait_defaults' aitune cache and the model's torch cache."""
     cache_used = False
-    aitune_cache = model_cache / "aitune-cache"
     for row in (r for r in ROWS if r in args.rows):
         entry: dict[str, Any] = {"model": model, "row": row}
         if row in ("reduce-overhead", "reduce-overhead+freezing", "max-autotune") and args.device == "cpu":
             entry["skipped"] = "CUDA only"
         elif args.budget_s is not None and time.monotonic() - start > args.budget_s:
             entry["skipped"] = "not run (budget)"
-        elif row == "ait_defaults_warm" and not any(r["model"] == model and r["row"] == "ait_defaults" for r in rows):
-            entry["skipped"] = "needs the ait_defaults row first"
+        elif row in WARM_OF and not any(r["model"] == model and r["row"] == WARM_OF[row] for r in rows):
+            entry["skipped"] = f"needs the {WARM_OF[row]} row first"
         else:
             # --cold-all: a fresh cache inside the model's, so the model's cleanup removes it too.
             cache = Path(tempfile.mkdtemp(dir=model_cache)) if args.cold_all else model_cache
-            entry["torch_cache"] = "n/a" if row == "eager" else "cold" if args.cold_all or not cache_used else "warm"
-            cache_used |= row != "eager"
+            if row in OPT_IN_ROWS:  # a torch cache of their own: no hits on the other rows' compiles
+                cache = model_cache / "aot"
+                entry["torch_cache"] = "warm" if row in WARM_OF else "cold"
+            else:
+                entry["torch_cache"] = (
+                    "n/a" if row == "eager" else "cold" if args.cold_all or not cache_used else "warm"
+                )
+                cache_used |= row != "eager"
             timeout = args.row_timeout
             if row == "max-autotune":
                 timeout = args.compile_limit_s + 120  # the compile plus the measurement
-            shared = aitune_cache if row in ("ait_defaults", "ait_defaults_warm") else None
+            pair = WARM_OF.get(row, row)  # a cold row and its warm row share one aitune cache
+            shared = model_cache / f"aitune-cache-{pair}" if pair in WARM_OF.values() else None
             entry.update(run_row(row, model, args.device, cache, timeout, shared, args.strategy_budget_s))
             if row == "max-autotune" and str(entry.get("error", "")).startswith("timed out"):
                 entry["skipped"] = f"compile > {args.compile_limit_s:.0f} s: not run"

@@ -1,6 +1,7 @@
 """benchmarks/serving_gpu.py's smoke path on the CPU (`--device cpu --quick`, tiny models): the
 whole benchmark runs under the real Dynamo frontend and workers, and its JSON has every row and
-column with sane values. Skips, with the reason, only when ai-dynamo is not installed."""
+column with sane values. Skips, with the reason, only when ai-dynamo is not installed. Also the
+handler benchmark (serving_handler.py), which needs no Dynamo."""
 
 from __future__ import annotations
 
@@ -103,3 +104,16 @@ def test_a_launcher_failure_reports_the_end_of_its_log(tmp_path):
     assert text.endswith("ModuleNotFoundError: No module named 'pydantic'")
     assert "line 29" in text and "line 28" not in text  # the last 12 lines of the log
     assert log_tail(RuntimeError("no log named")) == "no log named"
+
+
+def test_the_handler_benchmark_serves_every_request_through_the_batcher(tmp_path):
+    """benchmarks/serving_handler.py (aitune's cost per request without Dynamo): every request of
+    every client is answered, in tuned batches, and both costs are reported."""
+    command = [sys.executable, str(REPO / "benchmarks" / "serving_handler.py"), "--requests", "640", "--clients", "8"]
+    result = subprocess.run(command, env=environment(tmp_path), capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["requests"] == 640
+    assert sum(int(size) * n for size, n in report["calls_by_size"].items()) >= 640
+    assert {int(size) for size in report["calls_by_size"]} <= {1, 2, 4, 8, 16, 32}
+    assert report["cpu_ms_per_request"] > 0 and report["model_thread_busy_ms_per_request"] > 0

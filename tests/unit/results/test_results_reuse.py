@@ -74,6 +74,7 @@ def test_aot_result_is_reused_by_a_second_process(tmp_path, aoti_loads):
     second = _run(cache, tmp_path / "b.pt", T_BACKEND="aot")
     assert "♻️ Reusing tuning result for module `mlp` graph `" in second and "TorchInductorAotBackend" in second
     assert "Executing strategy" not in second
+    assert "🔁" not in second  # loaded from the stored package, not built again
     assert _build_dirs(cache) == builds  # no new build folder, none touched
     torch.testing.assert_close(torch.load(tmp_path / "b.pt"), torch.load(tmp_path / "a.pt"))
 
@@ -86,6 +87,9 @@ def test_eager_reuse_misses_and_fallbacks(tmp_path):
 
     hit = _run(cache, tmp_path / "1.pt")
     assert "♻️ Reusing tuning result for module `mlp`" in hit and "Executing strategy" not in hit
+    # A rebuilt backend says so, why, and how long it took.
+    assert "🔁 module 'mlp' graph '" in hit and ": building TorchEagerBackend() again from the module" in hit
+    assert "compiled code is not stored" in hit and "TorchEagerBackend() built again in " in hit
     # Eager backends rebuild from the live module (in `<graph>/loaded/`), with no tuning build folder.
     after = {k: v for k, v in _build_dirs(cache).items() if "loaded" not in k}
     assert {k: v for k, v in after.items() if "/" in k} == {k: v for k, v in builds.items() if "/" in k}

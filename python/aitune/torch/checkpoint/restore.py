@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -110,7 +111,17 @@ def _restore_backend(
         extra = entry.extra
         if isinstance(extra, dict) and extra:
             backend.follow_record(extra)
+    # Say why this takes time: a JIT build's compiled code cannot be stored (torch 2.11 cannot save
+    # a frozen build), so every process compiles it again, from torch's caches where they hold it.
+    logger.info(
+        "🔁 %s: building %s again from the module (a JIT or eager backend's compiled code is not stored; "
+        "see docs/reference/configuration.md#compiler-caches)",
+        where,
+        backend.describe(),
+    )
+    start = time.perf_counter()
     backend.build(module, graph, graph.samples, device, _rebuild_dir(module_name, graph.name, cls, config))
+    logger.info("🔁 %s: %s built again in %.1f s", where, backend.describe(), time.perf_counter() - start)
     return backend
 
 

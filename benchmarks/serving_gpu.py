@@ -226,22 +226,14 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
     }
     with contextlib.ExitStack() as stack:
         launchers = {}
-        # The path's floor: a worker with no model (serving_echo.py), one process, pid = its own.
-        echo = [sys.executable, str(HERE / "serving_echo.py"), "--model-name", f"{kind}-echo", "--component", "echo"]
-        echo += ["--dim", str(serving_models.output_dim(kind))]
-        launchers["echo"] = (
-            stack.enter_context(launched(echo, env, work / f"{kind}-echo.log")),
-            work / f"{kind}-echo.log",
-            1,
-        )
-        # Dynamo's own cost per request: the echo answered on the event loop, nothing per request.
-        inline = [sys.executable, str(HERE / "serving_echo.py"), "--model-name", f"{kind}-echo_inline"]
-        inline += ["--component", "echo_inline", "--dim", str(serving_models.output_dim(kind)), "--inline"]
-        launchers["echo_inline"] = (
-            stack.enter_context(launched(inline, env, work / f"{kind}-echo_inline.log")),
-            work / f"{kind}-echo_inline.log",
-            1,
-        )
+        # The path's floor: workers with no model (serving_echo.py), one process each, pid = its own;
+        # echo_inline answers on the event loop with nothing per request (Dynamo's own cost).
+        for mode in ECHO_MODES:
+            echo = [sys.executable, str(HERE / "serving_echo.py"), "--model-name", f"{kind}-{mode}"]
+            echo += ["--component", mode, "--dim", str(serving_models.output_dim(kind))]
+            echo += ["--inline"] if mode == "echo_inline" else []
+            log = work / f"{kind}-{mode}.log"
+            launchers[mode] = (stack.enter_context(launched(echo, env, log)), log, 1)
         for mode, (devices, wait_ms) in plan.items():
             command = serve_command(
                 f"serving_models:make_{kind}",

@@ -14,13 +14,14 @@ direct reference: the tuned module called in a loop in this process at each tune
 of `module(x)` on device tensors, synchronized; and of the worker's own batch call, host items ->
 device -> host rows). Then one frontend and three `python -m aitune.dynamo serve` launchers on the
 device, loaded at once: `<kind>-off` (one worker, max_wait_ms=0: batching off), `<kind>-on` (one
-worker, `--max-wait-ms`) and `<kind>-on<N>` for each N of `--worker-counts` (N workers on the same
-device: one worker process runs out of host time before the GPU is busy); beside them two echo
+worker, `--max-wait-ms`), and `<kind>-off<N>` and `<kind>-on<N>` for each N of `--worker-counts` (N
+workers on the same device, batching off and on: one worker process runs out of host time before the
+GPU is busy); beside them two echo
 workers (serving_echo.py: no model, the path's floor; the plain one serves a callable as a user's
 function is served, the inline one answers on the event loop with nothing per request: Dynamo's own
 cost). Closed-loop clients (serving_load.py) send
-single-item requests: one row per client count for off and for on, one row per worker count at
-`--two-worker-clients`, and the echo rows at 1 and 64 clients; each row warms up for
+single-item requests: one row per client count for off and for on, two rows (off, on) per worker
+count at `--two-worker-clients`, and the echo rows at 1 and 64 clients; each row warms up for
 `--warmup-s`, then measures for `--seconds`.
 
 Columns: requests/s; p50 and p99 latency (ms); model busy % (the worker's model thread inside its
@@ -210,7 +211,7 @@ def direct_reference(kind: str, tuned, args: argparse.Namespace) -> dict[str, di
 # -- serving -----------------------------------------------------------------------------------
 @contextlib.contextmanager
 def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work: Path) -> Iterator[dict]:
-    """The frontend and the off / on / on<N> launchers of one model, all loading at once; yields
+    """The frontend and the off / on / off<N> / on<N> launchers of one model, all loading at once; yields
     {"port", mode: (log, worker pids)}."""
     port = free_port()
     env = serve_env(
@@ -222,7 +223,11 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
     plan = {
         "off": ([args.device], 0.0),
         "on": ([args.device], args.max_wait_ms),
-        **{f"on{n}": ([args.device] * n, args.max_wait_ms) for n in args.worker_counts},
+        **{
+            f"{m}{n}": ([args.device] * n, w)
+            for n in args.worker_counts
+            for m, w in (("off", 0.0), ("on", args.max_wait_ms))
+        },
     }
     with contextlib.ExitStack() as stack:
         launchers = {}
@@ -311,7 +316,7 @@ def measure_row(kind: str, mode: str, clients: int, session: dict, args: argpars
     busy = sum(w.get("model_busy_s", 0.0) / w["wall_s"] for w in window["workers"] if w["wall_s"] > 0)
     items = sum(w.get("items", 0) for w in window["workers"])
     batches = sum(w.get("batches", 0) for w in window["workers"])
-    wait_ms = 0.0 if mode in ("off", *ECHO_MODES) else args.max_wait_ms
+    wait_ms = 0.0 if mode.startswith("off") or mode in ECHO_MODES else args.max_wait_ms
     served = sum(w.get("served", 0) for w in window["workers"])
     cpu_s = window["worker_cpu_s"]
     row = {"model": kind, "mode": mode, "workers": len(pids), "max_wait_ms": wait_ms}
@@ -345,11 +350,16 @@ def summary(kind: str, rows: list[dict], direct: dict, args: argparse.Namespace)
         one = mine.get((mode, 1))
         if one and one["p50_ms"] is not None and "1" in direct:
             out[f"{mode}_1_client_minus_direct_ms"] = round(one["p50_ms"] - direct["1"]["p50_ms"], 3)
-    # Several workers on the device, batching on, beside one worker with batching off.
+    # Several workers on the device, batching on, beside one worker with batching off and beside
+    # the same workers with batching off (the like-for-like ratio of that deployment).
     for n in args.worker_counts:
-        several, off_there = mine.get((f"on{n}", args.two_worker_clients)), mine.get(("off", args.two_worker_clients))
-        if several and off_there and off_there["requests_per_s"]:
-            out[f"on{n}_over_off_requests_per_s"] = round(several["requests_per_s"] / off_there["requests_per_s"], 2)
+        several = mine.get((f"on{n}", args.two_worker_clients))
+        for base in ("off", f"off{n}"):
+            there = mine.get((base, args.two_worker_clients))
+            if several and there and there["requests_per_s"]:
+                out[f"on{n}_over_{base}_requests_per_s"] = round(several["requests_per_s"] / there["requests_per_s"], 2)
+        if several and several["p50_ms"]:
+            out[f"on{n}_p99_over_p50"] = round(several["p99_ms"] / several["p50_ms"], 2)
     # The floor: no batching or model removes what the path itself takes per request.
     for mode in ECHO_MODES:
         if mine.get((mode, 1)):
@@ -383,8 +393,8 @@ def markdown(report: dict) -> str:
             sizes = ", ".join(f"{s}×{n}" for s, n in r["calls_by_size"].items()) or "-"
             most = max(r["calls_by_size"], key=r["calls_by_size"].get) if r["calls_by_size"] else None
             reference = model.get("direct", {}).get(most, {}).get("p50_ms") if most else None
-            batching = {"off": "off", "echo": "no model (echo)", "echo_inline": "no model (echo, inline)"}.get(
-                r["mode"], f"on ({r['max_wait_ms']} ms)"
+            batching = {"echo": "no model (echo)", "echo_inline": "no model (echo, inline)"}.get(
+                r["mode"], "off" if r["mode"].startswith("off") else f"on ({r['max_wait_ms']} ms)"
             )
             cpu = r.get("worker_cpu_ms_per_request")
             gpu = r["gpu_util_pct"] if r["gpu_util_pct"] is not None else "-"
@@ -448,7 +458,7 @@ def serve_rows(kind: str, model: dict, checkpoint: Path, args: argparse.Namespac
         grid = [(mode, clients) for mode in ("off", "on") for clients in args.clients]
         many = 64 if 64 in args.clients else max(args.clients)
         echo = [(mode, clients) for mode in ECHO_MODES for clients in (1, many)]
-        several = [(f"on{n}", args.two_worker_clients) for n in args.worker_counts]
+        several = [(f"{m}{n}", args.two_worker_clients) for n in args.worker_counts for m in ("off", "on")]
         for mode, clients in grid + several + echo:
             row = measure_row(kind, mode, clients, session, args)
             model["rows"].append(row)

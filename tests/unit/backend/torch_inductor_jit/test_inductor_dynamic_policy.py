@@ -22,6 +22,7 @@ from aitune.torch.module.state import ModuleState
 
 LINE = "dynamic=None: specialised per shape"
 RECOMPILE = "recompiling the tuned forward"
+DEFERRED = "compiling the dynamic build now"
 
 
 def _strategy(backend):
@@ -168,8 +169,9 @@ def test_a_size_one_stored_shape_is_specialised_untimed_with_one_dynamic_compile
     assert backend.dynamic_choice == "specialised" and backend.dynamic_totals_ms is None and timed == []
     assert backend.specialised_shapes == [((1, 6),)], "batch 3 is served by the dynamic build"
     assert "the 1 stored shape(s) have size-1 dynamic axes" in aitune_log.text
-    # Two graphs: the dynamic one (on the widened sample) and the static batch-1 one; before, the
-    # dynamic build also compiled a batch-1 graph of its own.
+    # Two graphs: the dynamic one (on the widened sample, compiled when the numeric check first
+    # called at batch 3) and the static batch-1 one; before, the dynamic build also compiled a
+    # batch-1 graph of its own.
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2
     _assert_serves(m, reference, sizes=(1, 2, 3, 5))
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2
@@ -277,4 +279,41 @@ def test_a_load_serves_the_variant_chosen_when_tuned(aitune_log, monkeypatch, tm
     assert (restored._specialised is None) == (tuned_choice == "dynamic")  # no unused static graphs compiled
     assert "as chosen when tuned" in aitune_log.text
     _assert_serves(loaded, reference, sizes=(2, 3, 4))
+    assert RECOMPILE not in aitune_log.text
+
+
+def test_a_load_of_a_specialised_choice_compiles_the_dynamic_build_at_its_first_call(aitune_log, monkeypatch, tmp_path):
+    """A rebuild that serves every stored shape by static graphs (here a load; a results-store
+    reuse alike) compiles only those: the dynamic build, which serves shapes tuning never stored,
+    compiles at the first such call, logged once, in the build's context (with `freezing` the
+    switch Dynamo reads while tracing; Inductor's freezing pass is watched, not replaced)."""
+    import torch._inductor.freezing as freezing
+
+    frozen = []
+    real_freeze = freezing.freeze
+    monkeypatch.setattr(freezing, "freeze", lambda *a, **k: frozen.append(1) or real_freeze(*a, **k))
+    model = _mlp()
+    reference = copy.deepcopy(model)
+    config = TorchInductorJitBackendConfig(freezing=True)
+    m = ait.Module(model, "frozen", strategy=_strategy(TorchInductorJitBackend(config)))
+    ait.tune(m, _dataset(), batch_sizes=[1, 3], device="cpu")  # one stored sample, at batch 1
+    [(_, backend)] = m.tuned_module.backends
+    assert backend.dynamic_choice == "specialised"
+    path = tmp_path / "frozen.ait"
+    ait.save(m, path)
+
+    torch._dynamo.utils.counters.clear()
+    frozen.clear()
+    deferred_before = aitune_log.text.count(DEFERRED)
+    loaded = ait.load(_mlp(), path)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1 and len(frozen) == 1  # batch 1 only
+    _assert_serves(loaded, reference, sizes=(1,))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+    assert aitune_log.text.count(DEFERRED) == deferred_before
+
+    _assert_serves(loaded, reference, sizes=(2, 5, 1))  # batch 2 compiles the dynamic build; 5 reuses it
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2 and len(frozen) == 2
+    assert not torch._inductor.config.freezing  # the switch was on only while it traced
+    assert aitune_log.text.count(DEFERRED) == deferred_before + 1
+    assert "first call at input shapes ((2, 6),), which no stored sample has" in aitune_log.text
     assert RECOMPILE not in aitune_log.text

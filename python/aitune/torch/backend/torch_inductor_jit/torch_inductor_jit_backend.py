@@ -16,6 +16,8 @@ import copy
 import itertools
 import logging
 import statistics
+import threading
+import time
 import types
 from pathlib import Path
 from typing import Callable, Iterator
@@ -43,6 +45,9 @@ COMPARE_MEASURED_CALLS = 10
 SPECIALISED, DYNAMIC = "specialised", "dynamic"
 _specialised_ids = itertools.count()
 _SCALARS = (bool, int, float, str, type(None))
+# Keeps two serving threads from both compiling a deferred dynamic build (module-level: backends
+# are deep-copied, and Dynamo compiles one frame at a time anyway).
+_DEFERRED_COMPILE_LOCK = threading.Lock()
 
 
 def graph_is_dynamic(graph: GraphSpec) -> bool:
@@ -155,6 +160,10 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         # A rebuild from a checkpoint or the results store serves the variant chosen when tuning
         # (follow_record): no second comparison, which could time the other one faster this time.
         self._recorded_choice: str | None = None
+        # The dynamic build compiles on its first call when no stored shape needs it (module
+        # docstring): pending until then.
+        self._dynamic_deferred = False
+        self._dynamic_pending = False
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -234,6 +243,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         if compare:
             self._compare_calls = self._comparison_calls(graph_spec, data)
             self._defer_size_one_warmups(graph_spec, data)
+        self._dynamic_deferred = compare and self._stored_shapes_need_no_dynamic_build()
         self._compile_and_warm_up()
         if compare:
             self._choose_variant(device)
@@ -282,11 +292,27 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
         self._untimed_keys = frozenset(untimed)
         self._warmup_calls, self._deferred_warmups = keep, deferred
 
+    def _stored_shapes_need_no_dynamic_build(self) -> bool:
+        """True when the specialised graphs will serve every stored shape without a timed
+        comparison: the choice recorded when tuned is "specialised", or every stored shape has a
+        size-1 dynamic axis (untimed). Then the dynamic build serves only shapes tuning never saw,
+        and compiles on the first such call instead of now (on the H100 it was most of a warm
+        ResNet-50 rebuild)."""
+        if not self._compare_calls or len(self._compare_calls) > MAX_COMPARED_SHAPES:
+            return False
+        if len(self._compare_calls) >= recompile_limit() or self._recorded_choice == DYNAMIC:
+            return False
+        if self._recorded_choice == SPECIALISED:
+            return True
+        return all(key in self._untimed_keys for key, _ in self._compare_calls)
+
     def _serve_deferred_by_dynamic(self) -> None:
-        """The dynamic build serves every shape after all: warm it up on the deferred calls now,
-        so the first real call at such a shape does not recompile (and is not logged as one)."""
+        """The dynamic build serves every shape after all: warm it up (and so compile it, if its
+        compile was deferred) on the deferred calls now, so the first real call at such a shape
+        does not recompile (and is not logged as one)."""
         self._untimed_keys = frozenset()
-        if not self._deferred_warmups:
+        pending, self._dynamic_deferred, self._dynamic_pending = self._dynamic_pending, False, False
+        if not self._deferred_warmups and not pending:
             return
         self._warmup_calls = self._warmup_calls + self._deferred_warmups
         self._deferred_warmups = []
@@ -434,9 +460,38 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
     def _route(self, *args: object, **kwargs: object) -> object:
         """Dispatch by shape: specialised static graphs for the compared shapes, the dynamic
         build for every other call."""
-        if shape_key(args, kwargs) in self._specialised_keys:
+        key = shape_key(args, kwargs)
+        if key in self._specialised_keys:
             return self._specialised(*args, **kwargs)
+        if self._dynamic_pending:
+            self._compile_deferred_dynamic(key)
         return self._compiled(*args, **kwargs)
+
+    def _compile_deferred_dynamic(self, key: tuple) -> None:
+        """The first call at a shape tuning did not store: compiles the deferred dynamic build on
+        its warm-up calls, in the build's context (freezing's switch is read while tracing)."""
+        with _DEFERRED_COMPILE_LOCK:
+            if not self._dynamic_pending:
+                return
+            logger.info(
+                "TorchInductorJitBackend (graph '%s'): first call at input shapes %s, which no stored sample has: "
+                "compiling the dynamic build now (once; store a call at every shape you serve before tuning to "
+                "compile it then)",
+                self._graph_name,
+                key,
+            )
+            started = time.monotonic()
+            armed, self._recompile_armed = self._recompile_armed, False
+            try:
+                run_warmup(self._compiled, self._warmup_calls, self._tracing)
+            finally:
+                self._recompile_armed = armed
+            self._dynamic_pending = False
+            logger.info(
+                "TorchInductorJitBackend (graph '%s'): dynamic build compiled in %.1f s",
+                self._graph_name,
+                time.monotonic() - started,
+            )
 
     def _compile(self, forward: Callable | None = None, dynamic: bool | None = None) -> Callable:
         forward = forward if forward is not None else self._forward
@@ -484,9 +539,13 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             yield
 
     def _compile_and_warm_up(self) -> None:
+        """torch.compile is lazy: the warm-up calls compile. A deferred dynamic build is wrapped
+        here and compiled by its first call (_compile_deferred_dynamic)."""
         self._recompile_armed = False
         self._compiled = self._compile()
-        run_warmup(self._compiled, self._warmup_calls, self._tracing)
+        self._dynamic_pending = self._dynamic_deferred
+        if not self._dynamic_pending:
+            run_warmup(self._compiled, self._warmup_calls, self._tracing)
         self._recompile_armed = True
 
     def _on_guard_fail(self, failure: object) -> None:

@@ -317,3 +317,40 @@ def test_a_load_of_a_specialised_choice_compiles_the_dynamic_build_at_its_first_
     assert aitune_log.text.count(DEFERRED) == deferred_before + 1
     assert "first call at input shapes ((2, 6),), which no stored sample has" in aitune_log.text
     assert RECOMPILE not in aitune_log.text
+
+
+def test_threads_at_unseen_shapes_compile_the_deferred_dynamic_build_once(aitune_log, tmp_path):
+    """Serving threads that meet shapes tuning never stored at the same time: one compiles the
+    dynamic build, the others wait for it and then use it (one log line, one graph)."""
+    import threading
+
+    model = _mlp()
+    reference = copy.deepcopy(model)
+    m = ait.Module(model, "threads", strategy=_strategy(TorchInductorJitBackend()))
+    ait.tune(m, _dataset(), batch_sizes=[1, 3], device="cpu")
+    path = tmp_path / "threads.ait"
+    ait.save(m, path)
+    loaded = ait.load(_mlp(), path)
+    torch._dynamo.utils.counters.clear()
+    deferred_before = aitune_log.text.count(DEFERRED)
+    inputs = [torch.randn(bs, 6) for bs in (2, 4, 5, 7)]
+    outputs: dict[int, torch.Tensor] = {}
+    start = threading.Barrier(len(inputs))
+
+    def serve(i: int) -> None:
+        start.wait()
+        with torch.no_grad():
+            outputs[i] = loaded(inputs[i])
+
+    threads = [threading.Thread(target=serve, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert sorted(outputs) == list(range(len(inputs)))
+    for i, x in enumerate(inputs):
+        with torch.no_grad():
+            torch.testing.assert_close(outputs[i], reference(x), atol=1e-5, rtol=1e-5)
+    assert aitune_log.text.count(DEFERRED) == deferred_before + 1
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1  # the dynamic build, once
+    assert RECOMPILE not in aitune_log.text

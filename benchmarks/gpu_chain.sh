@@ -11,7 +11,9 @@
 #   d1 STAGES=defaults DEFAULTS_ARGS="--models bert_b32 mlp --rows ait_defaults max-autotune"
 # `wait` copies two files per stage into $OUT/<name>/ (the device tool returns a few files only):
 # the stage's JSON results and status.txt (its tables, its summary once done, the end of its log).
-# Give `wait` a few seconds less than the call's limit: a call killed at its limit returns nothing.
+# Give `wait` a few seconds less than what is left of the call's limit: a call killed at its limit
+# returns nothing. `wait` counts from its own start, so after a build in the same call subtract the
+# time that took, e.g. `...build...; bash benchmarks/gpu_chain.sh wait $((565 - SECONDS))`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CHAIN=${CHAIN_DIR:-/tmp/aitune-gpu-chain}

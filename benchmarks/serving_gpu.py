@@ -21,8 +21,9 @@ workers (serving_echo.py: no model, the path's floor; the plain one serves a cal
 function is served, the inline one answers on the event loop with nothing per request: Dynamo's own
 cost). Closed-loop clients (serving_load.py) send
 single-item requests: one row per client count for off and for on, two rows (off, on) per worker
-count at `--two-worker-clients`, and the echo rows at 1 and 64 clients; each row warms up for
-`--warmup-s`, then measures for `--seconds`.
+count at `--two-worker-clients`, and the echo rows at 1 and 64 clients; once all are ready, each launcher
+answers two requests per worker (one-time costs out of the rows), then each row warms up for
+`--warmup-s` and measures for `--seconds`.
 
 Columns: requests/s; p50 and p99 latency (ms); model busy % (the worker's model thread inside its
 batch calls / wall time, from the worker's SIGUSR1 `Stats:` line: a CUDA call ends with the copy of
@@ -56,6 +57,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import serving_models  # noqa: E402
 from serving_launch import (  # noqa: E402
+    first_requests,
     free_port,
     launched,
     process_cpu_s,
@@ -209,6 +211,11 @@ def direct_reference(kind: str, tuned, args: argparse.Namespace) -> dict[str, di
 
 
 # -- serving -----------------------------------------------------------------------------------
+def request_body(kind: str, mode: str, args: argparse.Namespace) -> bytes:
+    """One single-item request to the `<kind>-<mode>` workers."""
+    return serving_models.request_body(kind, f"{kind}-{mode}", args.image_payload if kind == "image" else "json")
+
+
 @contextlib.contextmanager
 def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work: Path) -> Iterator[dict]:
     """The frontend and the off / on / off<N> / on<N> launchers of one model, all loading at once; yields
@@ -255,6 +262,8 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
         stack.callback(lambda: [p.send_signal(signal.SIGTERM) for p, _, _ in launchers.values() if p.poll() is None])
         started = time.monotonic()
         wait_ready(list(launchers.values()), port, [f"{kind}-{m}" for m in launchers], READY_TIMEOUT_S)
+        for mode, (_, _, workers) in launchers.items():  # one-time costs out of the measured rows
+            first_requests(port, "/v1/embeddings", request_body(kind, mode, args), count=2 * workers)
         session = {"port": port, "ready_s": round(time.monotonic() - started, 1)}
         for mode, (_, log, workers) in launchers.items():
             pids = worker_pids(log)  # serving_echo.py logs the same line
@@ -306,7 +315,7 @@ def measure_row(kind: str, mode: str, clients: int, session: dict, args: argpars
             "worker_cpu_s": cpu,
         }
 
-    body = serving_models.request_body(kind, f"{kind}-{mode}", args.image_payload if kind == "image" else "json")
+    body = request_body(kind, mode, args)
     result = run_load(session["port"], "/v1/embeddings", body, clients, args.seconds, args.warmup_s, during)
     window = result.pop("during")
     calls: dict[str, int] = {}

@@ -113,6 +113,21 @@ def wait_ready(
         time.sleep(0.5)
 
 
+def first_requests(port: int, path: str, body: bytes, count: int, timeout_s: float = 120.0) -> None:
+    """`count` requests one after another, each answered 200, before a row measures: a worker's
+    first requests pay one-time costs (the frontend's connection to it, the model's first calls),
+    which on a loaded 2-core machine outlasted a whole short row. RuntimeError on another answer."""
+    for _ in range(count):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as r:
+                r.read()
+        except OSError as e:  # HTTPError (a non-2xx answer) is one
+            raise RuntimeError(f"a first request to {path} failed: {e}") from e
+
+
 def worker_pids(log: Path) -> list[int]:
     """The worker processes a launcher started (its `started worker i (device): pid N` lines)."""
     return [int(pid) for pid in re.findall(r"started worker \d+ \([^)]*\): pid (\d+)", log.read_text(errors="replace"))]

@@ -316,6 +316,11 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
             return
         self._warmup_calls = self._warmup_calls + self._deferred_warmups
         self._deferred_warmups = []
+        self._warm_up_dynamic()
+
+    def _warm_up_dynamic(self) -> None:
+        """The dynamic build's warm-up calls (which compile it if it has not compiled yet), with
+        the recompile warning off: these compiles are the build's own."""
         armed, self._recompile_armed = self._recompile_armed, False
         try:
             run_warmup(self._compiled, self._warmup_calls, self._tracing)
@@ -481,11 +486,7 @@ class TorchInductorJitBackend(AutocastMixin, Backend):
                 key,
             )
             started = time.monotonic()
-            armed, self._recompile_armed = self._recompile_armed, False
-            try:
-                run_warmup(self._compiled, self._warmup_calls, self._tracing)
-            finally:
-                self._recompile_armed = armed
+            self._warm_up_dynamic()
             self._dynamic_pending = False
             logger.info(
                 "TorchInductorJitBackend (graph '%s'): dynamic build compiled in %.1f s",

@@ -214,11 +214,22 @@ def child(args: argparse.Namespace) -> None:
         logger.propagate = False
     cache_log = FxCacheLog() if args.row in AITUNE_ROWS else None
     result: dict[str, Any] = {}
+    # DEFAULTS_PROFILE=1: a warm row runs under cProfile, and its JSON gets the top functions by
+    # cumulative and own time (where a second process's tuning seconds go, issue 22's warm target).
+    profiler = None
+    if os.environ.get("DEFAULTS_PROFILE") == "1" and args.row in WARM_OF:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         measure(args.row, args.model, args.device, result, args.strategy_budget_s)
     except Exception as e:  # noqa: BLE001 - becomes this row's error entry
         result["error"] = f"{type(e).__name__}: {e}"[:1500]
         result["traceback_tail"] = traceback.format_exc()[-2500:]
+    if profiler is not None:
+        profiler.disable()
+        result["profile"] = profile_tables(profiler)
     if cache_log is not None:
         # Why a warm row compiled again: the FX-graph cache's keys, hits, misses and bypasses, and the
         # key details (the inputs of each hash: diff a cold and a warm row's to find what changed).
@@ -244,6 +255,18 @@ def child(args: argparse.Namespace) -> None:
                 result["compile_times"] = f"unavailable: {e}"
             result["log_warnings"] = [line[:300] for line in lines if " - WARNING - " in line][:20]
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+
+
+def profile_tables(profiler: Any) -> dict[str, str]:
+    import io
+    import pstats
+
+    tables = {}
+    for key, count in (("cumulative", 70), ("tottime", 40)):
+        stream = io.StringIO()
+        pstats.Stats(profiler, stream=stream).sort_stats(key).print_stats(count)
+        tables[key] = stream.getvalue()[-12000:]
+    return tables
 
 
 class FxCacheLog:

@@ -53,6 +53,9 @@ class FakeBackendConfig(BackendConfig):
     use_cuda_graphs: bool = False
     build_delay_s: float = 0.0  # how long _build takes (a sleep, so a tuning budget's deadline interrupts it)
     build_cost: float = 1.0  # expected_build_cost(): the order and skips under a tuning budget
+    # ((batch size, delay), ...): the first call at that batch size sleeps this long, as a JIT
+    # backend compiles a shape the first time it meets it (in the checks or the measurement).
+    first_call_delays_s: tuple = ()
 
 
 class FakeGraphServing:
@@ -98,6 +101,7 @@ class FakeBackend(Backend):
         super().__init__(config, tolerance=tolerance)
         self._module: Any = None
         self.calls = 0
+        self._sizes_seen: set[int] = set()
 
     @property
     def precision_class(self) -> str:
@@ -130,6 +134,9 @@ class FakeBackend(Backend):
 
     def _compute(self, x: torch.Tensor, delay_s: float) -> torch.Tensor:
         self.calls += 1
+        if x.shape[0] not in self._sizes_seen:
+            self._sizes_seen.add(x.shape[0])
+            time.sleep(dict(self.config.first_call_delays_s).get(x.shape[0], 0.0))
         if self.config.oom_after_calls and self.calls > self.config.oom_after_calls:
             raise torch.OutOfMemoryError(f"fake: out of memory at call {self.calls}")
         if delay_s:

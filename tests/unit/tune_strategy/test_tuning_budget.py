@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import aitune.torch as ait
-from aitune.exceptions import AITuneUserInputError, NoValidBackendError
+from aitune.exceptions import AITuneUserInputError, NoValidBackendError, TuningBudgetExceeded
 from aitune.torch.backend import (
     TensorRTBackend,
     TorchEagerBackend,
@@ -145,6 +145,63 @@ def test_a_build_still_running_at_the_deadline_is_abandoned(aitune_log):
     assert abandoned["backend"].startswith("FakeBackend(name='endless'") and "ran out" in abandoned["reason"]
     build = next(b for b in graph["builds"] if b["backend"].startswith("FakeBackend(name='endless'"))
     assert build["over_budget"] == "abandoned" and build["error"]["type"] == "TuningBudgetExceeded"
+
+
+def test_a_compile_at_the_first_call_in_the_checks_is_abandoned_at_the_deadline(aitune_log):
+    # A JIT backend builds at once and compiles at its first call of a shape: in the numeric check.
+    candidates = [fake("jit-like", first_call_delays_s=((1, 60.0),)), fake("next")]
+    strategy = ait.FirstWinsStrategy(candidates, profiling_config=quick(), budget_s=2.0)
+    start = time.monotonic()
+    with pytest.raises(NoValidBackendError):
+        tune(recorded(), strategy)
+    assert time.monotonic() - start < 20  # the 60 s compile did not run to its end
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    jit, after = strategy.backend_results
+    assert "ran out during its checks" in jit["abandoned"] and jit["success"] is False
+    assert after["over_budget"] and "is spent" in after["skipped"]
+    [abandoned] = telemetry_graph()["budget"]["abandoned"]
+    assert abandoned["backend"].startswith("FakeBackend(name='jit-like'")
+
+
+def test_a_compile_at_the_first_call_in_the_measurement_is_abandoned_at_the_deadline(aitune_log):
+    # Without the checks, a JIT backend's first call (its compile) comes in the measurement.
+    candidates = [fake("quick"), fake("jit-like", first_call_delays_s=((1, 60.0),)), fake("last")]
+    strategy = ait.MinLatencyStrategy(candidates, quick(), budget_s=3.0).enable_correctness_check(False)
+    start = time.monotonic()
+    m = recorded()
+    tune(m, strategy)
+    assert time.monotonic() - start < 20
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    quick_result, jit, last = strategy.backend_results
+    assert quick_result["success"] is True
+    assert "ran out during its measurement" in jit["abandoned"] and jit["success"] is False
+    assert "is spent" in last["skipped"]
+    assert m.tuned_module.backends[0][1].config.name == "quick"  # the measured candidate still wins
+    graph = telemetry_graph()
+    [abandoned] = graph["budget"]["abandoned"]
+    assert abandoned["backend"].startswith("FakeBackend(name='jit-like'")
+    build = next(b for b in graph["builds"] if b["backend"].startswith("FakeBackend(name='jit-like'"))
+    assert build["over_budget"] == "abandoned" and build["error"]["type"] == "TuningBudgetExceeded"
+    assert "⌛ backend abandoned" in aitune_log.text
+
+
+def test_the_alarm_repeats_until_the_block_exits():
+    # A library that swallows the first interrupt is interrupted again.
+    budget = TuningBudget(0.2, "test", time.monotonic())
+    interrupts = 0
+    start = time.monotonic()
+    with pytest.raises(TuningBudgetExceeded):
+        with build_deadline(budget, "a build"):
+            while time.monotonic() - start < 30:
+                try:
+                    time.sleep(0.05)
+                except TuningBudgetExceeded:
+                    interrupts += 1
+                    if interrupts == 1:
+                        continue  # swallowed once
+                    raise
+    assert interrupts == 2 and budget.fired and time.monotonic() - start < 5
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
 def test_the_deadline_restores_the_previous_alarm_handler():

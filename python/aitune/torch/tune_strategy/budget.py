@@ -107,13 +107,17 @@ class TuningBudget:
         return {"budget_s": self.budget_s, "source": self.source, "left_at_start_s": round(self.left_s(), 3)}
 
 
+_REFIRE_S = 1.0  # after the deadline, the alarm repeats this often until the block exits
+
+
 @contextlib.contextmanager
-def build_deadline(budget: TuningBudget | None, what: str) -> Iterator[None]:
+def build_deadline(budget: TuningBudget | None, what: str, during: str = "its build") -> Iterator[None]:
     """Raises TuningBudgetExceeded in this (the main) thread when the budget's deadline passes
-    inside the block, through SIGALRM. Python runs the handler between bytecodes: a build waiting
-    on a subprocess or sleeping is interrupted at once, native code that never returns to Python
-    (a TensorRT engine build) only when it does. Off the main thread, or without SIGALRM, the
-    block runs unbounded."""
+    inside the block, through SIGALRM, and again every second until the block exits (a library
+    that catches everything and carries on is interrupted again). Python runs the handler between
+    bytecodes: a build waiting on a subprocess or sleeping is interrupted at once, native code that
+    never returns to Python (a TensorRT engine build) only when it does. Off the main thread, or
+    without SIGALRM, the block runs unbounded."""
     usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
     if budget is None or not usable:
         yield
@@ -122,17 +126,22 @@ def build_deadline(budget: TuningBudget | None, what: str) -> Iterator[None]:
     if left <= 0:
         raise TuningBudgetExceeded(f"{what}: the tuning budget of {budget.budget_s:g} s ({budget.source}) is spent")
 
+    inside = [True]
+
     def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if not inside[0]:  # the block is exiting: its finally disarms the alarm
+            return
         budget.fired = True
         raise TuningBudgetExceeded(
-            f"{what}: the tuning budget of {budget.budget_s:g} s ({budget.source}) ran out during its build"
+            f"{what}: the tuning budget of {budget.budget_s:g} s ({budget.source}) ran out during {during}"
         )
 
     budget.fired = False
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, left)
+    signal.setitimer(signal.ITIMER_REAL, left, _REFIRE_S)
     try:
         yield
     finally:
+        inside[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

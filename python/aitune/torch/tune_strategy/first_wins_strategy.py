@@ -81,7 +81,7 @@ class FirstWinsStrategy(PerformanceValidatedStrategy):
             backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
             if backend is None:
                 continue
-            if self._measure_candidate(backend, ctx):
+            if self._measured_within_budget(backend, ctx, lambda: self._measure_candidate(backend, ctx)):
                 return self._selected(backend, ctx)
             self._siblings.before_release(backend)
             # gate-rejected candidates free their memory at once (docs/reference/strategies.md#per-graph-pipeline)

@@ -222,7 +222,7 @@ class ProfilingTuneStrategy(TuneStrategy):
             backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
             if backend is None:
                 continue
-            point = self._measure_candidate(backend, ctx)
+            point = self._measured_within_budget(backend, ctx, lambda: self._measure_candidate(backend, ctx))
             if point is not None:
                 measured.append(point)
         return self._select(ctx, measured)

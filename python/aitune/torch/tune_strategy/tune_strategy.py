@@ -10,7 +10,7 @@ import logging
 import time
 import traceback
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar
 
 import torch
 
@@ -37,6 +37,7 @@ from aitune.torch.utils.progress import CandidateProgress, LiveLine, set_candida
 from aitune.torch.validation import ToleranceSetting
 
 logger = logging.getLogger("aitune")
+_T = TypeVar("_T")
 
 __all__ = ["Baseline", "GraphContext", "TuneStrategy", "availability"]
 
@@ -321,7 +322,11 @@ class TuneStrategy(abc.ABC):
         builds_before = len(telemetry.current_builds())
         record = CandidateRecord(index, str(ctx.device), blueprint.describe())
         backend = self._build_and_validate(blueprint, ctx, raise_on_failure=False)
-        verdict = self._measure_candidate(backend, ctx) if backend is not None else None
+        verdict = (
+            self._measured_within_budget(backend, ctx, lambda: self._measure_candidate(backend, ctx))
+            if backend is not None
+            else None
+        )
         qualified = self._record_verdict(record, verdict)
         if backend is not None and backend.is_active:
             if qualified:
@@ -434,21 +439,51 @@ class TuneStrategy(abc.ABC):
         deadline = ctx.budget.deadline_s if ctx.budget is not None else None
         set_candidate(CandidateProgress(number, max(len(candidates), number), deadline))
 
-    def _abandon(self, backend: Backend, ctx: GraphContext, error: BaseException, log_file: Path, result: dict) -> None:
-        """A build the budget's deadline interrupted: dropped (with what it held in torch's
-        compiler caches) and counted over budget, not failed; nothing of it stays running."""
+    def _abandon(
+        self,
+        backend: Backend,
+        ctx: GraphContext,
+        error: BaseException,
+        log_file: Path,
+        result: dict,
+        build_ended: bool = False,
+    ) -> None:
+        """A candidate the budget's deadline interrupted, in its build or later (a JIT backend
+        compiles at its first call of a shape: in the checks or the measurement): dropped (with
+        what it held in torch's compiler caches) and counted over budget, not failed; nothing of
+        it stays running. `build_ended`: its build report is already closed."""
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(log_file, "a") as f:
             f.write("\n" + "".join(traceback.format_exception(error)))
         reason = str(error) if isinstance(error, TuningBudgetExceeded) else f"the tuning budget ran out ({error})"
         self._log("⌛ backend abandoned (log file: %s): %s", log_file, reason)
-        result.update({"error": f"TuningBudgetExceeded: {reason}", "abandoned": reason})
-        tune_data.end_build(False, error)
+        result.update({"success": False, "error": f"TuningBudgetExceeded: {reason}", "abandoned": reason})
+        if build_ended:
+            tune_data.fail_build(error, backend.describe())
+        else:
+            tune_data.end_build(False, error)
         telemetry.mark_over_budget("abandoned", backend.describe(), reason)
         self._tally.over_budget += 1
         backend.deactivate()
         reset_compiler_caches()
         ctx.module.to(ctx.device)
+
+    def _measured_within_budget(self, backend: Backend, ctx: GraphContext, measure: Callable[[], _T]) -> _T | None:
+        """`measure()` (the strategy's measurement of `backend`) under the tuning budget's deadline
+        (a JIT backend compiles shapes it meets first in the measurement); None when the deadline
+        abandoned the candidate."""
+        try:
+            with build_deadline(ctx.budget, backend.describe(), during="its measurement"):
+                return measure()
+        except TuningBudgetExceeded as e:
+            error: BaseException = e
+        except Exception as e:
+            if ctx.budget is None or not ctx.budget.fired:  # not the deadline: the candidate's own failure
+                raise
+            error = e  # a compiler re-raised the interrupt as its own
+        log_file = ctx.cache_dir / backend.key() / "build.log"
+        self._abandon(backend, ctx, error, log_file, self.backend_results[-1], build_ended=True)
+        return None
 
     def _build_and_validate(self, blueprint: Backend, ctx: GraphContext, raise_on_failure: bool) -> Backend | None:
         """Builds a deep copy of `blueprint` in `<cache_dir>/<key>/` — or serves a serving
@@ -511,23 +546,24 @@ class TuneStrategy(abc.ABC):
                     except CudaGraphCaptureError:
                         building = False  # the build itself is complete; only its serving failed
                         raise
-                if ctx.budget is not None:
-                    ctx.budget.scale.add(blueprint.expected_build_cost(), time.perf_counter() - start)
             building = False
             self._siblings.built(backend)
             result["build_duration_s"] = round(time.perf_counter() - start, 3)
             tune_data.record_step("build", time.perf_counter() - start)
             self._log("✅ backend built")
             if self._correctness_check:
-                self._validate(backend, ctx, result)
+                # The checks' first calls can compile (a JIT backend's shapes not built yet): under
+                # the same deadline, and counted in what the build cost.
+                with build_deadline(ctx.budget, backend.describe(), during="its checks"):
+                    self._validate(backend, ctx, result)
+            if ctx.budget is not None and not derived:
+                ctx.budget.scale.add(blueprint.expected_build_cost(), time.perf_counter() - start)
             self.check_cuda_graph_capture(backend)
         except TuningBudgetExceeded as e:
             self._abandon(backend, ctx, e, log_file, result)
             return None
         except Exception as e:
-            if (
-                building and ctx.budget is not None and ctx.budget.fired
-            ):  # a compiler re-raised the interrupt as its own
+            if ctx.budget is not None and ctx.budget.fired:  # a compiler re-raised the interrupt as its own
                 self._abandon(backend, ctx, e, log_file, result)
                 return None
             if is_disk_full(e):  # nothing half-written stays, and the space goes to the next candidate

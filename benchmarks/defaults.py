@@ -388,6 +388,9 @@ def run_row(
             result = json.loads(out.read_text())
         except (OSError, ValueError):
             result = {}
+        log = work / "aitune.log"
+        if "tuning_log" not in result and log.exists():  # a killed row still says where its time went
+            result["tuning_log"] = [line[:400] for line in log.read_text(errors="replace").splitlines()][-60:]
         shutil.rmtree(work, ignore_errors=True)
     if error or proc.returncode or not result:
         result.setdefault("error", error or f"child exited with {proc.returncode}")

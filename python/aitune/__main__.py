@@ -61,6 +61,9 @@ def _python_report() -> dict:
             ok, reason = cls().is_available()
             available[name] = "available" if ok else f"unavailable: {reason}"
     report["backends"] = available
+    from aitune.torch.utils.bytecode import bytecode_state
+
+    report["bytecode"] = bytecode_state().to_dict()
     return report
 
 
@@ -89,6 +92,8 @@ def doctor(as_json: bool) -> int:
     print("Backends:")
     for name, state in python["backends"].items():
         print(f"  {name}: {state}")
+    bytecode = python["bytecode"]
+    print(f"Bytecode of torch's compiler modules: {bytecode['hint'] or 'present, or written by the first process'}")
     return 0
 
 

@@ -55,6 +55,11 @@ def test_python_doctor_json_python_part(python_doctor_json):
     assert _release(python["packages"]["torch"]) == _release(torch.__version__)
     assert python["backends"]["TorchEagerBackend"] == "available"
     assert python["torch_cuda_available"] == torch.cuda.is_available()
+    # Whether torch's compiler modules have bytecode: the same state this process sees.
+    from aitune.torch.utils.bytecode import bytecode_state
+
+    assert python["bytecode"]["missing"] == list(bytecode_state().missing)
+    assert python["bytecode"]["hint"] == bytecode_state().hint()
 
 
 def _torchao_version():

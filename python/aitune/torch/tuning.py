@@ -23,6 +23,7 @@ from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.budget import session_started as budget_session_started
 from aitune.torch.tune_strategy.context import installed as executor_installed
 from aitune.torch.utils.tensors import to_device
+from aitune.torch.utils.bytecode import bytecode_state
 
 if TYPE_CHECKING:
     from aitune.torch.module.wrapper import Module
@@ -116,6 +117,7 @@ def tune(
     (docs/guide.md, "Tuning on several GPUs")."""
     setup_logging()
     start = time.perf_counter()
+    _warn_once_without_bytecode()
     with external_logging_disabled(disable_external_logging):
         if clear_cache and config.cache_dir.exists():
             shutil.rmtree(config.cache_dir)
@@ -133,6 +135,19 @@ def tune(
             pool_devices if len(pool_devices) > 1 and not dry_run else [],
         )
     logger.info("⏱️ ait.tune completed in %s", format_duration(time.perf_counter() - start))
+
+
+_BYTECODE_CHECKED: list[bool] = []
+
+
+def _warn_once_without_bytecode() -> None:
+    """A process that must compile torch's compiler modules from source says so, once."""
+    if _BYTECODE_CHECKED:
+        return
+    _BYTECODE_CHECKED.append(True)
+    hint = bytecode_state().hint()
+    if hint is not None:
+        logger.warning("⚠️ %s", hint)
 
 
 def _tune(

@@ -107,13 +107,14 @@ class TuningBudget:
         return {"budget_s": self.budget_s, "source": self.source, "left_at_start_s": round(self.left_s(), 3)}
 
 
-_REFIRE_S = 1.0  # after the deadline, the alarm repeats this often until the block exits
+_REFIRE_S = 5.0  # after the deadline, the alarm repeats this often until the block exits (rarely enough
+# that a repeat seldom lands in the cleanup the first interrupt started)
 
 
 @contextlib.contextmanager
 def build_deadline(budget: TuningBudget | None, what: str, during: str = "its build") -> Iterator[None]:
     """Raises TuningBudgetExceeded in this (the main) thread when the budget's deadline passes
-    inside the block, through SIGALRM, and again every second until the block exits (a library
+    inside the block, through SIGALRM, and again every _REFIRE_S seconds until the block exits (a library
     that catches everything and carries on is interrupted again). Python runs the handler between
     bytecodes: a build waiting on a subprocess or sleeping is interrupted at once, native code that
     never returns to Python (a TensorRT engine build) only when it does. Off the main thread, or

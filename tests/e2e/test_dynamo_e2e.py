@@ -278,6 +278,60 @@ def test_serve_starts_two_workers_behind_one_frontend(tmp_path, checkpoint):
     assert len(counts) == 2 and sum(counts) == 16 and min(counts) > 0, counts
 
 
+def test_serve_with_fronts_runs_the_model_in_one_engine_process(tmp_path, checkpoint):
+    """`serve --fronts 2`: one engine process loads the checkpoint, two Dynamo workers feed it
+    over the engine link; answers equal eager, a bad request is refused by a front (400) and the
+    rest are served, and stopping the launcher stops all four processes."""
+    env, port = environment(tmp_path), free_port()
+    log = tmp_path / "serve.log"
+    command = [
+        sys.executable,
+        "-m",
+        "aitune.dynamo",
+        "serve",
+        "--model",
+        "dynamo_models:make_embedder",
+        "--checkpoint",
+        str(checkpoint),
+        "--devices",
+        "cpu",
+        "--fronts",
+        "2",
+        "--frontend",
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        str(port),
+        "--model-name",
+        "embedder",
+    ]
+    with running(command, env, log) as launcher:
+        wait_for(
+            lambda: log.read_text(errors="replace").count("Worker ready") == 2 and "embedder" in models(port),
+            READY_TIMEOUT_S,
+            "two fronts ready and the model listed",
+            log,
+        )
+        requests = [token_ids(2, seed=s) for s in range(16)]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(
+                pool.map(lambda ids: post(port, "/v1/embeddings", {"model": "embedder", "input": ids}), requests)
+            )
+        for ids, (status, body) in zip(requests, answers):
+            assert status == 200, body
+            served = torch.tensor([d["embedding"] for d in sorted(body["data"], key=lambda d: d["index"])])
+            torch.testing.assert_close(served, eager(ids), rtol=1e-5, atol=1e-6)
+        status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": [[VOCABULARY] * SEQUENCE]})
+        assert status == 400 and "token id" in str(body), body
+    assert launcher.returncode == 0, log.read_text(errors="replace")[-2000:]
+    assert session_members(launcher.pid) == [], "processes left running after stop"
+    text = log.read_text(errors="replace")
+    assert text.count("Engine ready at") == 1 and "Serving through the engine process at" in text
+    counts = [int(n) for n in re.findall(r"served (\d+) requests", text)]
+    assert len(counts) == 2 and sum(counts) == 16, counts
+    assert int(re.search(r"Engine stopped after (\d+) batches", text)[1]) >= 2
+
+
 def test_callables_serve_images_and_videos_and_survive_their_own_failures(tmp_path):
     """Plain callables as image and video workers: bytes come back in the OpenAI envelopes; a
     function that raises answers that request with HTTP 500 and the worker serves on."""

@@ -8,6 +8,8 @@ from typing import Any, Callable, Mapping, Union
 from aitune.exceptions import InvalidValueError
 
 WORKER_TYPES = ("embedding", "image", "video")
+# The engine link's shared secret (engine_link.py): set by `serve --fronts` for its children.
+ENGINE_AUTHKEY_ENV = "AITUNE_ENGINE_AUTHKEY"
 
 # How a request becomes the served function's input: a callable (request dict -> input), or a
 # mapping {parameter name: request field}, where a field may be dotted ("nvext.seed").

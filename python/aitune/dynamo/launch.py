@@ -16,14 +16,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from aitune.dynamo.config import WORKER_TYPES, DynamoWorkerConfig
+from aitune.dynamo.config import ENGINE_AUTHKEY_ENV, WORKER_TYPES, DynamoWorkerConfig
 
 STOP_GRACE_S = 15.0  # after SIGTERM, how long a child may take to drain before SIGKILL
 
@@ -60,10 +62,29 @@ def parse(argv: list[str]) -> argparse.Namespace:
     worker = commands.add_parser("worker", help="serve the checkpoint on one device")
     _common_arguments(worker)
     worker.add_argument("--device", default="cuda:0")
+    worker.add_argument(
+        "--engine-socket",
+        default=None,
+        metavar="PATH",
+        help="send the batches to the engine process at this Unix socket instead of loading the model here "
+        f"(the link's secret in ${ENGINE_AUTHKEY_ENV})",
+    )
+    engine = commands.add_parser("engine", help="run the checkpoint on one device for the workers that connect")
+    _common_arguments(engine)
+    engine.add_argument("--device", default="cuda:0")
+    engine.add_argument("--socket", required=True, metavar="PATH", help="the Unix socket the workers connect to")
     serve = commands.add_parser("serve", help="one worker per device, optionally behind a frontend")
     _common_arguments(serve)
     serve.add_argument(
         "--devices", required=True, help="comma-separated, one worker each: cuda:0,cuda:1 (cpu,cpu works)"
+    )
+    serve.add_argument(
+        "--fronts",
+        type=int,
+        default=0,
+        metavar="K",
+        help="per device, one engine process runs the model and K workers feed it (docs/serving.md, "
+        '"An engine process per device"); 0 (default): each worker runs the model itself',
     )
     serve.add_argument("--frontend", action="store_true", help="also start Dynamo's OpenAI frontend")
     serve.add_argument("--http-host", default="0.0.0.0")
@@ -100,7 +121,12 @@ def load_on_device(factory: Callable[[], Any], checkpoint: str, device: str) -> 
 def worker_main(args: argparse.Namespace) -> int:
     from aitune.dynamo.worker import dynamo_worker
 
-    served = load_on_device(load_factory(args.model), args.checkpoint, args.device)
+    if args.engine_socket:
+        from aitune.dynamo.engine_link import RemoteEngine, authkey_from_env
+
+        served: Any = RemoteEngine(args.engine_socket, authkey_from_env())
+    else:
+        served = load_on_device(load_factory(args.model), args.checkpoint, args.device)
     config = DynamoWorkerConfig(
         type=args.type,
         model_path=args.checkpoint,
@@ -115,12 +141,32 @@ def worker_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _worker_command(args: argparse.Namespace, device: str) -> list[str]:
+def engine_main(args: argparse.Namespace) -> int:
+    from aitune.dynamo.engine_link import EngineServer, authkey_from_env
+    from aitune.dynamo.module_engine import ModuleEngine
+    from aitune.dynamo.worker import _configure_logging
+
+    authkey = authkey_from_env()  # before the model loads: a missing secret fails at once
+    _configure_logging(f"engine {args.device} pid {os.getpid()}")
+    served = load_on_device(load_factory(args.model), args.checkpoint, args.device)
+    EngineServer(ModuleEngine(served, args.token_id_limit), args.socket, authkey).serve_forever()
+    return 0
+
+
+def _worker_command(args: argparse.Namespace, device: str, engine_socket: str | None = None) -> list[str]:
+    return _child_command(args, "worker", device) + (["--engine-socket", engine_socket] if engine_socket else [])
+
+
+def _engine_command(args: argparse.Namespace, device: str, socket_path: str) -> list[str]:
+    return _child_command(args, "engine", device) + ["--socket", socket_path]
+
+
+def _child_command(args: argparse.Namespace, kind: str, device: str) -> list[str]:
     command = [
         sys.executable,
         "-m",
         "aitune.dynamo",
-        "worker",
+        kind,
         "--model",
         args.model,
         "--checkpoint",
@@ -167,13 +213,32 @@ def serve_main(args: argparse.Namespace) -> int:
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     if not devices:
         raise SystemExit(f"--devices needs at least one device, got {args.devices!r}")
+    if args.fronts < 0:
+        raise SystemExit(
+            f"--fronts must be 0 (each worker runs the model) or the workers per engine, got {args.fronts}"
+        )
     env = dict(os.environ)
     env.setdefault("DYN_DISCOVERY_BACKEND", "file")
     env.setdefault("DYN_REQUEST_PLANE", "tcp")
-    commands = [(f"worker {i} ({device})", _worker_command(args, device)) for i, device in enumerate(devices)]
-    if args.frontend:
-        commands.insert(0, ("frontend", frontend_command(args.http_host, args.http_port, args.namespace)))
-    return supervise(commands, env)
+    if not args.fronts:
+        commands = [(f"worker {i} ({device})", _worker_command(args, device)) for i, device in enumerate(devices)]
+        if args.frontend:
+            commands.insert(0, ("frontend", frontend_command(args.http_host, args.http_port, args.namespace)))
+        return supervise(commands, env)
+    # One engine per device and --fronts workers feeding it, over sockets in a folder only this
+    # user can enter, with a fresh secret for the link.
+    env[ENGINE_AUTHKEY_ENV] = secrets.token_hex(32)
+    with tempfile.TemporaryDirectory(prefix="aitune-engines-") as folder:
+        commands = []
+        for i, device in enumerate(devices):
+            socket_path = str(Path(folder) / f"engine-{i}.sock")
+            commands.append((f"engine {i} ({device})", _engine_command(args, device, socket_path)))
+            commands += [
+                (f"worker {i}.{k} ({device})", _worker_command(args, device, socket_path)) for k in range(args.fronts)
+            ]
+        if args.frontend:
+            commands.insert(0, ("frontend", frontend_command(args.http_host, args.http_port, args.namespace)))
+        return supervise(commands, env)
 
 
 def supervise(commands: list[tuple[str, list[str]]], env: dict[str, str]) -> int:
@@ -215,4 +280,6 @@ def stop(children: list[tuple[str, subprocess.Popen]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
+    if args.command == "engine":
+        return engine_main(args)
     return worker_main(args) if args.command == "worker" else serve_main(args)

@@ -233,20 +233,14 @@ def check_token_ids(tensor: Item, ids: Sequence[int], limit: int, position: int)
         raise BadRequest(f"'input[{position}]': token id {low if low < 0 else high} is outside [0, {limit})")
 
 
-class ModuleEngine:
-    """Turns token-id items into tensors of the graph's dtype, runs batches, splits outputs."""
+class ItemRules:
+    """What a request's items must be, from the served graphs: their shapes and dtypes, the tuned
+    batch sizes and the token-id range. ModuleEngine runs the module in this process;
+    engine_link.RemoteEngine sends the batches to an engine process that runs it."""
 
-    def __init__(self, module: Any, token_id_limit: int | None = None) -> None:
-        self.module = module
-        self.shapes = item_shapes(module)
-        if not self.shapes:
-            raise TypeError(
-                "dynamo_worker serves a torch module directly only when it is a tuned ait.Module (or loaded with "
-                "ait.load) with a graph of one batched tensor input; wrap anything else in a function that "
-                "takes the request's input"
-            )
-        self.device = getattr(module, "device", None) or torch.device("cpu")
-        self.token_ids = token_id_range(module, self.shapes, token_id_limit)
+    def __init__(self, shapes: list[ItemShape], token_ids: TokenIdRange) -> None:
+        self.shapes = shapes
+        self.token_ids = token_ids
 
     def item(self, ids: list[int] | bytes, position: int) -> tuple[Hashable, Item]:
         """(batching key, the item's values as ids_buffer holds them) for one item, token ids or
@@ -306,10 +300,30 @@ class ModuleEngine:
     def sizes_for(self, key: Hashable) -> list[int]:
         return self.shapes[key[0]].batch_sizes  # type: ignore[index]
 
+
+class ModuleEngine(ItemRules):
+    """Turns token-id items into tensors of the graph's dtype, runs batches, splits outputs."""
+
+    def __init__(self, module: Any, token_id_limit: int | None = None) -> None:
+        shapes = item_shapes(module)
+        if not shapes:
+            raise TypeError(
+                "dynamo_worker serves a torch module directly only when it is a tuned ait.Module (or loaded with "
+                "ait.load) with a graph of one batched tensor input; wrap anything else in a function that "
+                "takes the request's input"
+            )
+        super().__init__(shapes, token_id_range(module, shapes, token_id_limit))
+        self.module = module
+        self.device = getattr(module, "device", None) or torch.device("cpu")
+
     def run_batch(self, key: Hashable, items: list[Item], padded: int) -> list[list[float]]:
         """The items' output rows as lists of Python floats. Both ends are made here in the model
         thread, the batch from the items' buffers and the rows from the output: the event loop,
         which reads requests and packs responses, makes no torch call per item."""
+        return self.output_rows(key, items, padded).tolist()
+
+    def output_rows(self, key: Hashable, items: list[Item], padded: int) -> torch.Tensor:
+        """The items' output rows, [len(items), dim] float32 on the CPU (the padding rows dropped)."""
         batch = batch_tensor(items, padded, self.shapes[key[0]].dtype).to(self.device)  # type: ignore[index]
         with torch.no_grad():  # grad mode is per thread: this runs in the batcher's model thread
             output = self.module(batch)
@@ -319,5 +333,5 @@ class ModuleEngine:
                 f"{list(output.shape) if isinstance(output, torch.Tensor) else ''} for a batch of "
                 f"{padded}; an embedding worker needs one tensor [batch, dim]"
             )
-        # The padding rows' outputs never leave the device; one copy and one tolist for the batch.
-        return output.detach()[: len(items)].reshape(len(items), -1).float().cpu().tolist()
+        # The padding rows' outputs never leave the device; one copy for the batch.
+        return output.detach()[: len(items)].reshape(len(items), -1).float().cpu()

@@ -18,15 +18,18 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 from aitune.dynamo.batching import DynamicBatcher
 from aitune.dynamo.config import DynamoWorkerConfig
-from aitune.dynamo.module_engine import ModuleEngine, item_shapes
+from aitune.dynamo.module_engine import ItemRules, ModuleEngine, item_shapes
 from aitune.dynamo.packing import embedding_vectors, pack_embeddings, pack_images, pack_videos
 from aitune.dynamo.requests import BadRequest, Request, call_input, embedding_options, token_sequences
 from aitune.dynamo.runtime import import_dynamo, model_type
 from aitune.exceptions import InvalidTypeError, InvalidValueError
+
+if TYPE_CHECKING:
+    from aitune.dynamo.engine_link import RemoteEngine
 
 logger = logging.getLogger("aitune.dynamo")
 
@@ -174,7 +177,7 @@ class FunctionWorker(DynamoWorker):
         self.fn = fn
         self.config = config
         self.namespace, self.component, self.endpoint_name = config.namespace, config.component, config.endpoint
-        self.engine: ModuleEngine | None = None
+        self.engine: ModuleEngine | RemoteEngine | None = None
         self.batcher: DynamicBatcher | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.served = 0
@@ -182,7 +185,13 @@ class FunctionWorker(DynamoWorker):
         self.failed = 0
 
     def setup(self) -> None:
-        if self.config.type == "embedding" and self.config.mapping is None and item_shapes(self.fn):
+        if isinstance(self.fn, ItemRules):  # an engine process runs the module (engine_link.RemoteEngine)
+            self.engine = self.fn  # type: ignore[assignment] - a RemoteEngine, the one ItemRules that is not a ModuleEngine
+            self.batcher = DynamicBatcher(self.engine.run_batch, self.engine.sizes_for, self.config.max_wait_ms / 1000)
+            graphs = "; ".join(f"{s.describe()} at batch sizes {s.batch_sizes}" for s in self.engine.shapes)
+            logger.info("Serving through the engine process at %s: %s", getattr(self.fn, "address", "?"), graphs)
+            logger.info("Request check: %s", self.engine.token_ids.describe())
+        elif self.config.type == "embedding" and self.config.mapping is None and item_shapes(self.fn):
             self.engine = ModuleEngine(self.fn, self.config.token_id_limit)
             self.batcher = DynamicBatcher(self.engine.run_batch, self.engine.sizes_for, self.config.max_wait_ms / 1000)
             graphs = "; ".join(f"{s.describe()} at batch sizes {s.batch_sizes}" for s in self.engine.shapes)
@@ -322,7 +331,11 @@ def dynamo_worker(fn: Callable, config: DynamoWorkerConfig) -> None:
     if not isinstance(config, DynamoWorkerConfig):
         raise InvalidTypeError(f"dynamo_worker needs a DynamoWorkerConfig, got a {type(config).__name__}")
     config.validate()  # again: the fields may have changed since the config was made
-    if not callable(fn):
+    if isinstance(fn, ItemRules) and config.type != "embedding":
+        raise InvalidValueError(
+            f"dynamo_worker of an engine process serves type='embedding' (token ids in, rows out), got {config.type!r}"
+        )
+    if not callable(fn) and not isinstance(fn, ItemRules):
         raise InvalidTypeError(f"dynamo_worker serves a callable (e.g. a tuned ait.Module), got a {type(fn).__name__}")
     if _needs_mapping(fn, config):
         raise InvalidValueError(

@@ -65,6 +65,7 @@ from serving_launch import (  # noqa: E402
     serve_env,
     stats_delta,
     wait_ready,
+    engine_pids,
     worker_pids,
     worker_stats,
 )
@@ -90,6 +91,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--worker-counts", type=ints, default=None, help="several workers on the device, default 2,4 (--quick: 2)"
+    )
+    parser.add_argument(
+        "--front-counts",
+        type=ints,
+        default=None,
+        help="one engine process fed by k workers (serve --fronts k), default 2,3 (--quick: 2); 0: none",
     )
     parser.add_argument("--batch-sizes", type=ints, default=None, help="tuned sizes, default 1,2,4,8,16,32")
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="the batching-on rows' wait")
@@ -126,6 +133,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(
             f"--worker-counts: each count must be at least 2 (one worker is the `on` row), got {args.worker_counts}"
         )
+    args.front_counts = [k for k in (args.front_counts or ([2] if quick else [2, 3])) if k > 0]
     args.batch_sizes = args.batch_sizes or ([1, 2, 4, 8] if quick else [1, 2, 4, 8, 16, 32])
     args.seconds = args.seconds or (1.0 if quick else 3.0)
     args.warmup_s = args.warmup_s if args.warmup_s is not None else (0.5 if quick else 1.5)
@@ -228,11 +236,17 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
         DYN_LOG=args.dynamo_log,
     )
     plan = {
-        "off": ([args.device], 0.0),
-        "on": ([args.device], args.max_wait_ms),
+        "off": ([args.device], 0.0, 0),
+        "on": ([args.device], args.max_wait_ms, 0),
         **{
-            f"{m}{n}": ([args.device] * n, w)
+            f"{m}{n}": ([args.device] * n, w, 0)
             for n in args.worker_counts
+            for m, w in (("off", 0.0), ("on", args.max_wait_ms))
+        },
+        # One engine process runs the model, k workers (fronts) feed it (docs/serving.md).
+        **{
+            f"{m}-f{k}": ([args.device], w, k)
+            for k in args.front_counts
             for m, w in (("off", 0.0), ("on", args.max_wait_ms))
         },
     }
@@ -246,7 +260,7 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
             echo += ["--inline"] if mode == "echo_inline" else []
             log = work / f"{kind}-{mode}.log"
             launchers[mode] = (stack.enter_context(launched(echo, env, log)), log, 1)
-        for mode, (devices, wait_ms) in plan.items():
+        for mode, (devices, wait_ms, fronts) in plan.items():
             command = serve_command(
                 f"serving_models:make_{kind}",
                 checkpoint,
@@ -255,9 +269,10 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
                 http_port=port if mode == "off" else None,  # the one frontend serves them all
                 component=mode,
                 max_wait_ms=wait_ms,
+                fronts=fronts,
             )
             log = work / f"{kind}-{mode}.log"
-            launchers[mode] = (stack.enter_context(launched(command, env, log)), log, len(devices))
+            launchers[mode] = (stack.enter_context(launched(command, env, log)), log, fronts or len(devices))
         # Unwound first: all launchers get SIGTERM at once, then each is waited for in turn.
         stack.callback(lambda: [p.send_signal(signal.SIGTERM) for p, _, _ in launchers.values() if p.poll() is None])
         started = time.monotonic()
@@ -269,7 +284,7 @@ def serving_session(kind: str, checkpoint: Path, args: argparse.Namespace, work:
             pids = worker_pids(log)  # serving_echo.py logs the same line
             if len(pids) != workers:
                 raise RuntimeError(f"{log}: expected {workers} worker pids, found {pids}")
-            session[mode] = (log, pids)
+            session[mode] = (log, pids, engine_pids(log))
         yield session
 
 
@@ -297,16 +312,16 @@ class GpuUtilization:
 
 
 def measure_row(kind: str, mode: str, clients: int, session: dict, args: argparse.Namespace) -> dict:
-    log, pids = session[mode]
+    log, pids, engines = session[mode]
 
     def during(measure_from: float, stop_at: float) -> dict:
         time.sleep(max(0.0, measure_from - time.monotonic()))
         first = worker_stats(log, pids)
-        cpu_first = [process_cpu_s(p) for p in pids]
+        cpu_first = [process_cpu_s(p) for p in pids + engines]  # an engine's CPU counts with its fronts'
         gpu = GpuUtilization(args.device)
         time.sleep(max(0.0, stop_at - time.monotonic()))
         utilization = gpu.stop()
-        cpu_second = [process_cpu_s(p) for p in pids]
+        cpu_second = [process_cpu_s(p) for p in pids + engines]
         second = worker_stats(log, pids)
         cpu = None if None in cpu_first + cpu_second else sum(cpu_second) - sum(cpu_first)
         return {
@@ -328,7 +343,7 @@ def measure_row(kind: str, mode: str, clients: int, session: dict, args: argpars
     wait_ms = 0.0 if mode.startswith("off") or mode in ECHO_MODES else args.max_wait_ms
     served = sum(w.get("served", 0) for w in window["workers"])
     cpu_s = window["worker_cpu_s"]
-    row = {"model": kind, "mode": mode, "workers": len(pids), "max_wait_ms": wait_ms}
+    row = {"model": kind, "mode": mode, "workers": len(pids), "engines": len(engines), "max_wait_ms": wait_ms}
     row.update(result)
     row.update(
         model_busy_pct=round(100 * busy, 1),
@@ -369,6 +384,15 @@ def summary(kind: str, rows: list[dict], direct: dict, args: argparse.Namespace)
                 out[f"on{n}_over_{base}_requests_per_s"] = round(several["requests_per_s"] / there["requests_per_s"], 2)
         if several and several["p50_ms"]:
             out[f"on{n}_p99_over_p50"] = round(several["p99_ms"] / several["p50_ms"], 2)
+    # An engine process fed by k fronts, beside its own batching-off row and the one-worker off row.
+    for k in args.front_counts:
+        fed = mine.get((f"on-f{k}", args.two_worker_clients))
+        for base in ("off", f"off-f{k}"):
+            there = mine.get((base, args.two_worker_clients))
+            if fed and there and there["requests_per_s"]:
+                out[f"on-f{k}_over_{base}_requests_per_s"] = round(fed["requests_per_s"] / there["requests_per_s"], 2)
+        if fed and fed["p50_ms"]:
+            out[f"on-f{k}_p99_over_p50"] = round(fed["p99_ms"] / fed["p50_ms"], 2)
     # The floor: no batching or model removes what the path itself takes per request.
     for mode in ECHO_MODES:
         if mine.get((mode, 1)):
@@ -407,8 +431,9 @@ def markdown(report: dict) -> str:
             )
             cpu = r.get("worker_cpu_ms_per_request")
             gpu = r["gpu_util_pct"] if r["gpu_util_pct"] is not None else "-"
+            workers = f"{r['workers']} + engine" if r.get("engines") else r["workers"]
             lines.append(
-                f"| {r['workers']} | {batching} | {r['clients']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['model_busy_pct']} "
+                f"| {workers} | {batching} | {r['clients']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['model_busy_pct']} "
                 f"| {gpu} | {cpu if cpu is not None else '-'} | {sizes} | {reference} | {r['errors']} |"
             )
         if model.get("summary"):
@@ -468,7 +493,8 @@ def serve_rows(kind: str, model: dict, checkpoint: Path, args: argparse.Namespac
         many = 64 if 64 in args.clients else max(args.clients)
         echo = [(mode, clients) for mode in ECHO_MODES for clients in (1, many)]
         several = [(f"{m}{n}", args.two_worker_clients) for n in args.worker_counts for m in ("off", "on")]
-        for mode, clients in grid + several + echo:
+        fed = [(f"{m}-f{k}", args.two_worker_clients) for k in args.front_counts for m in ("off", "on")]
+        for mode, clients in grid + several + fed + echo:
             row = measure_row(kind, mode, clients, session, args)
             model["rows"].append(row)
             model["summary"] = summary(kind, model["rows"], model["direct"], args)

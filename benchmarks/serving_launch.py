@@ -57,12 +57,16 @@ def serve_command(
     http_port: int | None = None,
     component: str = "backend",
     max_wait_ms: float | None = None,
+    fronts: int = 0,
 ) -> list[str]:
-    """`python -m aitune.dynamo serve`, with Dynamo's frontend when `http_port` is given."""
+    """`python -m aitune.dynamo serve`, with Dynamo's frontend when `http_port` is given; `fronts` > 0:
+    an engine process per device fed by that many workers."""
     command = [sys.executable, "-m", "aitune.dynamo", "serve", "--model", factory, "--checkpoint", str(checkpoint)]
     command += ["--devices", ",".join(devices), "--model-name", model_name, "--component", component]
     if max_wait_ms is not None:
         command += ["--max-wait-ms", str(max_wait_ms)]
+    if fronts:
+        command += ["--fronts", str(fronts)]
     if http_port is not None:
         command += ["--frontend", "--http-host", "127.0.0.1", "--http-port", str(http_port)]
     return command
@@ -129,8 +133,15 @@ def first_requests(port: int, path: str, body: bytes, count: int, timeout_s: flo
 
 
 def worker_pids(log: Path) -> list[int]:
-    """The worker processes a launcher started (its `started worker i (device): pid N` lines)."""
-    return [int(pid) for pid in re.findall(r"started worker \d+ \([^)]*\): pid (\d+)", log.read_text(errors="replace"))]
+    """The worker processes a launcher started (its `started worker i (device): pid N` lines; with
+    --fronts, `worker i.k`)."""
+    text = log.read_text(errors="replace")
+    return [int(pid) for pid in re.findall(r"started worker \d+(?:\.\d+)? \([^)]*\): pid (\d+)", text)]
+
+
+def engine_pids(log: Path) -> list[int]:
+    """The engine processes a `serve --fronts` launcher started (`started engine i (device): pid N`)."""
+    return [int(pid) for pid in re.findall(r"started engine \d+ \([^)]*\): pid (\d+)", log.read_text(errors="replace"))]
 
 
 def worker_stats(log: Path, pids: list[int], timeout_s: float = 10.0) -> dict[int, dict]:

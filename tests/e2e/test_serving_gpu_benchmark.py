@@ -37,6 +37,8 @@ def test_serving_benchmark_cpu_smoke(tmp_path):
             ("on", 8, 1),
             ("off2", 8, 2),
             ("on2", 8, 2),
+            ("off-f2", 8, 2),
+            ("on-f2", 8, 2),
             ("echo", 1, 1),
             ("echo", 8, 1),
             ("echo_inline", 1, 1),
@@ -69,7 +71,12 @@ def test_serving_benchmark_cpu_smoke(tmp_path):
             "on2_over_off_requests_per_s",
             "on2_over_off2_requests_per_s",
             "on2_p99_over_p50",
+            "on-f2_over_off_requests_per_s",
+            "on-f2_over_off-f2_requests_per_s",
+            "on-f2_p99_over_p50",
         } <= set(model["summary"])
+        fed = [r for r in model["rows"] if "-f" in r["mode"]]
+        assert fed and all(r["engines"] == 1 for r in fed), "one engine process behind the fronts"
     assert "| workers | batching | clients | requests/s |" in table.read_text()
     assert "worker CPU ms/request" in table.read_text()
 

@@ -374,25 +374,20 @@ def summary(kind: str, rows: list[dict], direct: dict, args: argparse.Namespace)
         one = mine.get((mode, 1))
         if one and one["p50_ms"] is not None and "1" in direct:
             out[f"{mode}_1_client_minus_direct_ms"] = round(one["p50_ms"] - direct["1"]["p50_ms"], 3)
-    # Several workers on the device, batching on, beside one worker with batching off and beside
-    # the same workers with batching off (the like-for-like ratio of that deployment).
-    for n in args.worker_counts:
-        several = mine.get((f"on{n}", args.two_worker_clients))
-        for base in ("off", f"off{n}"):
+    # Several workers on the device (on<N>), or an engine process fed by k fronts (on-f<k>), batching
+    # on, beside one worker with batching off and beside the same deployment with batching off (the
+    # like-for-like ratio).
+    deployments = [(f"on{n}", f"off{n}") for n in args.worker_counts]
+    deployments += [(f"on-f{k}", f"off-f{k}") for k in args.front_counts]
+    for on_mode, off_mode in deployments:
+        several = mine.get((on_mode, args.two_worker_clients))
+        for base in ("off", off_mode):
             there = mine.get((base, args.two_worker_clients))
             if several and there and there["requests_per_s"]:
-                out[f"on{n}_over_{base}_requests_per_s"] = round(several["requests_per_s"] / there["requests_per_s"], 2)
+                ratio = round(several["requests_per_s"] / there["requests_per_s"], 2)
+                out[f"{on_mode}_over_{base}_requests_per_s"] = ratio
         if several and several["p50_ms"]:
-            out[f"on{n}_p99_over_p50"] = round(several["p99_ms"] / several["p50_ms"], 2)
-    # An engine process fed by k fronts, beside its own batching-off row and the one-worker off row.
-    for k in args.front_counts:
-        fed = mine.get((f"on-f{k}", args.two_worker_clients))
-        for base in ("off", f"off-f{k}"):
-            there = mine.get((base, args.two_worker_clients))
-            if fed and there and there["requests_per_s"]:
-                out[f"on-f{k}_over_{base}_requests_per_s"] = round(fed["requests_per_s"] / there["requests_per_s"], 2)
-        if fed and fed["p50_ms"]:
-            out[f"on-f{k}_p99_over_p50"] = round(fed["p99_ms"] / fed["p50_ms"], 2)
+            out[f"{on_mode}_p99_over_p50"] = round(several["p99_ms"] / several["p50_ms"], 2)
     # The floor: no batching or model removes what the path itself takes per request.
     for mode in ECHO_MODES:
         if mine.get((mode, 1)):

@@ -231,47 +231,40 @@ def test_token_ids_outside_the_vocabulary_get_400_and_their_batch_mates_are_serv
     assert rejected in (1, 2), log[-2000:]  # 2 if the frontend lets -1 through to the worker
 
 
+def launcher_command(checkpoint: Path, port: int, *options: str) -> list[str]:
+    """`python -m aitune.dynamo serve` of the test embedder behind a frontend on `port`."""
+    command = [sys.executable, "-m", "aitune.dynamo", "serve", "--model", "dynamo_models:make_embedder"]
+    command += ["--checkpoint", str(checkpoint), *options, "--frontend", "--http-host", "127.0.0.1"]
+    return command + ["--http-port", str(port), "--model-name", "embedder"]
+
+
+def serves_sixteen_concurrent_requests(port: int) -> None:
+    """16 requests of 2 items from 8 threads, each answered 200 with eager's embeddings."""
+    requests = [token_ids(2, seed=s) for s in range(16)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(
+            pool.map(lambda ids: post(port, "/v1/embeddings", {"model": "embedder", "input": ids}), requests)
+        )
+    for ids, (status, body) in zip(requests, answers):
+        assert status == 200, body
+        served = torch.tensor([d["embedding"] for d in sorted(body["data"], key=lambda d: d["index"])])
+        torch.testing.assert_close(served, eager(ids), rtol=1e-5, atol=1e-6)
+
+
 def test_serve_starts_two_workers_behind_one_frontend(tmp_path, checkpoint):
     """`python -m aitune.dynamo serve --devices cpu,cpu --frontend`: both workers load the
     checkpoint, the frontend routes concurrent requests to both, and stopping the launcher
     stops everything."""
     env, port = environment(tmp_path), free_port()
     log = tmp_path / "serve.log"
-    command = [
-        sys.executable,
-        "-m",
-        "aitune.dynamo",
-        "serve",
-        "--model",
-        "dynamo_models:make_embedder",
-        "--checkpoint",
-        str(checkpoint),
-        "--devices",
-        "cpu,cpu",
-        "--frontend",
-        "--http-host",
-        "127.0.0.1",
-        "--http-port",
-        str(port),
-        "--model-name",
-        "embedder",
-    ]
-    with running(command, env, log) as launcher:
+    with running(launcher_command(checkpoint, port, "--devices", "cpu,cpu"), env, log) as launcher:
         wait_for(
             lambda: log.read_text(errors="replace").count("Worker ready") == 2 and "embedder" in models(port),
             READY_TIMEOUT_S,
             "two workers ready and the model listed",
             log,
         )
-        requests = [token_ids(2, seed=s) for s in range(16)]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-            answers = list(
-                pool.map(lambda ids: post(port, "/v1/embeddings", {"model": "embedder", "input": ids}), requests)
-            )
-        for ids, (status, body) in zip(requests, answers):
-            assert status == 200, body
-            served = torch.tensor([d["embedding"] for d in sorted(body["data"], key=lambda d: d["index"])])
-            torch.testing.assert_close(served, eager(ids), rtol=1e-5, atol=1e-6)
+        serves_sixteen_concurrent_requests(port)
     assert launcher.returncode == 0, log.read_text(errors="replace")[-2000:]
     assert session_members(launcher.pid) == [], "processes left running after stop"
     counts = [int(n) for n in re.findall(r"served (\d+) requests", log.read_text(errors="replace"))]
@@ -284,43 +277,14 @@ def test_serve_with_fronts_runs_the_model_in_one_engine_process(tmp_path, checkp
     rest are served, and stopping the launcher stops all four processes."""
     env, port = environment(tmp_path), free_port()
     log = tmp_path / "serve.log"
-    command = [
-        sys.executable,
-        "-m",
-        "aitune.dynamo",
-        "serve",
-        "--model",
-        "dynamo_models:make_embedder",
-        "--checkpoint",
-        str(checkpoint),
-        "--devices",
-        "cpu",
-        "--fronts",
-        "2",
-        "--frontend",
-        "--http-host",
-        "127.0.0.1",
-        "--http-port",
-        str(port),
-        "--model-name",
-        "embedder",
-    ]
-    with running(command, env, log) as launcher:
+    with running(launcher_command(checkpoint, port, "--devices", "cpu", "--fronts", "2"), env, log) as launcher:
         wait_for(
             lambda: log.read_text(errors="replace").count("Worker ready") == 2 and "embedder" in models(port),
             READY_TIMEOUT_S,
             "two fronts ready and the model listed",
             log,
         )
-        requests = [token_ids(2, seed=s) for s in range(16)]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-            answers = list(
-                pool.map(lambda ids: post(port, "/v1/embeddings", {"model": "embedder", "input": ids}), requests)
-            )
-        for ids, (status, body) in zip(requests, answers):
-            assert status == 200, body
-            served = torch.tensor([d["embedding"] for d in sorted(body["data"], key=lambda d: d["index"])])
-            torch.testing.assert_close(served, eager(ids), rtol=1e-5, atol=1e-6)
+        serves_sixteen_concurrent_requests(port)
         status, body = post(port, "/v1/embeddings", {"model": "embedder", "input": [[VOCABULARY] * SEQUENCE]})
         assert status == 400 and "token id" in str(body), body
     assert launcher.returncode == 0, log.read_text(errors="replace")[-2000:]

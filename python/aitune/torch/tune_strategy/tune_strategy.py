@@ -10,15 +10,13 @@ import logging
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar
+from typing import Any, ClassVar, Mapping, Sequence
 
 import torch
 
 from aitune.exceptions import BackendUnavailableError, CudaGraphCaptureError, TuningBudgetExceeded
 from aitune.torch.backend import TorchEagerBackend
 from aitune.torch.backend.backend import Backend, availability
-from aitune.torch.backend.common.compile_caches import reset_compiler_caches
-from aitune.torch.config import config
 from aitune.torch.logging_utils import captured_output, format_duration, indent
 from aitune.torch.graph.graph_spec import GraphSpec, Sample
 from aitune.torch.task.numeric import reference_outputs
@@ -26,7 +24,8 @@ from aitune.torch.task.profiling.config import ProfilingConfig
 from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.max_batch_search import search_max_batch_size
 from aitune.torch.tune_data import recorder as telemetry
-from aitune.torch.tune_strategy.budget import TuningBudget, build_deadline
+from aitune.torch.tune_strategy.budget import build_deadline
+from aitune.torch.tune_strategy.budget_steps import BudgetSteps
 from aitune.torch.tune_strategy.candidate_checks import validate_candidate
 from aitune.torch.tune_strategy.context import Baseline, GraphContext, installed_executor
 from aitune.torch.tune_strategy.outcome import CandidateTally
@@ -37,7 +36,6 @@ from aitune.torch.utils.progress import CandidateProgress, LiveLine, set_candida
 from aitune.torch.validation import ToleranceSetting
 
 logger = logging.getLogger("aitune")
-_T = TypeVar("_T")
 
 __all__ = ["Baseline", "GraphContext", "TuneStrategy", "availability"]
 
@@ -51,7 +49,7 @@ def checked_budget_s(budget_s: object) -> float | None:
     return float(budget_s)
 
 
-class TuneStrategy(abc.ABC):
+class TuneStrategy(BudgetSteps, abc.ABC):
     # True for the strategies that walk a list of candidates within the tuning budget (FirstWins,
     # the profiling strategies); OneBackend and custom strategies are not budgeted.
     _walks_candidates: ClassVar[bool] = False
@@ -405,32 +403,6 @@ class TuneStrategy(abc.ABC):
         if over_budget:
             telemetry.mark_over_budget("skipped", blueprint.describe())
 
-    # -- the tuning budget (docs/reference/strategies.md#tuning-budget) ----------------------------
-    def _graph_budget(self) -> TuningBudget | None:
-        if not self._walks_candidates:
-            return None
-        if self.budget_s is not None:
-            return TuningBudget.for_graph(self.budget_s, "the strategy's budget_s")
-        if config.tuning_budget_s is not None:
-            return TuningBudget.for_graph(config.tuning_budget_s, "config.tuning_budget_s")
-        return None
-
-    def _budget_in_effect(self) -> bool:
-        return self._walks_candidates and (self.budget_s is not None or config.tuning_budget_s is not None)
-
-    def _log_budget(self, ctx: GraphContext) -> None:
-        if ctx.budget is None:
-            return
-        order = [(b.describe(), round(b.expected_build_cost(), 3)) for b in self.candidates()]
-        self._log(
-            "⌛ Tuning budget %g s (%s): %.1f s left; candidates in this order (relative build cost): %s",
-            ctx.budget.budget_s,
-            ctx.budget.source,
-            ctx.budget.left_s(),
-            ", ".join(f"{name} ({cost:g})" for name, cost in order),
-        )
-        telemetry.record_budget({**ctx.budget.describe(), "order": [{"backend": n, "cost": c} for n, c in order]})
-
     def _show_candidate(self, blueprint: Backend, ctx: GraphContext) -> None:
         """`candidate n/m` (and the time left) on the live progress line from now on."""
         candidates = self.candidates()
@@ -438,52 +410,6 @@ class TuneStrategy(abc.ABC):
         number = next((i + 1 for i, c in enumerate(candidates) if c is blueprint), len(self.backend_results) + 1)
         deadline = ctx.budget.deadline_s if ctx.budget is not None else None
         set_candidate(CandidateProgress(number, max(len(candidates), number), deadline))
-
-    def _abandon(
-        self,
-        backend: Backend,
-        ctx: GraphContext,
-        error: BaseException,
-        log_file: Path,
-        result: dict,
-        build_ended: bool = False,
-    ) -> None:
-        """A candidate the budget's deadline interrupted, in its build or later (a JIT backend
-        compiles at its first call of a shape: in the checks or the measurement): dropped (with
-        what it held in torch's compiler caches) and counted over budget, not failed; nothing of
-        it stays running. `build_ended`: its build report is already closed."""
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_file, "a") as f:
-            f.write("\n" + "".join(traceback.format_exception(error)))
-        reason = str(error) if isinstance(error, TuningBudgetExceeded) else f"the tuning budget ran out ({error})"
-        self._log("⌛ backend abandoned (log file: %s): %s", log_file, reason)
-        result.update({"success": False, "error": f"TuningBudgetExceeded: {reason}", "abandoned": reason})
-        if build_ended:
-            tune_data.fail_build(error, backend.describe())
-        else:
-            tune_data.end_build(False, error)
-        telemetry.mark_over_budget("abandoned", backend.describe(), reason)
-        self._tally.over_budget += 1
-        backend.deactivate()
-        reset_compiler_caches()
-        ctx.module.to(ctx.device)
-
-    def _measured_within_budget(self, backend: Backend, ctx: GraphContext, measure: Callable[[], _T]) -> _T | None:
-        """`measure()` (the strategy's measurement of `backend`) under the tuning budget's deadline
-        (a JIT backend compiles shapes it meets first in the measurement); None when the deadline
-        abandoned the candidate."""
-        try:
-            with build_deadline(ctx.budget, backend.describe(), during="its measurement"):
-                return measure()
-        except TuningBudgetExceeded as e:
-            error: BaseException = e
-        except Exception as e:
-            if ctx.budget is None or not ctx.budget.fired:  # not the deadline: the candidate's own failure
-                raise
-            error = e  # a compiler re-raised the interrupt as its own
-        log_file = ctx.cache_dir / backend.key() / "build.log"
-        self._abandon(backend, ctx, error, log_file, self.backend_results[-1], build_ended=True)
-        return None
 
     def _build_and_validate(self, blueprint: Backend, ctx: GraphContext, raise_on_failure: bool) -> Backend | None:
         """Builds a deep copy of `blueprint` in `<cache_dir>/<key>/` — or serves a serving

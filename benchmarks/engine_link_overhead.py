@@ -70,6 +70,8 @@ def main() -> None:
     key = secrets.token_hex(16)
     socket_path = work / "engine.sock"
     env = dict(os.environ, AITUNE_ENGINE_AUTHKEY=key, PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
+    if args.device == "cpu":  # one torch thread, as this process: idle OpenMP threads waking per op cost ~1 ms
+        env["OMP_NUM_THREADS"] = "1"
     command = [sys.executable, "-m", "aitune.dynamo", "engine", "--model", "serving_models:make_embedding"]
     command += ["--checkpoint", str(checkpoint), "--device", args.device, "--socket", str(socket_path)]
     engine = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from aitune.exceptions import TuningBudgetExceeded
 from aitune.torch.backend.backend import Backend, BackendConfig, ServingPlan
 from aitune.torch.backend.common.cuda_graphs import CudaGraphs
 from aitune.torch.utils.progress import current_text
@@ -56,6 +57,8 @@ class FakeBackendConfig(BackendConfig):
     # ((batch size, delay), ...): the first call at that batch size sleeps this long, as a JIT
     # backend compiles a shape the first time it meets it (in the checks or the measurement).
     first_call_delays_s: tuple = ()
+    # A compiler that turns the budget's interrupt into an error of its own (as Dynamo may).
+    interrupt_as_runtime_error: bool = False
 
 
 class FakeGraphServing:
@@ -136,7 +139,12 @@ class FakeBackend(Backend):
         self.calls += 1
         if x.shape[0] not in self._sizes_seen:
             self._sizes_seen.add(x.shape[0])
-            time.sleep(dict(self.config.first_call_delays_s).get(x.shape[0], 0.0))
+            try:
+                time.sleep(dict(self.config.first_call_delays_s).get(x.shape[0], 0.0))
+            except TuningBudgetExceeded as e:
+                if self.config.interrupt_as_runtime_error:
+                    raise RuntimeError("fake compiler: compilation interrupted") from e
+                raise
         if self.config.oom_after_calls and self.calls > self.config.oom_after_calls:
             raise torch.OutOfMemoryError(f"fake: out of memory at call {self.calls}")
         if delay_s:

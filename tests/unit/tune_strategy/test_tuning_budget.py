@@ -185,6 +185,17 @@ def test_a_compile_at_the_first_call_in_the_measurement_is_abandoned_at_the_dead
     assert "⌛ backend abandoned" in aitune_log.text
 
 
+def test_an_interrupt_a_compiler_turns_into_its_own_error_still_abandons(aitune_log):
+    candidates = [fake("quick"), fake("jit-like", first_call_delays_s=((1, 60.0),), interrupt_as_runtime_error=True)]
+    strategy = ait.MinLatencyStrategy(candidates, quick(), budget_s=3.0).enable_correctness_check(False)
+    start = time.monotonic()
+    tune(recorded(), strategy)
+    assert time.monotonic() - start < 20
+    _, jit = strategy.backend_results
+    assert jit["abandoned"] == "the tuning budget ran out (fake compiler: compilation interrupted)"
+    assert [a["backend"].split("'")[1] for a in telemetry_graph()["budget"]["abandoned"]] == ["jit-like"]
+
+
 def test_the_alarm_repeats_until_the_block_exits():
     # A library that swallows the first interrupt is interrupted again.
     budget = TuningBudget(0.2, "test", time.monotonic())

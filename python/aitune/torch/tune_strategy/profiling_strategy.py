@@ -233,6 +233,8 @@ class ProfilingTuneStrategy(TuneStrategy):
         try:
             point = self._measure(backend, ctx)
         except Exception as e:  # noqa: BLE001 - a candidate that cannot be measured loses
+            if ctx.budget is not None and ctx.budget.fired:
+                raise  # the deadline's interrupt, re-raised by a compiler as its own: abandoned, not failed
             self._log("❌ backend profiling failed for %s: %s: %s", backend.describe(), type(e).__name__, e)
             self.backend_results[-1].update({"success": False, "error": f"{type(e).__name__}: {e}"})
             tune_data.fail_build(e, backend.describe())

@@ -16,11 +16,9 @@ import argparse
 import json
 import os
 import secrets
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -29,17 +27,7 @@ sys.path.insert(0, str(HERE))
 import torch  # noqa: E402
 
 import serving_models  # noqa: E402
-
-
-def p50_ms(fn, calls: int) -> float:
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return round(statistics.median(times), 4)
+from defaults import host_median_ms  # noqa: E402 - the same median of host times as defaults.py's CPU rows
 
 
 def main() -> None:
@@ -81,8 +69,8 @@ def main() -> None:
         for bs in args.batch_sizes:
             keyed = [local.item(ids, i) for i in range(bs)]
             batch = [item for _, item in keyed]
-            here = p50_ms(lambda: local.run_batch(keyed[0][0], batch, bs), args.calls)
-            there = p50_ms(lambda: remote.run_batch(keyed[0][0], batch, bs), args.calls)
+            here = round(host_median_ms(lambda: local.run_batch(keyed[0][0], batch, bs), args.calls), 4)
+            there = round(host_median_ms(lambda: remote.run_batch(keyed[0][0], batch, bs), args.calls), 4)
             print(
                 json.dumps(
                     {

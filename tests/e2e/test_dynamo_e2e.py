@@ -290,7 +290,10 @@ def test_serve_with_fronts_runs_the_model_in_one_engine_process(tmp_path, checkp
     assert launcher.returncode == 0, log.read_text(errors="replace")[-2000:]
     assert session_members(launcher.pid) == [], "processes left running after stop"
     text = log.read_text(errors="replace")
-    assert text.count("Engine ready at") == 1 and "Serving through the engine process at" in text
+    assert (
+        text.count("Engine ready at") == 1
+        and "Serving the tuned module's graphs through the batcher, through the engine process at" in text
+    )
     counts = [int(n) for n in re.findall(r"served (\d+) requests", text)]
     assert len(counts) == 2 and sum(counts) == 16, counts
     assert int(re.search(r"Engine stopped after (\d+) batches", text)[1]) >= 2

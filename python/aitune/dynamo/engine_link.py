@@ -22,6 +22,7 @@ from __future__ import annotations
 import array
 import json
 import logging
+import math
 import os
 import signal
 import struct
@@ -296,7 +297,7 @@ class EngineServer:
         if not lengths or type(padded) is not int or padded not in sizes or padded < len(lengths):
             raise EngineLinkError(f"a batch of {len(lengths)} items padded to {padded!r}; tuned sizes {sizes}")
         itemsize = self.engine.shapes[index].dtype.itemsize
-        expected = itemsize * (1 if not shape else int(torch.Size(shape).numel()))
+        expected = itemsize * math.prod(shape)
         if any(n != expected for n in lengths) or sum(lengths) != len(payload):
             raise EngineLinkError(f"item lengths {lengths[:8]} for {len(payload)} bytes; each must be {expected}")
         dtype = self.engine.shapes[index].dtype

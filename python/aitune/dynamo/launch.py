@@ -14,6 +14,7 @@ SIGTERM/SIGINT, all are stopped, so nothing is left running."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import secrets
@@ -220,17 +221,14 @@ def serve_main(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     env.setdefault("DYN_DISCOVERY_BACKEND", "file")
     env.setdefault("DYN_REQUEST_PLANE", "tcp")
-    if not args.fronts:
-        commands = [(f"worker {i} ({device})", _worker_command(args, device)) for i, device in enumerate(devices)]
-        if args.frontend:
-            commands.insert(0, ("frontend", frontend_command(args.http_host, args.http_port, args.namespace)))
-        return supervise(commands, env)
-    # One engine per device and --fronts workers feeding it, over sockets in a folder only this
-    # user can enter, with a fresh secret for the link.
-    env[ENGINE_AUTHKEY_ENV] = secrets.token_hex(32)
-    with tempfile.TemporaryDirectory(prefix="aitune-engines-") as folder:
+    if args.fronts:  # a fresh secret for the engine link, its sockets in a folder only this user can enter
+        env[ENGINE_AUTHKEY_ENV] = secrets.token_hex(32)
+    with tempfile.TemporaryDirectory(prefix="aitune-engines-") if args.fronts else contextlib.nullcontext() as folder:
         commands = []
         for i, device in enumerate(devices):
+            if not args.fronts:
+                commands.append((f"worker {i} ({device})", _worker_command(args, device)))
+                continue
             socket_path = str(Path(folder) / f"engine-{i}.sock")
             commands.append((f"engine {i} ({device})", _engine_command(args, device, socket_path)))
             commands += [

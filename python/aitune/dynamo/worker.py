@@ -185,19 +185,18 @@ class FunctionWorker(DynamoWorker):
         self.failed = 0
 
     def setup(self) -> None:
+        engine: ModuleEngine | RemoteEngine | None = None
         if isinstance(self.fn, ItemRules):  # an engine process runs the module (engine_link.RemoteEngine)
-            self.engine = self.fn  # type: ignore[assignment] - a RemoteEngine, the one ItemRules that is not a ModuleEngine
-            self.batcher = DynamicBatcher(self.engine.run_batch, self.engine.sizes_for, self.config.max_wait_ms / 1000)
-            graphs = "; ".join(f"{s.describe()} at batch sizes {s.batch_sizes}" for s in self.engine.shapes)
-            logger.info("Serving through the engine process at %s: %s", getattr(self.fn, "address", "?"), graphs)
-            logger.info("Request check: %s", self.engine.token_ids.describe())
+            engine, where = self.fn, f"through the engine process at {getattr(self.fn, 'address', '?')}"  # type: ignore[assignment]
         elif self.config.type == "embedding" and self.config.mapping is None and item_shapes(self.fn):
-            self.engine = ModuleEngine(self.fn, self.config.token_id_limit)
-            self.batcher = DynamicBatcher(self.engine.run_batch, self.engine.sizes_for, self.config.max_wait_ms / 1000)
-            graphs = "; ".join(f"{s.describe()} at batch sizes {s.batch_sizes}" for s in self.engine.shapes)
-            logger.info("Serving the tuned module's graphs through the batcher: %s", graphs)
+            engine, where = ModuleEngine(self.fn, self.config.token_id_limit), "in this process"
+        if engine is not None:
+            self.engine = engine
+            self.batcher = DynamicBatcher(engine.run_batch, engine.sizes_for, self.config.max_wait_ms / 1000)
+            graphs = "; ".join(f"{s.describe()} at batch sizes {s.batch_sizes}" for s in engine.shapes)
+            logger.info("Serving the tuned module's graphs through the batcher, %s: %s", where, graphs)
             # Once, at startup: an id beyond the embedding table would, on CUDA, break the process.
-            logger.info("Request check: %s", self.engine.token_ids.describe())
+            logger.info("Request check: %s", engine.token_ids.describe())
         else:
             if self.config.token_id_limit:
                 logger.warning(

@@ -22,8 +22,8 @@ from aitune.torch.module.state import ModuleState
 from aitune.torch.tune_data import recorder as tune_data
 from aitune.torch.tune_strategy.budget import session_started as budget_session_started
 from aitune.torch.tune_strategy.context import installed as executor_installed
-from aitune.torch.utils.tensors import to_device
 from aitune.torch.utils.bytecode import bytecode_state
+from aitune.torch.utils.tensors import to_device
 
 if TYPE_CHECKING:
     from aitune.torch.module.wrapper import Module

@@ -77,7 +77,24 @@ def tuned_int8wo(tmp_path_factory):
     import torch._inductor.config as inductor_config
 
     coordinate_descent = inductor_config.coordinate_descent_tuning
-    ait.tune(wrapped, _dataset(), batch_sizes=[2], device="cpu")
+    import torch._inductor.compile_fx as compile_fx_module
+
+    real_compile_fx, compiles = compile_fx_module.compile_fx, []
+
+    def watched_compile_fx(*args, **kwargs):  # the real compile, recording the settings it ran under
+        # compile_fx with options applies them and calls itself again without: that call is the compile.
+        if not kwargs.get("config_patches"):
+            compiles.append(
+                {
+                    "coordinate_descent_tuning": inductor_config.coordinate_descent_tuning,
+                    "float32_matmul_precision": torch.get_float32_matmul_precision(),
+                }
+            )
+        return real_compile_fx(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compile_fx_module, "compile_fx", watched_compile_fx)
+        ait.tune(wrapped, _dataset(), batch_sizes=[2], device="cpu")
     settings_after = (torch.get_float32_matmul_precision(), inductor_config.coordinate_descent_tuning)
     with torch.no_grad():
         tuned = wrapped(x)
@@ -90,6 +107,8 @@ def tuned_int8wo(tmp_path_factory):
         "x": x,
         "path": path,
         "settings": ((precision, coordinate_descent), settings_after),
+        "compiles": compiles,
+        "user_precision": precision,
     }
     module_registry.clear()
     config.reset_to_defaults()
@@ -114,6 +133,18 @@ def test_torchaos_process_wide_settings_are_put_back_after_the_build(tuned_int8w
     compile; the user's own settings come back once the build is done."""
     before, after = tuned_int8wo["settings"]
     assert after == before
+
+
+def test_one_compile_with_torchaos_options_under_the_users_precision(tuned_int8wo):
+    """The build compiles once: under the user's float32 precision (a graph compiled under
+    torchao's "high" failed Dynamo's guard once it was put back, and every quantized candidate was
+    compiled twice), with the Inductor options quantize_ set given to the compile itself."""
+    compiles = tuned_int8wo["compiles"]
+    assert len(compiles) == 1, compiles
+    assert compiles[0]["float32_matmul_precision"] == tuned_int8wo["user_precision"]
+    assert compiles[0]["coordinate_descent_tuning"] is True
+    [result] = tuned_int8wo["strategy"].backend_results
+    assert result["success"]
 
 
 def test_the_strategy_reports_the_error_beside_the_speed(tuned_int8wo):

@@ -5,8 +5,12 @@ The build quantizes a structural copy of the module (quantized_state.py: it shar
 with the original, so only the quantized weights are new memory), compiles the copy's original
 forward and warms it up on every stored sample. torchao's quantize_ changes process-wide torch
 settings for the compile it expects (`torch.set_float32_matmul_precision("high")` and some
-Inductor options); they apply to this build's compile only and are put back afterwards, so the
-user's own TF32 choice and later candidates are not changed behind their back.
+Inductor options). They are put back as soon as quantize_ returns, so the user's own TF32 choice
+and later candidates are not changed behind their back; the Inductor options it set go to this
+backend's torch.compile as its own options instead, so every compile of it (the build's, a later
+shape's) gets them. The compile itself runs under the user's precision switches: Dynamo guards on
+them, and a graph compiled under torchao's "high" would be compiled again at the first call after
+they were put back (a second build of every quantized candidate, minutes under max-autotune).
 
 A checkpoint keeps the original weights and the config (with the modules a user's filter_fn
 selected, as names) plus a digest of the quantized weights; loading quantizes again and refuses a
@@ -54,6 +58,9 @@ _INDUCTOR_OPTIONS = (
     "fx_graph_cache",
     "triton.unique_kernel_names",
 )
+# Of those, the ones that shape the compiled kernels, which the compile gets as options. The
+# FX-graph cache is a cache policy, the user's and aitune's (compile_caches.py), not a preset's.
+_COMPILE_OPTIONS = tuple(name for name in _INDUCTOR_OPTIONS if name != "fx_graph_cache")
 NOT_INSTALLED = "torchao is not installed. Please install `torchao` (pip install 'aitune[torchao]')."
 
 
@@ -76,6 +83,13 @@ def torchao_settings_scope() -> Iterator[None]:
             yield
     finally:
         inductor_config.load_config(saved)
+
+
+def _compile_option_values() -> dict[str, Any]:
+    import torch._inductor.config as inductor_config
+
+    current = inductor_config.get_config_copy()
+    return {name: current[name] for name in _COMPILE_OPTIONS if name in current}
 
 
 def graph_is_dynamic(graph: GraphSpec) -> bool:
@@ -101,6 +115,7 @@ class TorchAOBackend(Backend):
         self._dynamic: bool | None = None
         self._selected: tuple[str, ...] | None = None  # what a user's filter_fn selected
         self._digest: QuantizedDigest | None = None
+        self._compile_options: dict[str, Any] = {}  # the Inductor options quantize_ set (_COMPILE_OPTIONS)
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -149,9 +164,9 @@ class TorchAOBackend(Backend):
         self._warmup_calls = warmup_calls(graph_spec, data, widen=bool(self._dynamic), backend_name=self.name)
         with torchao_settings_scope():
             self._quantize()
-            if config.expected_quantized_state is not None:  # loading: before the (long) compile
-                self._check_expected(config.expected_quantized_state)
-            self._compile()
+        if config.expected_quantized_state is not None:  # loading: before the (long) compile
+            self._check_expected(config.expected_quantized_state)
+        self._compile()
 
     def _quantize(self) -> None:
         """quantize_ on a structural copy of the source module (quantized_state.py)."""
@@ -162,7 +177,9 @@ class TorchAOBackend(Backend):
         config = self.config
         quantized, forward = structural_copy(self._source)
         recorder = RecordingFilter(config.filter_fn) if config.filter_fn is not None else None
+        before = _compile_option_values()
         quantize_(quantized, config.resolved_quantization_config(), filter_fn=recorder)
+        self._compile_options = {k: v for k, v in _compile_option_values().items() if before.get(k) != v}
         self._quantized, self._forward, self._compiled = quantized, forward, None
         self._selected = tuple(recorder.selected) if recorder is not None else None
         self._digest = None
@@ -175,12 +192,23 @@ class TorchAOBackend(Backend):
             )
 
     def _compile(self) -> None:
+        """torch.compile of the quantized forward, warmed up on the stored samples, under the
+        user's precision switches (the module docstring says why). torch.compile takes a mode or
+        options, not both: with options to add, the mode goes in as its own options."""
         config = self.config
         kwargs: dict[str, Any] = {"fullgraph": config.fullgraph, "dynamic": self._dynamic}
-        if config.mode is not None:
+        if self._compile_options:
+            mode_options = torch._inductor.list_mode_options(config.mode, self._dynamic) if config.mode else {}
+            kwargs["options"] = {**mode_options, **self._compile_options}
+        elif config.mode is not None:
             kwargs["mode"] = config.mode
         self._compiled = torch.compile(self._forward, **kwargs)
         run_warmup(self._compiled, self._warmup_calls, specialize_float_patch)
+
+    @property
+    def compile_options(self) -> dict[str, Any]:
+        """The Inductor options torchao's quantize_ set, which this backend's compiles get."""
+        return dict(self._compile_options)
 
     def _check_model_constraints(self, module: torch.nn.Module) -> None:
         """The MX and NVFP4 formats need bf16 weights whose dims are multiples of their block
@@ -239,9 +267,9 @@ class TorchAOBackend(Backend):
         self._source.to(self._device)
         with torchao_settings_scope():
             self._quantize()
-            if previous is not None and self.quantized_digest().sha256 != previous.sha256:
-                logger.warning("⚠️ %s: quantizing again gave other weights than the build did", self.describe())
-            self._compile()
+        if previous is not None and self.quantized_digest().sha256 != previous.sha256:
+            logger.warning("⚠️ %s: quantizing again gave other weights than the build did", self.describe())
+        self._compile()
 
     def _deactivate(self) -> None:
         self._release()

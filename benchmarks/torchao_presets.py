@@ -35,6 +35,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zoo  # noqa: E402 - benchmarks/zoo.py: the models and the fp16 candidates
 
 PRESETS = ("int8wo", "int8dq", "fp8wo", "fp8dq")
+# Variants beyond AITune's preset names, each a torchao config of its own (--presets takes them too).
+# fp8dq_row: fp8 with one scale per activation row and per weight output channel (torchao's PerRow),
+# where the fp8dq preset keeps one per tensor (AITune's): a row's scale needs no reduction over the
+# whole activation before the GEMM, and the H100's rowwise-scaled fp8 GEMM takes it as it is.
+CONFIG_VARIANTS = ("fp8dq_row",)
+
+
+def variant_config(variant: str) -> Any:
+    from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow
+
+    if variant == "fp8dq_row":
+        return Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())
+    raise ValueError(f"unknown variant {variant!r}; expected one of {PRESETS + CONFIG_VARIANTS}")
+
+
 # bert_b32: BERT-base at batch 32 (4096 tokens a call): compute-bound, where fp8 and int8 tensor
 # cores can pay; at batch 1 (128 tokens) its kernels' launches, not its weight reads, set the time.
 MODELS = ("llama_step", "llama7b_step", "bert", "bert_b32", "vit_b_16", "mlp")
@@ -106,7 +121,10 @@ def measure_row(model_name: str, variant: str, mode: str, device: str, fp16: str
         strategy = ait.MinLatencyStrategy(candidates, profiling_config=profiling)
     else:
         graphs = device == "cuda"
-        backend = TorchAOBackend(TorchAOBackendConfig(quantization=variant, mode=mode, use_cuda_graphs=graphs))
+        quantization = (
+            {"quantization": variant} if variant in PRESETS else {"quantization_config": variant_config(variant)}
+        )
+        backend = TorchAOBackend(TorchAOBackendConfig(**quantization, mode=mode, use_cuda_graphs=graphs))
         row["bound_rel_l2"] = DEFAULT_TOLERANCES[backend.precision_class].max_rel_l2
         available, reason = availability(backend, torch.device(device))
         if not available:
@@ -223,7 +241,7 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", nargs="+", default=["llama_step", "bert", "vit_b_16"], choices=MODELS)
-    parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=PRESETS)
+    parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=PRESETS + CONFIG_VARIANTS)
     parser.add_argument("--mode", default="max-autotune-no-cudagraphs", help="torch.compile mode of the presets")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a check of the flow only")
     parser.add_argument(

@@ -111,6 +111,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default="raw",
         help="an image request's pixels: raw bytes in a data URL (default) or a JSON list of ints (~50 requests/s)",
     )
+    parser.add_argument(
+        "--encoding-format",
+        choices=["float", "base64"],
+        default=None,
+        help="the requests' encoding_format (the response's vectors; OpenAI's Python client sends base64 unless "
+        "told otherwise); default: not sent, so float",
+    )
     parser.add_argument("--strategy", choices=["defaults", "eager"], default=None, help="default: defaults on CUDA")
     parser.add_argument(
         "--dynamo-log",
@@ -221,7 +228,8 @@ def direct_reference(kind: str, tuned, args: argparse.Namespace) -> dict[str, di
 # -- serving -----------------------------------------------------------------------------------
 def request_body(kind: str, mode: str, args: argparse.Namespace) -> bytes:
     """One single-item request to the `<kind>-<mode>` workers."""
-    return serving_models.request_body(kind, f"{kind}-{mode}", args.image_payload if kind == "image" else "json")
+    payload = args.image_payload if kind == "image" else "json"
+    return serving_models.request_body(kind, f"{kind}-{mode}", payload, args.encoding_format)
 
 
 @contextlib.contextmanager

@@ -85,13 +85,17 @@ def item_samples(kind: str, count: int, seed: int = 1) -> list[torch.Tensor]:
     return [torch.randint(0, 256, (3 * side * side,), generator=g, dtype=torch.uint8) for _ in range(count)]
 
 
-def request_body(kind: str, model_name: str, payload: str = "json") -> bytes:
+def request_body(kind: str, model_name: str, payload: str = "json", encoding_format: str | None = None) -> bytes:
     """One item as an OpenAI embedding request: its values (token ids, or the image's pixels) as a
     JSON list of ints (`json`), or as raw little-endian bytes in a data URL (`raw`, docs/serving.md
-    "Requests")."""
+    "Requests"); `encoding_format` ("float" or "base64", OpenAI's field for the response's vectors)
+    is sent when given."""
     item = item_samples(kind, 1, seed=7)[0]
     if payload == "raw":
         value: object = "data:application/octet-stream;base64," + base64.b64encode(item.numpy().tobytes()).decode()
     else:
         value = item.tolist()
-    return json.dumps({"model": model_name, "input": value}).encode()
+    body: dict[str, object] = {"model": model_name, "input": value}
+    if encoding_format is not None:
+        body["encoding_format"] = encoding_format
+    return json.dumps(body).encode()

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from aitune.dynamo.config import ENGINE_AUTHKEY_ENV, WORKER_TYPES, DynamoWorkerConfig
 
 STOP_GRACE_S = 15.0  # after SIGTERM, how long a child may take to drain before SIGKILL
+ENGINE_NAME = "engine"  # how serve names an engine process among its children (they stop last)
 
 
 def _common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -230,7 +231,7 @@ def serve_main(args: argparse.Namespace) -> int:
                 commands.append((f"worker {i} ({device})", _worker_command(args, device)))
                 continue
             socket_path = str(Path(folder) / f"engine-{i}.sock")
-            commands.append((f"engine {i} ({device})", _engine_command(args, device, socket_path)))
+            commands.append((f"{ENGINE_NAME} {i} ({device})", _engine_command(args, device, socket_path)))
             commands += [
                 (f"worker {i}.{k} ({device})", _worker_command(args, device, socket_path)) for k in range(args.fronts)
             ]
@@ -263,6 +264,14 @@ def supervise(commands: list[tuple[str, list[str]]], env: dict[str, str]) -> int
 
 
 def stop(children: list[tuple[str, subprocess.Popen]]) -> None:
+    """SIGTERM to every child, engines last: a worker's requests in flight may finish after the
+    signal (docs/serving.md, "Stopping"), and with --fronts they need the engine until then."""
+    engines = [(name, child) for name, child in children if name.startswith(ENGINE_NAME)]
+    _stop_group([(name, child) for name, child in children if not name.startswith(ENGINE_NAME)])
+    _stop_group(engines)
+
+
+def _stop_group(children: list[tuple[str, subprocess.Popen]]) -> None:
     for _, child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)

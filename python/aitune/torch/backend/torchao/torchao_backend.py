@@ -10,7 +10,7 @@ and later candidates are not changed behind their back; the Inductor options it 
 backend's torch.compile as its own options instead, so every compile of it (the build's, a later
 shape's) gets them. The compile itself runs under the user's precision switches: Dynamo guards on
 them, and a graph compiled under torchao's "high" would be compiled again at the first call after
-they were put back (a second build of every quantized candidate, minutes under max-autotune).
+they were put back (a second compile of every quantized candidate, without torchao's options).
 
 A checkpoint keeps the original weights and the config (with the modules a user's filter_fn
 selected, as names) plus a digest of the quantized weights; loading quantizes again and refuses a

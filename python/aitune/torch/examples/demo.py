@@ -87,13 +87,19 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
     print()
-    print(
-        tabulate(
-            rows,
-            headers=["backend", "ok", "batch", "samples/s", "latency ms", "build s", "note"],
-            tablefmt="fancy_grid",
+    if rows:
+        print(
+            tabulate(
+                rows,
+                headers=["backend", "ok", "batch", "samples/s", "latency ms", "build s", "note"],
+                tablefmt="fancy_grid",
+            )
         )
-    )
+    else:  # the results store answered: nothing was built or measured in this run
+        print(
+            "No candidate was measured in this run: ait.tune reused the result an earlier run stored "
+            "(docs/reference/tuning.md#reusing-results). AITUNE_REUSE_TUNING_RESULTS=0 tunes afresh."
+        )
 
     x = torch.randn(4, 3, 32, 32, device=args.device)
     with torch.no_grad():

@@ -143,6 +143,9 @@ def test_one_compile_with_torchaos_options_under_the_users_precision(tuned_int8w
     assert len(compiles) == 1, compiles
     assert compiles[0]["float32_matmul_precision"] == tuned_int8wo["user_precision"]
     assert compiles[0]["coordinate_descent_tuning"] is True
+    backend = tuned_int8wo["wrapped"].tuned_module.backends[0][1]
+    assert backend.compile_options.get("coordinate_descent_tuning") is True
+    assert "fx_graph_cache" not in backend.compile_options  # a cache policy stays the user's
     [result] = tuned_int8wo["strategy"].backend_results
     assert result["success"]
 

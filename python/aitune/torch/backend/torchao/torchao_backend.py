@@ -200,6 +200,11 @@ class TorchAOBackend(Backend):
         if self._compile_options:
             mode_options = torch._inductor.list_mode_options(config.mode, self._dynamic) if config.mode else {}
             kwargs["options"] = {**mode_options, **self._compile_options}
+            logger.info(
+                "%s: compiling with the Inductor options torchao's quantize_ set: %s",
+                self.describe(),
+                ", ".join(f"{k}={v}" for k, v in sorted(self._compile_options.items())),
+            )
         elif config.mode is not None:
             kwargs["mode"] = config.mode
         self._compiled = torch.compile(self._forward, **kwargs)

@@ -40,6 +40,9 @@ PRESETS = ("int8wo", "int8dq", "fp8wo", "fp8dq")
 # where the fp8dq preset keeps one per tensor (AITune's): a row's scale needs no reduction over the
 # whole activation before the GEMM, and the H100's rowwise-scaled fp8 GEMM takes it as it is.
 CONFIG_VARIANTS = ("fp8dq_row",)
+# Variants run in bf16 (model and float inputs): torchao's PerRow fp8 asserts bf16 weights (seen on the
+# H100, 2026-12-07). Their rel_l2 is still taken against the fp16 eager output.
+BF16_VARIANTS = ("fp8dq_row",)
 
 
 def variant_config(variant: str) -> Any:
@@ -113,6 +116,9 @@ def measure_row(model_name: str, variant: str, mode: str, device: str, fp16: str
     with torch.no_grad():
         eager_out = model(*args)
         row["eager_ms"] = median_ms(lambda: model(*args), device)
+    if variant in BF16_VARIANTS and device == "cuda":  # torchao's PerRow needs bf16 weights (it asserts so)
+        model = model.to(torch.bfloat16)
+        args = tuple(a.to(torch.bfloat16) if a.is_floating_point() else a for a in args)
     profiling = ProfilingConfig(batch_sizes=[batch], measurement_stop_strategy=NumStepsMeasuringStopStrategy(50, 10))
     if variant == "fp16" and fp16 == "defaults":
         strategy = ait.FirstWinsStrategy(profiling_config=profiling)

@@ -359,6 +359,7 @@ def measure_row(kind: str, mode: str, clients: int, session: dict, args: argpars
         calls_by_size=dict(sorted(calls.items(), key=lambda kv: int(kv[0]))),
         mean_batch=round(items / batches, 2) if batches else None,
         padding_rows=sum(w.get("padding_rows", 0) for w in window["workers"]),
+        inline_calls=sum(w.get("inline_calls", 0) for w in window["workers"]),
         # The worker processes' CPU time per request served in the window (all their threads): the
         # host cost that bounds one process's requests/s, whatever the GPU does.
         worker_cpu_ms_per_request=round(1000 * cpu_s / served, 3) if cpu_s is not None and served else None,
@@ -427,6 +428,8 @@ def markdown(report: dict) -> str:
         ]
         for r in model["rows"]:
             sizes = ", ".join(f"{s}×{n}" for s, n in r["calls_by_size"].items()) or "-"
+            if r.get("inline_calls"):  # of them, run on the event loop for a lone request (docs/serving.md)
+                sizes += f" ({r['inline_calls']} inline)"
             most = max(r["calls_by_size"], key=r["calls_by_size"].get) if r["calls_by_size"] else None
             reference = model.get("direct", {}).get(most, {}).get("p50_ms") if most else None
             batching = {"echo": "no model (echo)", "echo_inline": "no model (echo, inline)"}.get(

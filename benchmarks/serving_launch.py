@@ -182,7 +182,7 @@ def stats_delta(first: dict, second: dict) -> dict:
         for size, n in second.get("calls_by_size", {}).items()
         if n - first.get("calls_by_size", {}).get(size, 0)
     }
-    keys = ("served", "rejected", "failed", "batches", "items", "padding_rows", "model_busy_s")
+    keys = ("served", "rejected", "failed", "batches", "items", "padding_rows", "inline_calls", "model_busy_s")
     delta = {k: round(second.get(k, 0) - first.get(k, 0), 6) for k in keys}
     delta.update(
         calls_by_size=dict(sorted(sizes.items(), key=lambda kv: int(kv[0]))), wall_s=second["at"] - first["at"]

@@ -14,6 +14,13 @@ a closed loop, each answered client sends its next request). A steady single cli
 waits; items that already waited `max_wait_s` behind a running call go at once.
 `max_wait_s=0` turns batching off: every item is a model call of its own.
 
+A request that finds the batcher idle (nothing queued, no call running) and the model idle for at
+least as long as its last call took runs at once on the event loop's own thread: no collector turn,
+no hop to the model thread and back, which is what a lone client's latency is made of. Under load
+requests come back to back, far sooner after a call than that call took, so they queue and batch as
+above; a call run this way holds the loop, and the requests that arrive meanwhile wait for the model
+as they would in the queue (`inline_calls` in `stats()` counts them).
+
 Each collection that waits costs one timer; items are grouped by shape as they arrive, so taking
 a batch costs O(its size). `stats()` counts what ran: calls per padded batch size, items, padding
 rows, the waits, and the model thread's busy time (docs/serving.md, "Stats")."""
@@ -91,6 +98,10 @@ class DynamicBatcher:
         # copy of its outputs to the host, which waits for the device: this is device time plus
         # the host work around it, so busy_s / wall time bounds how busy the model keeps the GPU.
         self.busy_s = 0.0
+        self.inline_calls = 0  # calls run on the event loop's thread (a request that found all idle)
+        self._running = False  # a model call is under way
+        self._last_end = 0.0  # time.perf_counter() when the last call ended
+        self._last_took: float | None = None  # how long it took (None: no call yet)
 
     def stats(self) -> dict[str, Any]:
         """What ran so far; the keys of `calls_by_size` are strings, as JSON writes them."""
@@ -102,6 +113,7 @@ class DynamicBatcher:
             "model_busy_s": round(self.busy_s, 6),
             "waits": self.waits,
             "wait_s": round(self.wait_s, 6),
+            "inline_calls": self.inline_calls,
         }
 
     async def submit(self, keyed_items: list[tuple[Hashable, Any]]) -> list:
@@ -109,6 +121,8 @@ class DynamicBatcher:
         loop = asyncio.get_running_loop()
         if self._task is None:
             self._task = loop.create_task(self._collect())
+        if self._idle_for_a_lone_request(keyed_items):
+            return self._run_inline(keyed_items)
         now = loop.time()
         self._requests += 1
         request = self._requests
@@ -144,6 +158,30 @@ class DynamicBatcher:
         self._groups.clear()
         self._queued = 0
         self._executor.shutdown(wait=True)
+
+    def _idle_for_a_lone_request(self, keyed_items: list[tuple[Hashable, Any]]) -> bool:
+        if self._queued or self._running or self._last_took is None or not keyed_items:
+            return False
+        key = keyed_items[0][0]
+        if any(k != key for k, _ in keyed_items) or len(keyed_items) > self._tuned_sizes(key)[-1]:
+            return False
+        return time.perf_counter() - self._last_end >= self._last_took
+
+    def _run_inline(self, keyed_items: list[tuple[Hashable, Any]]) -> list:
+        key = keyed_items[0][0]
+        sizes = self._tuned_sizes(key)
+        count = len(keyed_items)
+        padded = sizes[bisect.bisect_left(sizes, count)]
+        self._requests += 1
+        self.inline_calls += 1
+        try:
+            outputs = self._timed_run_batch(key, [item for _, item in keyed_items], padded)
+        except Exception as e:
+            logger.warning("A batch of %d item(s) failed: %s: %s", count, type(e).__name__, e)
+            raise
+        self._count_run(count, padded)
+        self._expected = 1
+        return list(outputs)
 
     def _tuned_sizes(self, key: Hashable) -> list[int]:
         sizes = self._sizes.get(key)
@@ -211,26 +249,36 @@ class DynamicBatcher:
         start = time.perf_counter()
         try:
             return self._run_batch(key, items, padded)
-        finally:  # only the model thread writes busy_s
-            self.busy_s += time.perf_counter() - start
+        finally:  # one call at a time writes these: the model thread's or an inline one
+            end = time.perf_counter()
+            self.busy_s += end - start
+            self._last_took = end - start
+            self._last_end = end
+
+    def _count_run(self, count: int, padded: int) -> None:
+        self.batches_run += 1
+        self.items_run += count
+        self.padding_run += padded - count
+        self.calls_by_size[padded] += 1
 
     async def _run(self, key: Hashable, batch: list[_Waiting], sizes: list[int]) -> None:
         count = len(batch)
         padded = sizes[bisect.bisect_left(sizes, count)]
+        self._running = True  # set and cleared here, on the loop's thread, where submit reads it
         try:
-            outputs = await asyncio.get_running_loop().run_in_executor(
-                self._executor, self._timed_run_batch, key, [w.item for w in batch], padded
-            )
+            try:
+                outputs = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._timed_run_batch, key, [w.item for w in batch], padded
+                )
+            finally:
+                self._running = False
         except Exception as e:  # noqa: BLE001 - this batch's requests fail, the worker serves on
             logger.warning("A batch of %d item(s) failed: %s: %s", count, type(e).__name__, e)
             for w in batch:
                 if not w.future.done():
                     w.future.set_exception(e)
         else:
-            self.batches_run += 1
-            self.items_run += count
-            self.padding_run += padded - count
-            self.calls_by_size[padded] += 1
+            self._count_run(count, padded)
             for w, output in zip(batch, outputs):
                 if not w.future.done():
                     w.future.set_result(output)

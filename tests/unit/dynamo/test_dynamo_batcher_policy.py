@@ -2,7 +2,8 @@
 batch sizes and can be held on an event: collecting overlaps the model call, the model takes what
 is queued as soon as it is free, it waits only when more requests are expected (never at a steady
 single client) and never past max_wait after an item arrived, max_wait 0 runs one item per call,
-groups by shape and pads to the tuned sizes, and calls reach the model one at a time."""
+groups by shape and pads to the tuned sizes, calls reach the model one at a time, and a lone
+request that finds everything idle runs on the event loop's thread while a burst still batches."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ class FakeModel:
     """run_batch records (key, items, padded size) and, while `hold` is set, blocks every call
     until `release()`; it notes calls that overlap and the threads they ran in."""
 
-    def __init__(self, hold: bool = False) -> None:
+    def __init__(self, hold: bool = False, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
         self.calls: list[tuple[object, int, int]] = []
         self.threads: set[str] = set()
         self.started = threading.Event()
@@ -38,6 +40,7 @@ class FakeModel:
             self.calls.append((key, len(items), padded))
             self.started.set()
             assert self._released.wait(10), "the test never released the model"
+            time.sleep(self.delay_s)
             return [f"{key}:{item}" for item in items]
         finally:
             self._active -= 1
@@ -230,3 +233,54 @@ def test_a_cancelled_request_is_not_run():
 
     assert asyncio.run(scenario()) == [["a:0"], ["a:2"]]
     assert model.calls == [("a", 1, 1), ("a", 1, 1)]
+
+
+def test_a_lone_request_on_an_idle_batcher_runs_on_the_loop_and_a_burst_after_it_batches():
+    """After one call of 20 ms and a longer pause, a lone request runs at once on the event loop's
+    thread (no hop to the model thread); six requests that arrive right after it (sooner than its
+    20 ms) queue and run as one call in the model thread, as without the shortcut."""
+    model = FakeModel(delay_s=0.02)
+
+    async def scenario():
+        batcher = DynamicBatcher(model.run_batch, lambda key: [1, 2, 4, 8], max_wait_s=0.2)
+        first = await batcher.submit([("a", 0)])  # no call yet: through the model thread
+        await asyncio.sleep(0.05)
+        lone = await batcher.submit([("a", 1)])
+        burst = await asyncio.gather(*(batcher.submit([("a", i)]) for i in range(2, 8)))
+        await batcher.close()
+        return first, lone, burst, batcher
+
+    first, lone, burst, batcher = asyncio.run(scenario())
+    assert first == ["a:0"] and lone == ["a:1"] and burst == [[f"a:{i}"] for i in range(2, 8)]
+    assert model.calls == [("a", 1, 1), ("a", 1, 1), ("a", 6, 8)]
+    assert model.threads == {"aitune-model_0", threading.main_thread().name}
+    assert batcher.stats()["inline_calls"] == 1 and batcher.items_run == 8 and not model.overlapped
+
+
+def test_a_failed_inline_call_fails_its_request_only():
+    """The lone request's error reaches its caller; the next request is served."""
+    failing = {"a:1"}
+
+    def run_batch(key, items, padded):
+        time.sleep(0.005)
+        answers = [f"{key}:{item}" for item in items]
+        if failing & set(answers):
+            raise RuntimeError("device error")
+        return answers
+
+    async def scenario():
+        batcher = DynamicBatcher(run_batch, lambda key: [1, 2], max_wait_s=0.01)
+        await batcher.submit([("a", 0)])
+        await asyncio.sleep(0.02)
+        try:
+            await batcher.submit([("a", 1)])
+        except RuntimeError as e:
+            error = str(e)
+        await asyncio.sleep(0.02)
+        after = await batcher.submit([("a", 2), ("a", 3)])
+        await batcher.close()
+        return error, after, batcher
+
+    error, after, batcher = asyncio.run(scenario())
+    assert error == "device error" and after == ["a:2", "a:3"]
+    assert batcher.stats()["inline_calls"] == 2 and batcher.batches_run == 2

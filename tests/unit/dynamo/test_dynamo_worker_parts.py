@@ -147,12 +147,14 @@ def test_batcher_groups_concurrent_requests_into_tuned_batches_and_isolates_fail
     assert calls[0] == ("a", 3, 4), "three concurrent requests run as one batch padded to the tuned size 4"
     assert isinstance(failing[0], RuntimeError) and "model failure" in str(failing[0])
     assert after == ["out:x", "out:y"], "a failed batch does not stop the batcher"
-    assert threads == {"aitune-model_0"}, "the model runs in one thread of its own"
+    # Batches run in the model thread; "after" found the model idle longer than the failed call
+    # took, so it may run on the loop's thread (docs/serving.md, "Batching").
+    assert "aitune-model_0" in threads and threads <= {"aitune-model_0", threading.main_thread().name}
     assert batcher.batches_run == 2 and batcher.items_run == 5
     stats = batcher.stats()  # what ran: the failed call counts only in the busy time
     assert stats["calls_by_size"] == {"2": 1, "4": 1} and stats["padding_rows"] == 1
     assert (stats["batches"], stats["items"]) == (2, 5)
-    assert 0.02 <= stats["model_busy_s"] < 5, "two 10 ms calls and the failed one, timed in the model thread"
+    assert 0.02 <= stats["model_busy_s"] < 5, "two 10 ms calls and the failed one, timed"
 
 
 def test_module_engine_serves_a_tuned_module_at_its_tuned_batch_sizes(tmp_path):

@@ -71,13 +71,20 @@ def torchao_version() -> str | None:
         return None
 
 
+def _inductor_values(names: tuple[str, ...]) -> dict[str, Any]:
+    """The current values of those of Inductor's options that this torch has."""
+    import torch._inductor.config as inductor_config
+
+    current = inductor_config.get_config_copy()
+    return {name: current[name] for name in names if name in current}
+
+
 @contextlib.contextmanager
 def torchao_settings_scope() -> Iterator[None]:
     """Puts back the process-wide settings torchao's quantize_ changes (module docstring)."""
     import torch._inductor.config as inductor_config
 
-    current = inductor_config.get_config_copy()
-    saved = {name: current[name] for name in _INDUCTOR_OPTIONS if name in current}
+    saved = _inductor_values(_INDUCTOR_OPTIONS)
     try:
         with precision_switches.preserved():  # exactly: the FX-graph cache keys by them
             yield
@@ -86,10 +93,7 @@ def torchao_settings_scope() -> Iterator[None]:
 
 
 def _compile_option_values() -> dict[str, Any]:
-    import torch._inductor.config as inductor_config
-
-    current = inductor_config.get_config_copy()
-    return {name: current[name] for name in _COMPILE_OPTIONS if name in current}
+    return _inductor_values(_COMPILE_OPTIONS)
 
 
 def graph_is_dynamic(graph: GraphSpec) -> bool:

@@ -1,7 +1,8 @@
 """A Dynamo worker stops within 5 s of SIGTERM or SIGINT whatever it serves — a tuned module
 through the batcher (no mapping), a callable with or without a mapping, a torch module with a
 mapping — idle or in the middle of a request that would run for a minute (docs/serving.md,
-"Stopping"). Real NVIDIA Dynamo runtime and frontend, on localhost; skips only without ai-dynamo."""
+"Stopping"). The tuned module's blocking request comes alone to an idle worker, so it runs on the
+event loop's own thread (batching.py): the stop must not wait for the loop. Real NVIDIA Dynamo runtime and frontend, on localhost; skips only without ai-dynamo."""
 
 from __future__ import annotations
 

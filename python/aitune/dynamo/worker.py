@@ -54,12 +54,25 @@ STOP_GRACE_S = 3.0
 
 class _Stopper:
     """The worker's SIGTERM/SIGINT handling: the first signal shuts the runtime down and arms the
-    grace timer; a second one, or the timer, ends the process."""
+    grace timer; a second one, or the timer, ends the process.
+
+    A Python-level handler (signal.signal), not the loop's (add_signal_handler): the loop may be
+    busy in a model call of its own (a lone request runs on the loop's thread, batching.py), and
+    the loop's handlers run only when it gets back to them. Python runs this one in the main
+    thread as soon as the running bytecode or an interruptible wait lets it, and the timer then
+    ends the process whatever the loop is doing."""
 
     def __init__(self, runtime: Any, in_flight: Callable[[], int]) -> None:
         self._runtime = runtime
         self._in_flight = in_flight
         self._signalled = False
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self(signal.Signals(signum).name)
 
     def __call__(self, signame: str) -> None:
         if self._signalled:
@@ -70,6 +83,8 @@ class _Stopper:
         timer = threading.Timer(STOP_GRACE_S, self._end_now, args=(f"{STOP_GRACE_S:g} s after the signal",))
         timer.daemon = True
         timer.start()
+        # At once, not through the loop: shutting the runtime down deregisters the endpoint, which
+        # must happen even if the loop does not get back before the timer ends the process.
         self._runtime.shutdown()
 
     def _end_now(self, why: str) -> None:
@@ -143,9 +158,7 @@ class DynamoWorker:
         extra = {"event_plane": "nats"} if enable_nats else {}
         runtime = dynamo.DistributedRuntime(loop, discovery, request_plane, **extra)
         in_flight = [0]
-        stopper = _Stopper(runtime, lambda: in_flight[0])
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stopper, sig.name)
+        _Stopper(runtime, lambda: in_flight[0]).install()
         loop.add_signal_handler(signal.SIGUSR1, self.log_stats)  # counters on demand (docs/serving.md, "Stats")
         endpoint = runtime.endpoint(f"{self.namespace}.{self.component}.{self.endpoint_name}")
         invalid_argument = dynamo.InvalidArgument

@@ -4,7 +4,7 @@ CUDA-graph or TensorRT backend is fastest, or only valid, there). Items are grou
 a batch is padded up to the next tuned size by repeating its last item, and the padding rows'
 outputs are dropped.
 
-The model runs in one thread of its own, so calls reach the device one at a time, and the event
+Batches run in one model thread of their own, so calls reach the device one at a time, and the event
 loop keeps accepting requests while a batch runs: collecting overlaps the model call. Whenever the
 model thread is free, the collector takes what is queued at once, up to the largest tuned size of
 one shape. It waits (for at most `max_wait_s` after the oldest queued item arrived) only when
@@ -16,7 +16,8 @@ waits; items that already waited `max_wait_s` behind a running call go at once.
 
 A request that finds the batcher idle (nothing queued, no call running) and the model idle for at
 least as long as its last call took runs at once on the event loop's own thread: no collector turn,
-no hop to the model thread and back, which is what a lone client's latency is made of. Under load
+no hop to the model thread and back, a part of a lone client's latency. Calls still run one at a
+time: the loop cannot start another while it runs one. Under load
 requests come back to back, far sooner after a call than that call took, so they queue and batch as
 above; a call run this way holds the loop, and the requests that arrive meanwhile wait for the model
 as they would in the queue (`inline_calls` in `stats()` counts them).

@@ -17,10 +17,10 @@ waits; items that already waited `max_wait_s` behind a running call go at once.
 A request that finds the batcher idle (nothing queued, no call running) and the model idle for at
 least as long as its last call took runs at once on the event loop's own thread: no collector turn,
 no hop to the model thread and back, a part of a lone client's latency. Calls still run one at a
-time: the loop cannot start another while it runs one. Under load
-requests come back to back, far sooner after a call than that call took, so they queue and batch as
-above; a call run this way holds the loop, and the requests that arrive meanwhile wait for the model
-as they would in the queue (`inline_calls` in `stats()` counts them).
+time: the loop cannot start another while it runs one. Under load requests come back to back, far
+sooner after a call than that call took, so they queue and batch as above; a call run this way
+holds the loop, and the requests that arrive meanwhile wait for the model as they would in the
+queue (`inline_calls` in `stats()` counts them).
 
 Each collection that waits costs one timer; items are grouped by shape as they arrive, so taking
 a batch costs O(its size). `stats()` counts what ran: calls per padded batch size, items, padding
@@ -42,6 +42,11 @@ logger = logging.getLogger("aitune.dynamo")
 RunBatch = Callable[[Hashable, list, int], list]
 
 
+def padded_size(count: int, sizes: Sequence[int]) -> int:
+    """The smallest of the sorted tuned `sizes` that holds `count` items."""
+    return sizes[bisect.bisect_left(sizes, count)]
+
+
 def batch_plan(count: int, sizes: Sequence[int]) -> list[tuple[int, int]]:
     """(items, padded size) per call for `count` items of one shape: full calls of the largest
     tuned size, then the rest in one call padded up to the smallest tuned size that holds it."""
@@ -50,7 +55,7 @@ def batch_plan(count: int, sizes: Sequence[int]) -> list[tuple[int, int]]:
     plan = [(largest, largest)] * (count // largest)
     rest = count % largest
     if rest:
-        plan.append((rest, sizes[bisect.bisect_left(sizes, rest)]))
+        plan.append((rest, padded_size(rest, sizes)))
     return plan
 
 
@@ -170,9 +175,8 @@ class DynamicBatcher:
 
     def _run_inline(self, keyed_items: list[tuple[Hashable, Any]]) -> list:
         key = keyed_items[0][0]
-        sizes = self._tuned_sizes(key)
         count = len(keyed_items)
-        padded = sizes[bisect.bisect_left(sizes, count)]
+        padded = padded_size(count, self._tuned_sizes(key))
         self._requests += 1
         self.inline_calls += 1
         try:
@@ -264,7 +268,7 @@ class DynamicBatcher:
 
     async def _run(self, key: Hashable, batch: list[_Waiting], sizes: list[int]) -> None:
         count = len(batch)
-        padded = sizes[bisect.bisect_left(sizes, count)]
+        padded = padded_size(count, sizes)
         self._running = True  # set and cleared here, on the loop's thread, where submit reads it
         try:
             try:
